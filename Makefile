@@ -1,0 +1,21 @@
+# Two entry points (README): `make run` and `make test`. Both set up first;
+# set-up is idempotent and reinstalls nothing when requirements.lock is unchanged.
+VENV ?= .venv
+PROFILE ?= profiles/local
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: setup run test lint dry-run
+setup:
+	bash scripts/setup.sh
+
+run: setup
+	$(VENV)/bin/snakemake --profile $(PROFILE)
+
+dry-run: setup
+	$(VENV)/bin/snakemake --profile $(PROFILE) -n
+
+lint: setup
+	$(VENV)/bin/snakemake --profile $(PROFILE) --lint
+
+test: setup
+	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)

@@ -1,0 +1,90 @@
+"""All records of a site -> one tidy table (a row per run and metric) and a Markdown summary.
+
+Failed, timed-out and skipped runs keep their row, with the error, so a table never
+has a silent hole."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .results import read_record
+
+COLUMNS = ["run_id", "benchmark", "suite", "framework", "site", "preset", "repeat", "nodes", "ranks_per_node",
+           "threads_per_rank", "gpus_per_rank", "ranks", "params", "swept", "status", "error", "metric", "value",
+           "unit", "precision", "median", "std", "iqr", "n_samples", "higher_is_better"]
+
+
+def records_to_rows(records: list[dict]) -> list[dict]:
+    rows = []
+    for rec in records:
+        lay = rec.get("layout", {})
+        base = {"run_id": rec["run_id"], "benchmark": rec["benchmark"], "suite": rec.get("suite"),
+                "framework": rec.get("framework"), "site": rec.get("site"), "preset": rec.get("preset"),
+                "repeat": rec.get("repeat"), **{k: lay.get(k) for k in
+                                                ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank",
+                                                 "ranks")},
+                "params": json.dumps(rec.get("params", {}), sort_keys=True),
+                "swept": json.dumps(rec.get("swept", {}), sort_keys=True),
+                "status": rec["status"], "error": rec.get("error")}
+        metrics = rec.get("metrics") or {}
+        if not metrics:
+            rows.append({**base, "metric": None, "value": None})
+        for name, m in metrics.items():
+            st = m.get("stats", {})
+            rows.append({**base, "metric": name, "value": m["value"], "unit": m["unit"],
+                         "precision": m.get("precision"), "median": st.get("median"), "std": st.get("std"),
+                         "iqr": st.get("iqr"), "n_samples": st.get("n", 0),
+                         "higher_is_better": m.get("higher_is_better")})
+    return rows
+
+
+def load_records(paths) -> list[dict]:
+    return [read_record(p) for p in sorted(map(str, paths))]
+
+
+def tidy_table(records: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(records_to_rows(records), columns=COLUMNS)
+    return df.sort_values(["benchmark", "run_id", "metric"], na_position="first", kind="stable").reset_index(drop=True)
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | None = None) -> str:
+    """One line per run: its headline figure (the first metric unless named), spread and status."""
+    headline = headline or {}
+    lines = [f"# exabench results: site {site}", "",
+             "| run | benchmark | swept | figure | value | unit | spread (IQR) | n | status | error |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    n_ok = 0
+    for run_id, g in df.groupby("run_id", sort=False):
+        want = headline.get(g["benchmark"].iloc[0])
+        row = g[g["metric"] == want].iloc[0] if want in set(g["metric"]) else g.iloc[0]
+        n_ok += row["status"] == "ok"
+        swept = ", ".join(f"{k}={v}" for k, v in json.loads(row["swept"]).items())
+        err = (row["error"] or "").replace("|", "/").replace("\n", " ")
+        lines.append(f"| {run_id} | {row['benchmark']} | {swept} | {_fmt(row['metric'])} | {_fmt(row['value'])} "
+                     f"| {_fmt(row['unit'])} | {_fmt(row['iqr'])} | {_fmt(row['n_samples'])} | {row['status']} "
+                     f"| {err[:200]} |")
+    total = df["run_id"].nunique()
+    lines += ["", f"{n_ok} of {total} runs ok, {total - n_ok} not ok."]
+    return "\n".join(lines) + "\n"
+
+
+HEADLINES = {"resnet50": "throughput", "kmeans": "time"}
+
+
+def aggregate(record_paths, csv_path: str | Path, md_path: str | Path, site: str) -> pd.DataFrame:
+    from .results import atomic_write_text
+    df = tidy_table(load_records(record_paths))
+    atomic_write_text(csv_path, df.to_csv(index=False))
+    atomic_write_text(md_path, markdown_summary(df, site, HEADLINES))
+    return df

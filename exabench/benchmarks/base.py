@@ -1,0 +1,121 @@
+"""What every benchmark declares: typed, documented parameters with presets per
+scale, a run that returns metrics with units, and sanity checks kept apart from
+the metrics (a run whose checks fail is `failed`, not fast)."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import ConfigError
+
+PRESETS = ("tiny", "small", "full")
+
+
+def param(default: Any, doc: str, choices: tuple | None = None, minimum: float | None = None):
+    """A benchmark parameter: its default, what it means, and what values are valid."""
+    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum})
+
+
+@dataclass
+class Metric:
+    """One figure of a run: its value, unit, the samples behind it and their spread."""
+
+    value: float
+    unit: str
+    samples: list[float] = field(default_factory=list)
+    precision: str | None = None
+    higher_is_better: bool = True
+    description: str = ""
+
+    def to_dict(self) -> dict:
+        d = {"value": self.value, "unit": self.unit, "samples": list(self.samples),
+             "higher_is_better": self.higher_is_better}
+        if self.samples:
+            d["stats"] = spread(self.samples)
+        if self.precision:
+            d["precision"] = self.precision
+        if self.description:
+            d["description"] = self.description
+        return d
+
+
+def spread(samples: list[float]) -> dict:
+    s = sorted(samples)
+    n = len(s)
+    q = statistics.quantiles(s, n=4, method="inclusive") if n >= 2 else [s[0]] * 3
+    return {"n": n, "median": statistics.median(s), "mean": statistics.fmean(s),
+            "std": statistics.stdev(s) if n >= 2 else 0.0, "min": s[0], "max": s[-1],
+            "q1": q[0], "q3": q[2], "iqr": q[2] - q[0]}
+
+
+@dataclass
+class Check:
+    """A sanity check: what was checked, whether it held, and the numbers behind it."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class Outcome:
+    metrics: dict[str, Metric]
+    checks: list[Check] = field(default_factory=list)
+    info: dict = field(default_factory=dict)  # extra facts for the record (e.g. device, model size)
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+
+class Benchmark:
+    """Subclass, set the class attributes, define `Params` and `run`."""
+
+    name: ClassVar[str]
+    suite: ClassVar[str]
+    framework: ClassVar[str]
+    launcher_needs: ClassVar[str] = "any"  # "mpi" when the workload itself calls MPI
+    Params: ClassVar[type]
+    presets: ClassVar[dict[str, dict]] = {}
+    id_params: ClassVar[tuple[str, ...]] = ()  # always shown in run ids (e.g. precision)
+
+    def run(self, params, ctx) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- parameters ---------------------------------------------------------
+    @classmethod
+    def param_fields(cls) -> dict[str, dataclasses.Field]:
+        return {f.name: f for f in dataclasses.fields(cls.Params)}
+
+    @classmethod
+    def resolve_params(cls, preset: str, overrides: dict, file: str, where: str):
+        """Defaults <- preset <- overrides, each key and value checked."""
+        values = dict(cls.presets.get(preset, {}))
+        values.update(overrides)
+        fields = cls.param_fields()
+        hints = typing.get_type_hints(cls.Params)
+        for key, value in values.items():
+            if key not in fields:
+                raise ConfigError(file, f"{where}.{key}", value, f"parameters of '{cls.name}': " + ", ".join(fields),
+                                  "is not a parameter")
+            values[key] = _check_value(hints[key], fields[key], value, file, f"{where}.{key}")
+        return cls.Params(**values)
+
+
+def _check_value(hint, fld: dataclasses.Field, value, file: str, key: str):
+    meta = fld.metadata
+    kind = hint if isinstance(hint, type) else typing.get_origin(hint)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+    if not ok:
+        raise ConfigError(file, key, value, f"{getattr(kind, '__name__', kind)} ({meta.get('doc', '')})")
+    if meta.get("choices") and value not in meta["choices"]:
+        raise ConfigError(file, key, value, "one of " + ", ".join(map(repr, meta["choices"])))
+    if meta.get("minimum") is not None and value < meta["minimum"]:
+        raise ConfigError(file, key, value, f">= {meta['minimum']} ({meta.get('doc', '')})")
+    return value

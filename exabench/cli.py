@@ -1,0 +1,100 @@
+"""`exabench` command line: thin wrappers over the package (no computing here)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import ExabenchError
+
+
+def _load(args):
+    from .config import load_and_validate
+    from .plan import expand
+    from .site import load_site
+    config = load_and_validate(args.config, "config")
+    site = load_site(args.site or config["site"])
+    return config, site, expand(config, site, args.config)
+
+
+def cmd_plan(args) -> int:
+    from .plan import plan_table
+    import pandas as pd
+    _, site, runs = _load(args)
+    print(pd.DataFrame(plan_table(runs)).to_string(index=False))
+    print(f"\n{len(runs)} runs on site {site.name}")
+    return 0
+
+
+def cmd_launch_lines(args) -> int:
+    from pathlib import Path
+    from .launch import RunPaths, render_script
+    _, site, runs = _load(args)
+    for run in runs:
+        _, line = render_script(run, site, RunPaths(Path("results") / site.name, run.run_id))
+        print(f"{run.run_id}:\n  {line}")
+    return 0
+
+
+def cmd_execute(args) -> int:
+    from .execute import execute
+    rec = execute(args.spec)
+    print(f"{rec['run_id']}: {rec['status']}" + (f" ({rec['error']})" if rec.get("error") else ""))
+    return 0
+
+
+def cmd_aggregate(args) -> int:
+    from .aggregate import aggregate
+    aggregate(args.records, args.csv, args.markdown, args.site_name)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from .benchmarks import REGISTRY
+    for name, cls in sorted(REGISTRY.items()):
+        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
+        print(f"{name:12s} {cls.suite:12s} {cls.framework:14s} {doc[0] if doc else ''}")
+        if args.verbose:
+            for fname, f in cls.param_fields().items():
+                print(f"    {fname:14s} default {f.default!r:10s} {f.metadata.get('doc', '')}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="exabench", description="Reproducible HPC deep-learning and analytics benchmarks")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def with_config(p):
+        p.add_argument("--config", default="config/config.yaml", help="experiment config (default %(default)s)")
+        p.add_argument("--site", default=None, help="site.yaml (default: the config's `site`)")
+        return p
+
+    with_config(sub.add_parser("plan", help="print the runs a config expands to on a site")).set_defaults(fn=cmd_plan)
+    with_config(sub.add_parser("launch-lines", help="print the launch line of every planned run")).set_defaults(
+        fn=cmd_launch_lines)
+    p = sub.add_parser("execute", help="run one rendered job script and ensure its record exists")
+    p.add_argument("--spec", required=True)
+    p.set_defaults(fn=cmd_execute)
+    p = sub.add_parser("aggregate", help="records -> tidy CSV table + Markdown summary")
+    p.add_argument("--site-name", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--markdown", required=True)
+    p.add_argument("records", nargs="*")
+    p.set_defaults(fn=cmd_aggregate)
+    p = sub.add_parser("list", help="list the registered benchmarks")
+    p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
+    p.set_defaults(fn=cmd_list)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ExabenchError as exc:
+        print(f"exabench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

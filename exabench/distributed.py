@@ -1,0 +1,140 @@
+"""One thin layer over the ways ranks are started and talk: MPI (mpi4py),
+torch.distributed (Gloo/NCCL/MPI backends) and a single process. A workload is
+written once against `World` and `Collectives`; it never reads launcher variables."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+# (rank, size, local rank, local size) variables, in the order launchers are recognised.
+_LAUNCHER_VARS = (
+    ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+    ("mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ("mpi", "JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE", "JSM_NAMESPACE_LOCAL_RANK", "JSM_NAMESPACE_LOCAL_SIZE"),
+    ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+)
+_MPI_MARKERS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "JSM_NAMESPACE_SIZE", "ALPS_APP_PE")
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    source: str  # torchrun | mpi | slurm | single
+    mpi: bool    # whether MPI_Init can join the other ranks
+
+
+def detect_world(environ=None) -> World:
+    env = os.environ if environ is None else environ
+    mpi = any(k in env for k in _MPI_MARKERS)
+    for source, rk, sz, lrk, lsz in _LAUNCHER_VARS:
+        if rk in env and sz in env:
+            size = int(env[sz])
+            local_size = env.get(lsz, "")
+            local_size = int(local_size.split("(")[0].split(",")[0]) if local_size[:1].isdigit() else size
+            return World(int(env[rk]), size, int(env.get(lrk, 0)), local_size, source, mpi)
+    return World(0, 1, 0, 1, "single", False)
+
+
+class Collectives:
+    """Small collectives on Python values, for timing reductions and bookkeeping."""
+
+    def __init__(self, world: World):
+        self.world = world
+        self._mpi = None
+        if world.size > 1 and world.mpi:
+            from mpi4py import MPI
+            self._mpi = MPI.COMM_WORLD
+            if self._mpi.Get_size() != world.size:
+                raise RuntimeError(f"MPI sees {self._mpi.Get_size()} ranks but the launcher says {world.size}")
+
+    def _torch(self):
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(f"{self.world.size} ranks started by {self.world.source} but no MPI and no "
+                               "torch.distributed process group: use an MPI launcher or init_torch first")
+        return dist
+
+    def allgather(self, obj) -> list:
+        if self.world.size == 1:
+            return [obj]
+        if self._mpi is not None:
+            return self._mpi.allgather(obj)
+        dist = self._torch()
+        out = [None] * self.world.size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def allreduce(self, value: float, op: str = "max") -> float:
+        values = self.allgather(value)
+        return {"max": max, "min": min, "sum": sum}[op](values)
+
+    def bcast(self, obj, root: int = 0):
+        if self.world.size == 1:
+            return obj
+        if self._mpi is not None:
+            return self._mpi.bcast(obj, root=root)
+        box = [obj]
+        self._torch().broadcast_object_list(box, src=root)
+        return box[0]
+
+    def barrier(self) -> None:
+        if self.world.size == 1:
+            return
+        if self._mpi is not None:
+            self._mpi.Barrier()
+        else:
+            self._torch().barrier()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def init_torch(world: World, backend: str, run_dir: str | Path, timeout_s: int = 600) -> str:
+    """Create the torch.distributed process group for this world; returns the init method used.
+
+    torchrun provides MASTER_ADDR/PORT; under MPI launchers rank 0 publishes its address
+    and a free port with an MPI broadcast; otherwise a FileStore in the run directory
+    (on the shared file system) is the rendezvous.
+    """
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return "existing"
+    if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
+        method = "env://"
+    elif world.mpi and world.size > 1:
+        from mpi4py import MPI
+        addr = None
+        if world.rank == 0:
+            # Loopback when all ranks share this node; the host's address when they span nodes.
+            host = "127.0.0.1" if world.local_size >= world.size else socket.gethostbyname(socket.gethostname())
+            addr = f"tcp://{host}:{_free_port()}"
+        method = MPI.COMM_WORLD.bcast(addr, root=0)
+    else:
+        # One file per job step (or per process when alone), so a stale file never joins a new run.
+        key = (f"{os.environ.get('SLURM_JOB_ID')}.{os.environ.get('SLURM_STEP_ID')}" if world.source == "slurm"
+               else f"single.{os.getpid()}")
+        store = Path(run_dir) / f"rendezvous.{key}"
+        method = f"file://{store.resolve()}"
+    dist.init_process_group(backend=backend, init_method=method, rank=world.rank, world_size=world.size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    return method
+
+
+def shutdown_torch() -> None:
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()  # without it a peer can abort while another still sends (PLATFORM.md)
+        dist.destroy_process_group()

@@ -1,0 +1,101 @@
+"""The one entry point every launcher starts, once per rank:
+
+    python -m exabench.runner --spec results/<site>/runs/<run_id>/spec.json
+
+Each rank runs the benchmark; rank 0 alone writes the result record. A rank that
+raises writes its error to runs/<run_id>/errors/rank<N>.txt and exits non-zero,
+so the launcher stops the others and `exabench execute` records the failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import benchmarks
+from .distributed import Collectives, World, detect_world
+from .results import base_record, now_iso, provenance, write_record
+
+
+@dataclass
+class Context:
+    """What a benchmark may know about where it runs."""
+
+    spec: dict
+    world: World
+    run_dir: Path
+    _collectives: Collectives | None = field(default=None, repr=False)
+
+    @property
+    def layout(self) -> dict:
+        return self.spec["layout"]
+
+    @property
+    def threads(self) -> int:
+        return int(self.layout["threads_per_rank"])
+
+    @property
+    def collectives(self) -> Collectives:
+        if self._collectives is None:
+            self._collectives = Collectives(self.world)
+        return self._collectives
+
+
+def error_dir(run_dir: Path) -> Path:
+    return run_dir / "errors"
+
+
+def run(spec: dict, world: World | None = None) -> dict | None:
+    """Run the benchmark on this rank; returns the record on rank 0."""
+    world = world or detect_world()
+    ctx = Context(spec=spec, world=world, run_dir=Path(spec["paths"]["run_dir"]))
+    start = now_iso()
+    cls = benchmarks.get(spec["benchmark"])
+    params = cls.Params(**spec["params"])
+    outcome = cls().run(params, ctx)
+    end = now_iso()
+    hosts = ctx.collectives.allgather(socket.gethostname())
+    if world.rank != 0:
+        return None
+    failed = outcome.failed_checks
+    record = base_record(spec)
+    record.update({
+        "status": "failed" if failed else "ok",
+        "error": "; ".join(f"sanity check '{c.name}' failed: {c.detail}" for c in failed) or None,
+        "metrics": {name: m.to_dict() for name, m in outcome.metrics.items()},
+        "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in outcome.checks],
+        "info": outcome.info,
+        "provenance": provenance(start, end, hosts, env_names=tuple(spec.get("env", {}))),
+    })
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m exabench.runner", description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", required=True, help="the run's spec.json (written by the render rule)")
+    args = ap.parse_args(argv)
+    spec = json.loads(Path(args.spec).read_text())
+    world = detect_world()
+    try:
+        record = run(spec, world)
+        if record is not None:
+            write_record(record, spec["paths"]["record"], spec["paths"]["archive_dir"])
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the record
+        errors = error_dir(Path(spec["paths"]["run_dir"]))
+        errors.mkdir(parents=True, exist_ok=True)
+        summary = f"rank {world.rank} on {socket.gethostname()}: {type(exc).__name__}: {exc}"
+        (errors / f"rank{world.rank}.txt").write_text(summary + "\n\n" + traceback.format_exc())
+        print(summary, file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)  # skip atexit/destructors that could hang waiting for peers
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

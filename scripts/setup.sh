@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One-time (and idempotent) set-up of the native environment:
+#   - Debian packages: OpenMPI (mpirun + headers for mpi4py),
+#   - .venv with the exact pinned set from requirements.lock, exabench installed editable.
+# A second run checks stamps and installs nothing when nothing changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+venv=${EXABENCH_VENV:-$root/.venv}
+python=${PYTHON:-python3}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+  echo "setup: need root (or sudo) to run: $*" >&2; exit 1; fi; }
+
+# --- Debian packages -------------------------------------------------------
+need_apt=()
+command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
+[ -e /usr/include/x86_64-linux-gnu/mpi/mpi.h ] || [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] \
+  || dpkg -s libopenmpi-dev >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# --- Python virtual environment -------------------------------------------
+stamp="$venv/.exabench-installed"
+want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$venv/bin/python" -c "import exabench" 2>/dev/null; then
+  echo "setup: $venv is up to date (requirements.lock unchanged)"
+  exit 0
+fi
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+echo "setup: installing requirements.lock into $venv (first time: a few minutes)"
+pip_install() { # quiet on success; the whole log on failure
+  local log; log=$(mktemp)
+  if ! "$venv/bin/python" -m pip install --disable-pip-version-check "$@" >"$log" 2>&1; then
+    grep -v "^WARNING: Location" "$log" >&2; rm -f "$log"; exit 1
+  fi
+  rm -f "$log"
+}
+pip_install -r requirements.lock
+pip_install --no-deps --no-build-isolation -e .
+"$venv/bin/python" -c "import exabench, torch, mpi4py, snakemake" # fail loudly if anything is missing
+echo "$want" > "$stamp"
+echo "setup: done"

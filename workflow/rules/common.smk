@@ -1,0 +1,46 @@
+# Validate config and site before anything runs, and expand the plan that gives the wildcards.
+import sys
+
+from exabench.errors import ExabenchError
+from exabench.config import validate
+from exabench.plan import RUN_ID_PATTERN, expand
+from exabench.site import load_site
+
+CONFIG_FILE = workflow.configfiles[0] if workflow.configfiles else "config/config.yaml"
+try:
+    validate(config, "config", CONFIG_FILE)
+    SITE = load_site(config["site"])
+    RUNS = {run.run_id: run for run in expand(config, SITE, CONFIG_FILE)}
+except ExabenchError as exc:
+    raise WorkflowError(f"exabench: invalid configuration: {exc}") from None
+
+RESULTS = f"results/{SITE.name}"
+LOGS = f"logs/{SITE.name}"
+# Every rule calls the package with the interpreter running Snakemake (the project's venv).
+EXABENCH = f"{sys.executable} -m exabench"
+
+
+wildcard_constraints:
+    run_id=RUN_ID_PATTERN,
+
+
+def get_run(wildcards):
+    return RUNS[wildcards.run_id]
+
+
+def get_run_spec_params(wildcards):
+    # A change to one run's resolved spec re-renders (and so re-runs) that run only.
+    return get_run(wildcards).to_dict()
+
+
+def get_run_threads(wildcards):
+    lay = get_run(wildcards).layout
+    return lay.ranks_per_node * lay.threads_per_rank
+
+
+def get_records(wildcards=None):
+    return [f"{RESULTS}/records/{run_id}.json" for run_id in RUNS]
+
+
+def get_final_outputs(wildcards=None):
+    return [f"{RESULTS}/plan.csv", f"{RESULTS}/tables/results.csv", f"{RESULTS}/tables/summary.md"]
