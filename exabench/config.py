@@ -105,6 +105,8 @@ def validate(data: Any, schema_name: str, file: str) -> dict:
     if errors:
         # Report the deepest-first relevant error: best_match picks the most specific one.
         err = jsonschema.exceptions.best_match(errors)
+        while err.parent is not None and err.parent.validator in ("oneOf", "anyOf"):
+            err = err.parent  # "integer >= 1 or 'auto'" says more than one branch's complaint
         path = list(err.absolute_path)
         value = err.instance
         if err.validator == "additionalProperties":

@@ -63,6 +63,9 @@ def execute(spec_path: str | Path, script: str | Path | None = None, log=None) -
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             rc, timed_out = proc.returncode, True
+        except BaseException:  # interrupted ourselves: never leave ranks running
+            _kill_group(proc)
+            raise
     output = out_path.read_text(errors="replace")
     if log is not None:
         log.write(output)

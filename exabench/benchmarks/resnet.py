@@ -62,51 +62,51 @@ class ResNet50(Benchmark):
             torch.cuda.set_device(device)
         backend = p.backend if p.backend != "auto" else ("nccl" if cuda else "gloo")
         init_torch(world, backend, ctx.run_dir)
-        try:
-            torch.manual_seed(p.seed)  # same initial weights on every rank (DDP also broadcasts them)
-            model = torchvision.models.resnet50(weights=None, num_classes=p.num_classes).to(device)
-            memory_format = torch.channels_last if p.channels_last else torch.contiguous_format
-            model = model.to(memory_format=memory_format)
-            ddp = DDP(model, device_ids=[device.index] if cuda else None)
-            opt = torch.optim.SGD(ddp.parameters(), lr=p.lr, momentum=0.9)
-            gen = torch.Generator().manual_seed(p.seed + world.rank)
-            images = torch.randn(p.batch_size, 3, p.image_size, p.image_size, generator=gen)
-            images = images.to(device).contiguous(memory_format=memory_format)
-            labels = torch.randint(0, p.num_classes, (p.batch_size,), generator=gen).to(device)
-            autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=p.precision == "bf16")
+        # No try/finally around the loop: a barrier on the way out of a failing rank would
+        # wait forever for peers still in a collective; the runner exits and the launcher stops them.
+        torch.manual_seed(p.seed)  # same initial weights on every rank (DDP also broadcasts them)
+        model = torchvision.models.resnet50(weights=None, num_classes=p.num_classes).to(device)
+        memory_format = torch.channels_last if p.channels_last else torch.contiguous_format
+        model = model.to(memory_format=memory_format)
+        ddp = DDP(model, device_ids=[device.index] if cuda else None)
+        opt = torch.optim.SGD(ddp.parameters(), lr=p.lr, momentum=0.9)
+        gen = torch.Generator().manual_seed(p.seed + world.rank)
+        images = torch.randn(p.batch_size, 3, p.image_size, p.image_size, generator=gen)
+        images = images.to(device).contiguous(memory_format=memory_format)
+        labels = torch.randint(0, p.num_classes, (p.batch_size,), generator=gen).to(device)
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=p.precision == "bf16")
 
-            def sync():
-                if cuda:
-                    torch.cuda.synchronize(device)
+        def sync():
+            if cuda:
+                torch.cuda.synchronize(device)
 
-            losses, times = [], []
-            for step in range(p.warmup_steps + p.steps):
-                if step == p.fail_at_step and world.rank == world.size - 1:
-                    raise RuntimeError(f"injected failure at step {step} (fail_at_step)")
-                sync()
-                t0 = time.perf_counter()
-                opt.zero_grad(set_to_none=True)
-                with autocast:
-                    loss = F.cross_entropy(ddp(images), labels)
-                loss.backward()
-                opt.step()
-                sync()
-                dt = time.perf_counter() - t0
-                losses.append(float(loss.detach()))
-                if step >= p.warmup_steps:
-                    times.append(dt)
-            # The slowest rank sets every step's time and the total.
-            t = torch.tensor(times, dtype=torch.float64)
-            torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-            step_max = t.tolist()
-            elapsed = sum(step_max)
-            checksum = torch.tensor([sum(float(x.double().sum()) for x in model.parameters())], dtype=torch.float64)
-            sums = [torch.zeros_like(checksum) for _ in range(world.size)]
-            torch.distributed.all_gather(sums, checksum)
-            weight_spread = float(max(s.item() for s in sums) - min(s.item() for s in sums))
-            n_params = sum(x.numel() for x in model.parameters())
-        finally:
-            shutdown_torch()
+        losses, times = [], []
+        for step in range(p.warmup_steps + p.steps):
+            if step == p.fail_at_step and world.rank == world.size - 1:
+                raise RuntimeError(f"injected failure at step {step} (fail_at_step)")
+            sync()
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            with autocast:
+                loss = F.cross_entropy(ddp(images), labels)
+            loss.backward()
+            opt.step()
+            sync()
+            dt = time.perf_counter() - t0
+            losses.append(float(loss.detach()))
+            if step >= p.warmup_steps:
+                times.append(dt)
+        # The slowest rank sets every step's time and the total.
+        t = torch.tensor(times, dtype=torch.float64)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        step_max = t.tolist()
+        elapsed = sum(step_max)
+        checksum = torch.tensor([sum(float(x.double().sum()) for x in model.parameters())], dtype=torch.float64)
+        sums = [torch.zeros_like(checksum) for _ in range(world.size)]
+        torch.distributed.all_gather(sums, checksum)
+        weight_spread = float(max(s.item() for s in sums) - min(s.item() for s in sums))
+        n_params = sum(x.numel() for x in model.parameters())
+        shutdown_torch()
 
         global_batch = p.batch_size * world.size
         nodes = int(ctx.layout["nodes"])

@@ -13,12 +13,9 @@ rule aggregate:
         markdown=f"{RESULTS}/tables/summary.md",
     log:
         f"{LOGS}/aggregate.log",
-    shell:
-        "{EXABENCH} aggregate --site-name {SITE.name} --csv {output.csv} --markdown {output.markdown} "
-        "{input} > {log} 2>&1"
+    run:
+        pipeline.aggregate_site(list(input), output.csv, output.markdown, SITE.name, log[0])
 
 
 onsuccess:
-    summary = Path(f"{RESULTS}/tables/summary.md")
-    if summary.exists():
-        print("\n" + summary.read_text() + f"\nTable: {RESULTS}/tables/results.csv")
+    print_summary(f"{RESULTS}/tables/summary.md", f"{RESULTS}/tables/results.csv")

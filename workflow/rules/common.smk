@@ -1,12 +1,14 @@
 # Validate config and site before anything runs, and expand the plan that gives the wildcards.
-import sys
+from pathlib import Path
 
+from exabench import pipeline
 from exabench.errors import ExabenchError
 from exabench.config import validate
 from exabench.plan import RUN_ID_PATTERN, expand
 from exabench.site import load_site
 
-CONFIG_FILE = workflow.configfiles[0] if workflow.configfiles else "config/config.yaml"
+# The last config file given wins where keys overlap: name it in errors.
+CONFIG_FILE = workflow.configfiles[-1] if workflow.configfiles else "config/config.yaml"
 try:
     validate(config, "config", CONFIG_FILE)
     SITE = load_site(config["site"])
@@ -16,8 +18,7 @@ except ExabenchError as exc:
 
 RESULTS = f"results/{SITE.name}"
 LOGS = f"logs/{SITE.name}"
-# Every rule calls the package with the interpreter running Snakemake (the project's venv).
-EXABENCH = f"{sys.executable} -m exabench"
+TEMPLATES = Path(workflow.basedir) / "workflow" / "templates"
 
 
 wildcard_constraints:
@@ -33,6 +34,15 @@ def get_run_spec_params(wildcards):
     return get_run(wildcards).to_dict()
 
 
+def get_plan_params(wildcards):
+    return [run.to_dict() for run in RUNS.values()]
+
+
+def get_templates(wildcards):
+    # Editing a template re-renders (and so re-runs) the runs that use it.
+    return sorted(str(p) for p in TEMPLATES.rglob("*.j2"))
+
+
 def get_run_threads(wildcards):
     lay = get_run(wildcards).layout
     return lay.ranks_per_node * lay.threads_per_rank
@@ -44,3 +54,8 @@ def get_records(wildcards=None):
 
 def get_final_outputs(wildcards=None):
     return [f"{RESULTS}/plan.csv", f"{RESULTS}/tables/results.csv", f"{RESULTS}/tables/summary.md"]
+
+
+def print_summary(summary, table):
+    if Path(summary).exists():
+        print(f"\n{Path(summary).read_text()}\nTable: {table}")

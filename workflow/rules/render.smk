@@ -10,15 +10,11 @@ rule plan:
     output:
         f"{RESULTS}/plan.csv",
     params:
-        runs=lambda wildcards: [r.to_dict() for r in RUNS.values()],
+        runs=get_plan_params,
     log:
         f"{LOGS}/plan.log",
     run:
-        from exabench.plan import plan_table
-        from exabench.results import atomic_write_text
-        import pandas as pd
-
-        atomic_write_text(output[0], pd.DataFrame(plan_table(list(RUNS.values()))).to_csv(index=False))
+        pipeline.write_plan(list(RUNS.values()), output[0], log[0])
 
 
 rule render:
@@ -26,13 +22,10 @@ rule render:
         script=f"{RESULTS}/runs/{{run_id}}/job.sh",
         spec=f"{RESULTS}/runs/{{run_id}}/spec.json",
     input:
-        templates=workflow.source_path("../templates/batch/base.sh.j2"),
+        templates=get_templates,
     params:
         spec=get_run_spec_params,
     log:
         f"{LOGS}/render/{{run_id}}.log",
     run:
-        from pathlib import Path
-        from exabench.launch import RunPaths, write_run_files
-
-        write_run_files(get_run(wildcards), SITE, RunPaths(Path(RESULTS), wildcards.run_id))
+        pipeline.render_run(get_run(wildcards), SITE, RESULTS, log[0])

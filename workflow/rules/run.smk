@@ -1,4 +1,5 @@
-# Execute each rendered job script; a record exists afterwards whatever happened.
+# Execute each rendered job script; a record exists afterwards whatever happened
+# (a failed benchmark is a result with status `failed`, not a pipeline error).
 
 
 rule run_benchmark:
@@ -10,5 +11,5 @@ rule run_benchmark:
     log:
         f"{LOGS}/runs/{{run_id}}.log",
     threads: get_run_threads
-    shell:
-        "{EXABENCH} execute --spec {input.spec} > {log} 2>&1 && tail -n 1 {log}"
+    run:
+        pipeline.execute_run(input.spec, log[0])

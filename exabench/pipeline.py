@@ -1,0 +1,51 @@
+"""The few functions the Snakemake rules call, so that each rule stays one line."""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from pathlib import Path
+
+from .aggregate import aggregate
+from .execute import execute
+from .launch import RunPaths, write_run_files
+from .plan import Run, plan_table
+from .results import atomic_write_text
+from .site import Site
+
+
+@contextlib.contextmanager
+def logged(log_path: str):
+    """Snakemake shows little of an exception raised in a `run:` block: put the traceback in the rule's log."""
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        Path(log_path).write_text(traceback.format_exc())
+        raise
+
+
+def write_plan(runs: list[Run], path: str, log_path: str) -> None:
+    import pandas as pd
+    with logged(log_path):
+        atomic_write_text(path, pd.DataFrame(plan_table(runs)).to_csv(index=False))
+
+
+def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:
+    with logged(log_path):
+        write_run_files(run, site, RunPaths(Path(results_dir), run.run_id))
+
+
+def execute_run(spec_path: str, log_path: str) -> str:
+    """Execute one run, its output in `log_path`; returns the one-line status printed for the user."""
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        rec = execute(spec_path, log=log)
+    line = f"{rec['run_id']}: {rec['status']}" + (f" ({rec['error']})" if rec.get("error") else "")
+    print(line, flush=True)
+    return line
+
+
+def aggregate_site(records: list[str], csv: str, markdown: str, site: str, log_path: str) -> None:
+    with logged(log_path):
+        aggregate(records, csv, markdown, site)

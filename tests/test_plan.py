@@ -1,0 +1,65 @@
+"""Plan expansion: cartesian sweeps, layout defaults, stable readable ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from exabench.config import validate
+from exabench.errors import ConfigError
+from exabench.plan import expand, plan_table
+from exabench.site import resolve_layout
+
+
+def plan(site, benchmarks, **top):
+    return expand(validate({"benchmarks": benchmarks, **top}, "config", "c.yaml"), site, "c.yaml")
+
+
+def test_sweep_is_a_cartesian_product_with_readable_ids(two_core_site):
+    runs = plan(two_core_site, [{"name": "kmeans", "sweep": {"ranks_per_node": [1, 2], "k": [2, 3, 4]}}])
+    assert [r.run_id for r in runs] == [
+        "kmeans.tiny.float64.k-2.n1r1t2", "kmeans.tiny.float64.k-3.n1r1t2", "kmeans.tiny.float64.k-4.n1r1t2",
+        "kmeans.tiny.float64.k-2.n1r2t1", "kmeans.tiny.float64.k-3.n1r2t1", "kmeans.tiny.float64.k-4.n1r2t1"]
+    assert runs[4].params["k"] == 3 and runs[4].params["rows_per_rank"] == 20_000  # tiny preset applied
+    assert runs[4].swept == {"k": 3}
+    assert runs[0].layout.threads_per_rank == 2  # one rank gets both cores
+
+
+def test_ids_are_stable_and_unique(two_core_site):
+    bench = [{"name": "resnet50", "sweep": {"precision": ["fp32", "bf16"]}}, {"name": "kmeans"}]
+    a = [r.run_id for r in plan(two_core_site, bench, repeats=2)]
+    b = [r.run_id for r in plan(two_core_site, bench, repeats=2)]
+    assert a == b and len(set(a)) == len(a) == 6
+    assert "resnet50.tiny.bf16.n1r1t2.rep2" in a
+
+
+def test_preset_and_fixed_params(two_core_site):
+    (run,) = plan(two_core_site, [{"name": "resnet50", "preset": "full", "params": {"batch_size": 8}}])
+    assert run.preset == "full" and run.params["image_size"] == 224 and run.params["batch_size"] == 8
+    assert run.run_id == "resnet50.full.fp32.n1r1t2"
+
+
+def test_duplicate_runs_need_a_label(two_core_site):
+    with pytest.raises(ConfigError, match="plans run 'kmeans.tiny.float64.n1r1t2' twice.*label"):
+        plan(two_core_site, [{"name": "kmeans"}, {"name": "kmeans"}])
+    runs = plan(two_core_site, [{"name": "kmeans"}, {"name": "kmeans", "label": "big", "params": {"cols": 500}}])
+    assert runs[1].run_id == "kmeans.big.tiny.float64.n1r1t2"
+
+
+def test_layout_keys_belong_in_the_sweep(two_core_site):
+    with pytest.raises(ConfigError, match=r"params\.nodes.*is a layout key"):
+        plan(two_core_site, [{"name": "kmeans", "params": {"nodes": 2}}])
+
+
+def test_nodes_beyond_the_machine(two_core_site):
+    with pytest.raises(ConfigError, match="max_nodes = 1"):
+        plan(two_core_site, [{"name": "kmeans", "sweep": {"nodes": [2]}}])
+
+
+def test_layout_defaults_share_cores_evenly(two_core_site):
+    assert resolve_layout(two_core_site, ranks_per_node=2).threads_per_rank == 1
+    assert resolve_layout(two_core_site).ranks_per_node == 1
+
+
+def test_plan_table_rows(two_core_site):
+    rows = plan_table(plan(two_core_site, [{"name": "kmeans", "sweep": {"k": [2, 3]}}]))
+    assert [r["param.k"] for r in rows] == [2, 3] and rows[0]["ranks"] == 1

@@ -1,0 +1,66 @@
+"""Rendering: job scripts and launch lines for the local site, checked by bash itself."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from exabench.config import validate
+from exabench.errors import LayoutError
+from exabench.launch import RunPaths, render_script, write_run_files
+from exabench.plan import expand
+
+
+@pytest.fixture
+def kmeans_run(two_core_site):
+    cfg = validate({"benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [2]}}]}, "config", "c.yaml")
+    return expand(cfg, two_core_site, "c.yaml")[0]
+
+
+def test_local_mpirun_script(tmp_path, two_core_site, kmeans_run):
+    paths = RunPaths(tmp_path / "results" / "local", kmeans_run.run_id)
+    write_run_files(kmeans_run, two_core_site, paths)
+    text = paths.script.read_text()
+    subprocess.run(["bash", "-n", str(paths.script)], check=True)
+    assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
+    # Two ranks on two cores: one thread each, so ranks never oversubscribe.
+    assert "export OMP_NUM_THREADS=1\n" in text and "export OPENBLAS_NUM_THREADS=1\n" in text
+    line = text.strip().splitlines()[-1]
+    argv = shlex.split(line)
+    assert argv[:6] == ["mpirun", "-np", "2", "--map-by", "ppr:2:node:PE=1", "--bind-to"]
+    assert "-x" in argv and "OMP_NUM_THREADS" in argv
+    assert argv[-5:] == [sys.executable, "-m", "exabench.runner", "--spec", str(paths.spec.resolve())]
+    spec = json.loads(paths.spec.read_text())
+    assert spec["run_id"] == kmeans_run.run_id and spec["launch_line"] == line
+    assert spec["layout"]["ranks"] == 2 and spec["paths"]["record"].endswith(f"records/{kmeans_run.run_id}.json")
+
+
+def test_rendering_is_deterministic(tmp_path, two_core_site, kmeans_run):
+    paths = RunPaths(tmp_path, kmeans_run.run_id)
+    assert render_script(kmeans_run, two_core_site, paths) == render_script(kmeans_run, two_core_site, paths)
+
+
+def test_torchrun_launcher(tmp_path, two_core_site, kmeans_run):
+    site = replace(two_core_site, launcher="torchrun")
+    _, line = render_script(kmeans_run, site, RunPaths(tmp_path, kmeans_run.run_id))
+    argv = shlex.split(line)
+    assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert argv[argv.index("--nproc-per-node") + 1] == "2" and "--standalone" in argv
+    assert argv[-4:-2] == ["-m", "exabench.runner"]
+
+
+def test_local_launcher_refuses_several_ranks(tmp_path, two_core_site, kmeans_run):
+    site = replace(two_core_site, launcher="local")
+    with pytest.raises(LayoutError, match="ranks = 2.*launcher 'local'"):
+        render_script(kmeans_run, site, RunPaths(tmp_path, kmeans_run.run_id))
+
+
+def test_site_env_values_are_quoted(tmp_path, two_core_site, kmeans_run):
+    site = replace(two_core_site, env={"EVIL": "$(touch pwned); `touch pwned2`"})
+    text, _ = render_script(kmeans_run, site, RunPaths(tmp_path, kmeans_run.run_id))
+    assert "export EVIL='$(touch pwned); `touch pwned2`'" in text

@@ -1,0 +1,93 @@
+"""The result record: atomic writes, no secrets, and a record for every way a run can end."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from exabench.config import validate
+from exabench.execute import execute
+from exabench.launch import RunPaths, write_run_files
+from exabench.plan import expand
+from exabench.results import SCHEMA, allowed_env, atomic_write_text, read_record, write_record
+
+
+def test_atomic_write_leaves_old_content_on_failure(tmp_path):
+    target = tmp_path / "r.json"
+    atomic_write_text(target, "old\n")
+
+    class Boom:
+        def __str__(self):
+            raise RuntimeError("boom")
+
+    with pytest.raises(TypeError):
+        atomic_write_text(target, Boom())  # fails inside the write
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind
+
+
+def test_environment_allow_list_never_keeps_secrets():
+    env = {"OMP_NUM_THREADS": "4", "NCCL_IB_HCA": "mlx5", "NCCL_API_TOKEN": "x", "AWS_SECRET_ACCESS_KEY": "y",
+           "HOME": "/root", "MY_SITE_VAR": "v", "MY_PASSWORD": "z", "OMPI_MCA_orte_precondition_transports": "k"}
+    got = allowed_env(env, extra=("MY_SITE_VAR", "MY_PASSWORD"))
+    assert got == {"MY_SITE_VAR": "v", "NCCL_IB_HCA": "mlx5", "OMP_NUM_THREADS": "4"}
+
+
+def test_write_record_archives_every_version(tmp_path):
+    rec = {"schema": SCHEMA, "run_id": "x", "provenance": {"end_time": "2026-01-01T00:00:00.000+00:00"}}
+    write_record(rec, tmp_path / "x.json", tmp_path / "archive")
+    rec2 = {**rec, "provenance": {"end_time": "2026-01-02T00:00:00.000+00:00"}}
+    write_record(rec2, tmp_path / "x.json", tmp_path / "archive")
+    assert read_record(tmp_path / "x.json")["provenance"]["end_time"].startswith("2026-01-02")
+    assert len(list((tmp_path / "archive").iterdir())) == 2
+
+
+def test_read_record_rejects_foreign_json(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"schema": "other/1"}))
+    with pytest.raises(ValueError, match="not an exabench result record"):
+        read_record(tmp_path / "r.json")
+
+
+@pytest.fixture
+def rendered(tmp_path, two_core_site):
+    cfg = validate({"benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [2]}}], "timeout_s": 2},
+                   "config", "c.yaml")
+    run = expand(cfg, two_core_site, "c.yaml")[0]
+    paths = RunPaths(tmp_path / "results" / "local", run.run_id)
+    write_run_files(run, two_core_site, paths)
+    return paths
+
+
+def test_launcher_failure_gives_failed_record(rendered):
+    rendered.script.write_text("#!/usr/bin/env bash\necho 'mpirun: no such launcher here' >&2\nexit 3\n")
+    rec = execute(rendered.spec)
+    assert rec["status"] == "failed" and rec["metrics"] == {}
+    assert "exited with code 3" in rec["error"] and "no such launcher" in rec["error"]
+    assert read_record(rendered.record) == rec
+    assert rec["params"]["k"] == 3 and rec["layout"]["ranks"] == 2  # what was asked is still recorded
+
+
+def test_time_limit_gives_timeout_record(rendered):
+    rendered.script.write_text("#!/usr/bin/env bash\nsleep 60\n")
+    rec = execute(rendered.spec)
+    assert rec["status"] == "timeout" and "time limit of 2 s" in rec["error"]
+    assert rec["provenance"]["elapsed_s"] < 30
+
+
+def test_a_rank_error_is_reported_with_its_rank(rendered):
+    errors = rendered.run_dir / "errors"
+    rendered.script.write_text(
+        f"#!/usr/bin/env bash\nmkdir -p {errors}\n"
+        f"printf 'rank 1 on h: ValueError: bad shape\\n\\ntraceback' > {errors}/rank1.txt\nexit 1\n")
+    rec = execute(rendered.spec)
+    assert rec["status"] == "failed" and rec["error"].startswith("rank 1 on h: ValueError: bad shape")
+
+
+def test_secrets_in_the_environment_never_reach_a_record(rendered, monkeypatch):
+    monkeypatch.setenv("MY_API_TOKEN", "hunter2-secret")
+    rendered.script.write_text("#!/usr/bin/env bash\nexit 1\n")
+    execute(rendered.spec)
+    assert "hunter2-secret" not in rendered.record.read_text()
+    assert os.environ["MY_API_TOKEN"] == "hunter2-secret"
