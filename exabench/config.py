@@ -11,7 +11,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from .errors import ConfigError
@@ -39,6 +38,8 @@ def load_schema(name: str) -> dict:
 
 def _with_defaults(validator_class):
     """A validator that also fills in `default` values (the jsonschema FAQ recipe)."""
+    import jsonschema
+
     validate_properties = validator_class.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema):
@@ -51,8 +52,6 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-_Validator = _with_defaults(jsonschema.Draft202012Validator)
-
 
 def key_path(parts) -> str:
     out = ""
@@ -61,7 +60,7 @@ def key_path(parts) -> str:
     return out or "(top level)"
 
 
-def _describe_valid(error: jsonschema.ValidationError) -> str:
+def _describe_valid(error) -> str:
     s = error.schema if isinstance(error.schema, dict) else {}
     v = error.validator
     if v == "enum":
@@ -100,8 +99,11 @@ def validate(data: Any, schema_name: str, file: str) -> dict:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(file, "(top level)", data, "a mapping of keys to values", "is not a mapping")
+    import jsonschema  # imported here: job scripts on compute nodes never validate, so need not have it
+
     schema = load_schema(schema_name)
-    errors = sorted(_Validator(schema).iter_errors(data), key=lambda e: (len(e.absolute_path), e.path))
+    validator = _with_defaults(jsonschema.Draft202012Validator)
+    errors = sorted(validator(schema).iter_errors(data), key=lambda e: (len(e.absolute_path), e.path))
     if errors:
         # Report the deepest-first relevant error: best_match picks the most specific one.
         err = jsonschema.exceptions.best_match(errors)
