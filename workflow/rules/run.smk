@@ -1,4 +1,53 @@
 # Execute each rendered job script; a record exists afterwards whatever happened.
+# With a cluster executor plugin (slurm, lsf) each run is one job whose resources come from
+# the plan and the site (get_job_resources); the rule's shell then runs the rendered launch
+# line (srun/jsrun ...) inside that allocation. With no scheduler the dict is empty.
+from exabench.launch import walltime_min
+from exabench.launchers import srun as srun_arith
+
+
+def get_job_resources():
+    if SITE.scheduler not in ("slurm", "lsf"):
+        return {}
+
+    def lay(wildcards):
+        return get_run(wildcards).layout
+
+    def tasks(wildcards):
+        return lay(wildcards).ranks
+
+    def cpus_per_task(wildcards):
+        return srun_arith.cpus_per_task(SITE, lay(wildcards))
+
+    def runtime(wildcards):
+        return walltime_min(SITE, get_run(wildcards).timeout_s)
+
+    res = {
+        "nodes": lambda wildcards: lay(wildcards).nodes,
+        "tasks": tasks,
+        "cpus_per_task": cpus_per_task,
+        "runtime": runtime,
+        # The rule's own shell starts the ranks with the site's launcher: the plugin's
+        # documented `mpi` resource keeps its job step from wrapping the rule in another srun.
+        "mpi": SITE.launcher,
+    }
+    if SITE.node.memory_gb:
+        res["mem_mb"] = int(SITE.node.memory_gb * 1000 * 0.9)
+    if SITE.scheduler == "slurm":
+        if SITE.partition:
+            res["slurm_partition"] = SITE.partition
+        if SITE.account:
+            res["slurm_account"] = SITE.account
+        if SITE.qos:
+            res["qos"] = SITE.qos
+        if SITE.constraint:
+            res["constraint"] = SITE.constraint
+    else:
+        if SITE.partition:
+            res["lsf_queue"] = SITE.partition
+        if SITE.account:
+            res["lsf_project"] = SITE.account
+    return res
 
 
 rule run_benchmark:
@@ -10,5 +59,7 @@ rule run_benchmark:
     log:
         f"{LOGS}/runs/{{run_id}}.log",
     threads: get_run_threads
+    resources:
+        **get_job_resources(),
     shell:
         "{EXABENCH} execute --spec {input.spec} > {log} 2>&1 && tail -n 1 {log}"
