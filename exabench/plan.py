@@ -9,6 +9,7 @@ The same config and site always give the same ids, so Snakemake can resume.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -56,6 +57,8 @@ def make_run_id(name: str, label: str | None, preset: str, id_values: dict, swep
         lay += f"s{layout.ranks_per_gpu}"  # ranks sharing each GPU
     if layout.smt > 1:
         lay += f"smt{layout.smt}"
+    if layout.cores_per_rank != math.ceil(layout.threads_per_rank / layout.smt):
+        lay += f"c{layout.cores_per_rank}"  # more cores held than threads need
     parts.append(lay)
     if repeats > 1:
         parts.append(f"rep{repeat}")

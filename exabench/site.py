@@ -133,8 +133,8 @@ def load_site(path: str | Path) -> Site:
 class Layout:
     """How one run is spread over the machine.
 
-    threads_per_rank is the OpenMP/BLAS thread count; smt the hardware threads used per
-    core, so each rank holds cores_per_rank = ceil(threads_per_rank / smt) whole cores.
+    Each rank holds cores_per_rank whole cores (default: just enough for its threads) and
+    runs threads_per_rank OpenMP/BLAS threads on them, smt hardware threads per core.
     ranks_per_gpu > 1 means ranks share a GPU (jsrun -a k per GPU set with gpumps).
     """
 
@@ -144,14 +144,15 @@ class Layout:
     gpus_per_rank: int = 0
     smt: int = 1
     ranks_per_gpu: int = 0
+    cores_per_rank: int = 0  # 0: ceil(threads_per_rank / smt)
+
+    def __post_init__(self):
+        if not self.cores_per_rank:
+            object.__setattr__(self, "cores_per_rank", math.ceil(self.threads_per_rank / max(1, self.smt)))
 
     @property
     def ranks(self) -> int:
         return self.nodes * self.ranks_per_node
-
-    @property
-    def cores_per_rank(self) -> int:
-        return math.ceil(self.threads_per_rank / self.smt)
 
     @property
     def gpus_per_node(self) -> int:
@@ -160,10 +161,10 @@ class Layout:
         return self.gpus_per_rank * self.ranks_per_node
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "ranks": self.ranks, "cores_per_rank": self.cores_per_rank}
+        return {**asdict(self), "ranks": self.ranks}
 
 
-LAYOUT_KEYS = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "smt")
+LAYOUT_KEYS = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "smt", "cores_per_rank")
 
 
 def _default_ranks_per_node(n: NodeSpec, gpus_per_rank: int | None) -> int:
@@ -174,16 +175,17 @@ def _default_ranks_per_node(n: NodeSpec, gpus_per_rank: int | None) -> int:
 
 def resolve_layout(site: Site, nodes: int = 1, ranks_per_node: int | None = None,
                    threads_per_rank: int | None = None, gpus_per_rank: int | None = None,
-                   smt: int | None = None) -> Layout:
+                   smt: int | None = None, cores_per_rank: int | None = None) -> Layout:
     """Fill in defaults and check the request fits one node of the site (and the machine).
 
     Defaults: one rank per GPU (one per node without GPUs); the usable cores shared evenly
-    between the ranks of a node, so ranks never oversubscribe cores; SMT 1 (one thread per
-    core). More ranks than GPUs (and no gpus_per_rank) means ranks share GPUs evenly.
+    between the ranks of a node, so ranks never oversubscribe cores; one thread per core
+    held (times smt). Threads alone given: just enough cores for them. More ranks than GPUs
+    (and no gpus_per_rank) means ranks share GPUs evenly.
     """
     n = site.node
     for name, value in (("nodes", nodes), ("ranks_per_node", ranks_per_node), ("threads_per_rank", threads_per_rank),
-                        ("gpus_per_rank", gpus_per_rank), ("smt", smt)):
+                        ("gpus_per_rank", gpus_per_rank), ("smt", smt), ("cores_per_rank", cores_per_rank)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise LayoutError(site.name, name, value, "an integer")
     smt = 1 if smt is None else smt
@@ -204,6 +206,10 @@ def resolve_layout(site: Site, nodes: int = 1, ranks_per_node: int | None = None
                                   f"(or set gpus_per_rank: 0 for a CPU-only run)")
             gpus_per_rank, ranks_per_gpu = 0, ranks_per_node // n.gpus
         elif n.gpus:
+            if n.gpus % ranks_per_node:
+                raise LayoutError(site.name, "ranks_per_node", ranks_per_node,
+                                  f"a divisor of the node's {n.gpus} GPUs so each rank gets as many "
+                                  f"(or set gpus_per_rank to leave GPUs idle on purpose)")
             gpus_per_rank = n.gpus // ranks_per_node
         else:
             gpus_per_rank = 0
@@ -211,11 +217,19 @@ def resolve_layout(site: Site, nodes: int = 1, ranks_per_node: int | None = None
         raise LayoutError(site.name, "gpus_per_rank", gpus_per_rank, "at least 0")
     if gpus_per_rank and not ranks_per_gpu:
         ranks_per_gpu = 1
+    if cores_per_rank is not None and cores_per_rank < 1:
+        raise LayoutError(site.name, "cores_per_rank", cores_per_rank, "at least 1")
     if threads_per_rank is None:
-        threads_per_rank = max(1, n.usable_cores // ranks_per_node) * smt
+        threads_per_rank = (cores_per_rank or max(1, n.usable_cores // ranks_per_node)) * smt
     if threads_per_rank < 1:
         raise LayoutError(site.name, "threads_per_rank", threads_per_rank, "at least 1")
-    layout = Layout(nodes, ranks_per_node, threads_per_rank, gpus_per_rank, smt, ranks_per_gpu)
+    if cores_per_rank is None:
+        cores_per_rank = math.ceil(threads_per_rank / smt)
+    if threads_per_rank > cores_per_rank * smt:
+        raise LayoutError(site.name, "threads_per_rank", threads_per_rank,
+                          f"cores_per_rank x smt = {cores_per_rank} x {smt} = {cores_per_rank * smt} "
+                          "hardware threads per rank")
+    layout = Layout(nodes, ranks_per_node, threads_per_rank, gpus_per_rank, smt, ranks_per_gpu, cores_per_rank)
     check_layout(site, layout)
     return layout
 
@@ -227,12 +241,14 @@ def check_layout(site: Site, layout: Layout) -> None:
         raise LayoutError(site.name, "nodes", layout.nodes, f"1 to max_nodes = {site.max_nodes}")
     if layout.smt < 1 or layout.smt > n.smt:
         raise LayoutError(site.name, "smt", layout.smt, f"1 to node.smt = {n.smt}")
+    if layout.threads_per_rank > layout.cores_per_rank * layout.smt:
+        raise LayoutError(site.name, "threads_per_rank", layout.threads_per_rank,
+                          f"cores_per_rank x smt = {layout.cores_per_rank * layout.smt} hardware threads per rank")
     used = layout.ranks_per_node * layout.cores_per_rank
     if used > n.usable_cores:
         raise LayoutError(site.name, "ranks_per_node x cores_per_rank", used,
                           f"{n.usable_cores} usable cores per node ({n.cores} cores - {n.reserved_cores} reserved; "
-                          f"{layout.ranks_per_node} ranks x ceil({layout.threads_per_rank} threads / SMT "
-                          f"{layout.smt}) cores)")
+                          f"asked {layout.ranks_per_node} ranks x {layout.cores_per_rank} cores)")
     if layout.gpus_per_rank * layout.ranks_per_node > n.gpus:
         raise LayoutError(site.name, "ranks_per_node x gpus_per_rank", layout.gpus_per_rank * layout.ranks_per_node,
                           f"{n.gpus} GPUs per node")

@@ -34,6 +34,11 @@ def flags(site: Site, layout: Layout) -> list[str]:
             out.append(f"--gpu-bind={gpu_bind}")
     elif layout.ranks_per_gpu > 1:
         out.append(f"--gpus-per-node={layout.gpus_per_node}")
+    if layout.ranks == 1:
+        # A one-task run under snakemake-executor-plugin-slurm is started inside the plugin's own
+        # `srun -n1` step (it refuses `mpi` jobs of one task): without --overlap this nested step
+        # would wait for CPUs that step holds. Harmless in a plain batch script.
+        out.append("--overlap")
     mpi = site.launcher_options.get("srun_mpi", "")
     if mpi:
         out.append(f"--mpi={mpi}")

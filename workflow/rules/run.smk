@@ -22,14 +22,18 @@ def get_job_resources():
     def runtime(wildcards):
         return walltime_min(SITE, get_run(wildcards).timeout_s)
 
+    def mpi(wildcards):
+        # The rule's own shell starts the ranks with the site's launcher: the plugin's documented
+        # `mpi` resource keeps its job step from wrapping the rule in another srun. The plugin
+        # refuses `mpi` with one task, so one-rank runs go without it (srun.py adds --overlap).
+        return SITE.launcher if lay(wildcards).ranks > 1 else ""
+
     res = {
         "nodes": lambda wildcards: lay(wildcards).nodes,
         "tasks": tasks,
         "cpus_per_task": cpus_per_task,
         "runtime": runtime,
-        # The rule's own shell starts the ranks with the site's launcher: the plugin's
-        # documented `mpi` resource keeps its job step from wrapping the rule in another srun.
-        "mpi": SITE.launcher,
+        "mpi": mpi,
     }
     if SITE.node.memory_gb:
         res["mem_mb"] = int(SITE.node.memory_gb * 1000 * 0.9)
