@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import yaml
+
 from exabench.config import load_and_validate
 from exabench.launch import RunPaths, render_script
 from exabench.plan import expand
@@ -30,3 +32,17 @@ def render_config(config_path: Path, site_obj: Site, root: str = FIXED_ROOT) -> 
         text, line = render_script(run, site_obj, RunPaths(Path(root) / site_obj.name, run.run_id))
         out.append((run.run_id, text, line))
     return out
+
+
+def write_site_with(tmp_path: Path, base: str, **changes) -> Path:
+    """profiles/<base>/site.yaml with dotted keys changed (node.gpus=...), written to tmp_path."""
+    raw = yaml.safe_load((REPO / "profiles" / base / "site.yaml").read_text())
+    for key, value in changes.items():
+        target = raw
+        *parents, last = key.split(".")
+        for p in parents:
+            target = target.setdefault(p, {})
+        target[last] = value
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path

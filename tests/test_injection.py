@@ -21,7 +21,7 @@ from exabench.launch import RunPaths, render_bundle, render_script, write_run_fi
 from exabench.plan import Run, expand
 from exabench.site import Layout, load_site, resolve_layout
 
-from helpers_sites import REPO, site
+from helpers_sites import site, write_site_with
 
 MARK = "/tmp/exabench-injected-{}"
 HOSTILE = [
@@ -39,19 +39,6 @@ def _run(layout: Layout, run_id: str = "probe") -> Run:
                params={}, layout=layout, timeout_s=60)
 
 
-def _write_site(tmp_path: Path, base: str, **changes) -> Path:
-    raw = yaml.safe_load((REPO / "profiles" / base / "site.yaml").read_text())
-    for key, value in changes.items():
-        target = raw
-        *parents, last = key.split(".")
-        for p in parents:
-            target = target.setdefault(p, {})
-        target[last] = value
-    path = tmp_path / "site.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
 FIELDS = ["account", "partition", "qos", "constraint", "python", "modules", "storage.node_local",
           "storage.stage_in_from", "scheduler_options.extra", "scheduler_options.pbs_select_extra",
           "scheduler_options.cobalt_attrs", "node.gpu.model"]
@@ -61,7 +48,7 @@ FIELDS = ["account", "partition", "qos", "constraint", "python", "modules", "sto
 def test_hostile_site_values_are_rejected_when_the_site_is_loaded_or_rendered(field, tmp_path):
     for value in hostile(0):
         v = [value] if field in ("modules", "scheduler_options.extra") else value
-        path = _write_site(tmp_path, "frontier", **{field: v})
+        path = write_site_with(tmp_path, "frontier", **{field: v})
         try:
             s = load_site(path)
         except ConfigError as exc:

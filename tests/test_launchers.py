@@ -163,7 +163,7 @@ def test_resnet50_two_node_scripts_match_golden(name):
     s = site(name, python="python3")
     [(run_id, text, _)] = render_config(GOLDEN / "resnet50-2nodes.yaml", s)
     golden = (GOLDEN / f"resnet50-2nodes.{name}.sh").read_text()
-    assert text == golden, f"re-render with: python tests/make_golden.py (then review the diff)"
+    assert text == golden, "re-render with: python tests/make_golden.py (then review the diff)"
 
 
 def test_golden_scripts_say_what_the_centres_document():

@@ -8,7 +8,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -20,7 +19,7 @@ from exabench.launch import RunPaths, render_script, walltime_min, write_run_fil
 from exabench.plan import expand
 from exabench.site import load_site, resolve_layout
 
-from helpers_sites import PROFILES, REPO, site
+from helpers_sites import PROFILES, REPO, site, write_site_with
 
 EXPECTED = {"summit", "summitdev", "titan", "cori-knl", "theta", "stampede2", "frontier", "perlmutter", "polaris",
             "slurm-local", "local"}
@@ -74,14 +73,7 @@ def test_local_profile_behaves_as_before():
     ("node.gpu.vendor", "none", "node.gpu.vendor"), ("bogus", 1, "bogus"),
 ])
 def test_schema_errors_name_file_key_and_value(key, value, fragment, tmp_path):
-    raw = yaml.safe_load((REPO / "profiles" / "frontier" / "site.yaml").read_text())
-    target = raw
-    *parents, last = key.split(".")
-    for p in parents:
-        target = target.setdefault(p, {})
-    target[last] = value
-    path = tmp_path / "site.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path = write_site_with(tmp_path, "frontier", **{key: value})
     with pytest.raises(ConfigError) as info:
         load_site(path)
     msg = str(info.value)

@@ -112,7 +112,8 @@ def test_bundle_script_runs_a_sweep_in_one_allocation_and_is_ingested(slurm_clus
     config.write_text("campaign: bundle-test\npreset: tiny\ntimeout_s: 120\nbenchmarks:\n"
                       "  - name: kmeans\n    sweep:\n      nodes: [1, 2]\n      ranks_per_node: [1]\n")
     sm = [SNAKEMAKE, "--profile", "profiles/slurm-local", "--configfile", str(config)]
-    res = subprocess.run([SNAKEMAKE, "bundle", *sm[1:]], cwd=work, env=slurm_cluster, capture_output=True, text=True, timeout=120)
+    res = subprocess.run([SNAKEMAKE, "bundle", *sm[1:]], cwd=work, env=slurm_cluster, capture_output=True,
+                         text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
     bundle = work / "results/slurm-local/bundles/bundle-test.sh"
     assert "#SBATCH --nodes=2" in bundle.read_text()
