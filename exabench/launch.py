@@ -279,6 +279,11 @@ def render_bundle(runs: list[Run], site: Site, root: Path, name: str) -> str:
         launch_line=_bundle_body(site, specs))
 
 
+def write_bundle(runs: list[Run], site: Site, root: Path, name: str, out: Path) -> None:
+    from .results import atomic_write_text
+    atomic_write_text(out, render_bundle(runs, site, root, name), mode=0o755)
+
+
 def _bundle_body(site: Site, specs: list[str]) -> str:
     py = shlex.quote(site.python_executable)
     lines = ["failed=0"]

@@ -21,9 +21,6 @@ rule bundle:
     log:
         f"{LOGS}/bundle.log",
     run:
-        from pathlib import Path
-        from exabench.launch import render_bundle
-        from exabench.results import atomic_write_text
+        from exabench.launch import write_bundle
 
-        text = render_bundle(list(RUNS.values()), SITE, Path(RESULTS), config["campaign"])
-        atomic_write_text(output[0], text, mode=0o755)
+        write_bundle(list(RUNS.values()), SITE, Path(RESULTS), config["campaign"], Path(output[0]))
