@@ -102,7 +102,9 @@ def test_campaign_through_the_slurm_executor_plugin_spans_both_nodes(slurm_clust
         assert rec["status"] == "ok", rec.get("error")
         env = rec["provenance"]["environment"]
         assert env["SLURM_NNODES"] == "2" and env["SLURM_JOB_NODELIST"] == "n[1-2]"
-        assert rec["layout"]["launch_line"].startswith("srun --nodes=2 --ntasks=2 ")
+        ranks = {"kmeans": 4, "resnet50": 2}[rec["benchmark"]]
+        assert rec["layout"]["launch_line"].startswith(f"srun --nodes=2 --ntasks={ranks} ")
+        assert env["SLURM_NTASKS"] == str(ranks)
     assert {row["status"] for row in _table(work)} == {"ok"}
 
 

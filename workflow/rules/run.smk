@@ -13,8 +13,21 @@ def get_job_resources():
     def lay(wildcards):
         return get_run(wildcards).layout
 
+    # Whole nodes, evenly: ranks per node where there are several (the plugin then asks for
+    # --ntasks-per-node), else the total (one per node). The plugin takes one or the other.
     def tasks(wildcards):
-        return lay(wildcards).ranks
+        layout = lay(wildcards)
+        return layout.ranks if layout.ranks_per_node == 1 else 0
+
+    def tasks_per_node(wildcards):
+        layout = lay(wildcards)
+        return layout.ranks_per_node if layout.ranks_per_node > 1 else 0
+
+    def slurm_extra(wildcards):
+        # GPUs where the site makes them a requested resource (Perlmutter); the plugin's own
+        # `gpu` resource would add --ntasks-per-gpu in some versions (PLATFORM.md).
+        gpus = lay(wildcards).gpus_per_node
+        return f"--gpus-per-node={gpus}" if gpus and SITE.scheduler_options.get("request_gpus") else ""
 
     def cpus_per_task(wildcards):
         return srun_arith.cpus_per_task(SITE, lay(wildcards))
@@ -31,6 +44,7 @@ def get_job_resources():
     res = {
         "nodes": lambda wildcards: lay(wildcards).nodes,
         "tasks": tasks,
+        "tasks_per_node": tasks_per_node,
         "cpus_per_task": cpus_per_task,
         "runtime": runtime,
         "mpi": mpi,
@@ -46,6 +60,8 @@ def get_job_resources():
             res["qos"] = SITE.qos
         if SITE.constraint:
             res["constraint"] = SITE.constraint
+        if SITE.scheduler_options.get("request_gpus"):
+            res["slurm_extra"] = slurm_extra
     else:
         if SITE.partition:
             res["lsf_queue"] = SITE.partition
