@@ -155,6 +155,12 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
         "cobalt_attrs": _check(site, "scheduler_options.cobalt_attrs", site.scheduler_options.get("cobalt_attrs", ""),
                                ATTRS, "key=value[:key=value]", allow_empty=True),
     }
+    staging = bool(site.storage.get("stage_in_from"))
+    kind = site.storage.get("node_local_kind", "")
+    # Node-local storage a job must ask for: Frontier's NVMe (-C nvme), Cori's DataWarp (#DW jobdw).
+    if staging and kind == "nvme" and site.scheduler == "slurm" and "nvme" not in req["constraint"].split("&"):
+        req["constraint"] = "&".join(c for c in (req["constraint"], "nvme") if c)
+    req["burst_buffer_gb"] = int(site.storage.get("burst_buffer_gb", 0)) if staging and kind == "burst_buffer" else 0
     if site.launcher == "ibrun":  # ibrun sizes itself from -n; threads come from OMP_NUM_THREADS
         req["cpus_per_task"] = 0
     return req

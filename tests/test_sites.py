@@ -121,6 +121,12 @@ def test_stage_in_renders_a_per_node_copy_with_the_sites_launcher(tmp_path):
     frontier = dataclasses.replace(site("frontier"), storage={**site("frontier").storage, "stage_in_from": "/d"})
     text, _ = render_script(_any_run(resolve_layout(frontier, nodes=2)), frontier, RunPaths(tmp_path, "p"))
     assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1" in text
+    assert "#SBATCH --constraint=nvme" in text  # OLCF Frontier guide: NVMe needs -C nvme
+    cori = dataclasses.replace(site("cori-knl"), storage={**site("cori-knl").storage, "stage_in_from": "/d"})
+    text, _ = render_script(_any_run(resolve_layout(cori, nodes=2)), cori, RunPaths(tmp_path, "p"))
+    assert "#DW jobdw capacity=200GB access_mode=striped type=scratch" in text
+    assert 'export EXABENCH_DATA_DIR="$DW_JOB_STRIPED/exabench-data"' in text
+    assert "#SBATCH --constraint=knl,quad,cache" in text
 
 
 def _any_run(layout):
