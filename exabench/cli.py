@@ -31,8 +31,8 @@ def cmd_launch_lines(args) -> int:
     from .launch import RunPaths, render_script
     _, site, runs = _load(args)
     for run in runs:
-        _, line = render_script(run, site, RunPaths(Path("results") / site.name, run.run_id))
-        print(f"{run.run_id}:\n  {line}")
+        text, line = render_script(run, site, RunPaths(Path("results") / site.name, run.run_id))
+        print(f"{run.run_id}:\n{text}" if args.script else f"{run.run_id}:\n  {line}")
     return 0
 
 
@@ -70,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     with_config(sub.add_parser("plan", help="print the runs a config expands to on a site")).set_defaults(fn=cmd_plan)
-    with_config(sub.add_parser("launch-lines", help="print the launch line of every planned run")).set_defaults(
-        fn=cmd_launch_lines)
+    p = with_config(sub.add_parser("launch-lines", help="print the launch line (or --script) of every planned run"))
+    p.add_argument("--script", action="store_true", help="print each run's whole job script (header, setup, launch)")
+    p.set_defaults(fn=cmd_launch_lines)
     p = sub.add_parser("execute", help="run one rendered job script and ensure its record exists")
     p.add_argument("--spec", required=True)
     p.set_defaults(fn=cmd_execute)

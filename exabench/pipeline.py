@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .aggregate import aggregate
 from .execute import execute
-from .launch import RunPaths, write_run_files
+from .launch import RunPaths, write_bundle, write_run_files
 from .plan import Run, plan_table
 from .results import atomic_write_text
 from .site import Site
@@ -34,6 +34,11 @@ def write_plan(runs: list[Run], path: str, log_path: str) -> None:
 def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:
     with logged(log_path):
         write_run_files(run, site, RunPaths(Path(results_dir), run.run_id))
+
+
+def write_bundle_script(runs, site, results_dir, campaign, path, log_path) -> None:
+    with logged(log_path):
+        write_bundle(runs, site, Path(results_dir), campaign, Path(path))
 
 
 def execute_run(spec_path: str, log_path: str) -> str:

@@ -9,15 +9,15 @@ The same config and site always give the same ids, so Snakemake can resume.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import asdict, dataclass, field
 
 from . import benchmarks
 from .errors import ConfigError, LayoutError
-from .site import LAYOUT_KEYS, Layout, Site, resolve_layout
+from .site import LAYOUT_KEYS, MPI_LAUNCHERS, Layout, Site, resolve_layout
 
 RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-MPI_LAUNCHERS = ("mpirun",)
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,12 @@ def make_run_id(name: str, label: str | None, preset: str, id_values: dict, swep
     lay = f"n{layout.nodes}r{layout.ranks_per_node}t{layout.threads_per_rank}"
     if layout.gpus_per_rank:
         lay += f"g{layout.gpus_per_rank}"
+    if layout.ranks_per_gpu > 1:
+        lay += f"s{layout.ranks_per_gpu}"  # ranks sharing each GPU
+    if layout.smt > 1:
+        lay += f"smt{layout.smt}"
+    if layout.cores_per_rank != math.ceil(layout.threads_per_rank / layout.smt):
+        lay += f"c{layout.cores_per_rank}"  # more cores held than threads need
     parts.append(lay)
     if repeats > 1:
         parts.append(f"rep{repeat}")

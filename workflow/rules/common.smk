@@ -3,8 +3,10 @@ from pathlib import Path
 
 from exabench import pipeline
 from exabench.errors import ExabenchError
+from exabench.job_resources import job_resources
 from exabench.config import validate
-from exabench.plan import RUN_ID_PATTERN, expand
+from exabench.plan import RUN_ID_PATTERN
+from exabench.plan import expand as expand_plan  # Snakemake's own `expand` stays usable
 from exabench.site import load_site
 
 # The last config file given wins where keys overlap: name it in errors.
@@ -12,7 +14,7 @@ CONFIG_FILE = workflow.configfiles[-1] if workflow.configfiles else "config/conf
 try:
     validate(config, "config", CONFIG_FILE)
     SITE = load_site(config["site"])
-    RUNS = {run.run_id: run for run in expand(config, SITE, CONFIG_FILE)}
+    RUNS = {run.run_id: run for run in expand_plan(config, SITE, CONFIG_FILE)}
 except ExabenchError as exc:
     raise WorkflowError(f"exabench: invalid configuration: {exc}") from None
 

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# A real two-node Slurm on loopback, for tests and for trying profiles/slurm-local by hand.
+#
+#   bash scripts/slurm-local.sh start [DIR]   install (Debian) if missing, write config, start daemons
+#   bash scripts/slurm-local.sh stop  [DIR]   stop the daemons (TERM, then KILL), checked in /proc
+#   bash scripts/slurm-local.sh status [DIR]
+#
+# Everything lives under DIR (default $EXABENCH_SLURM_DIR or /tmp/exabench-slurm): slurm.conf,
+# its own munge key and socket, spool, logs, pid files. Nothing under /etc is touched, so it
+# never collides with a system Slurm. Clients find it through SLURM_CONF: `source DIR/env.sh`.
+# Facts this relies on (Debian 12, Slurm 22.05): ../shared/PLATFORM.md "Slurm (real, on loopback)".
+set -euo pipefail
+
+cmd=${1:-}
+dir=${2:-${EXABENCH_SLURM_DIR:-/tmp/exabench-slurm}}
+ctld_port=${EXABENCH_SLURM_PORT:-17817}
+node_port1=$((ctld_port + 1))
+node_port2=$((ctld_port + 2))
+cpus_per_node=${EXABENCH_SLURM_CPUS:-4}   # more than the host's cores: tiny jobs oversubscribe
+mem_per_node=4000                          # MB; CR_CPU, so memory is a limit, not a consumable
+
+die() { echo "slurm-local: $*" >&2; exit 1; }
+
+install_if_missing() {
+    local need=()
+    command -v slurmctld >/dev/null || need+=(slurmctld)
+    command -v slurmd >/dev/null || need+=(slurmd)
+    command -v sbatch >/dev/null || need+=(slurm-client)
+    command -v munged >/dev/null || need+=(munge)
+    [ -e /usr/include/pmix.h ] || [ -n "$(ls /usr/lib/x86_64-linux-gnu/libpmix.so* 2>/dev/null)" ] ||
+        need+=(libpmix-dev)
+    if [ ${#need[@]} -gt 0 ]; then
+        [ "$(id -u)" = 0 ] || die "missing ${need[*]}; run as root to install them from Debian"
+        echo "slurm-local: installing ${need[*]}" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2
+    fi
+}
+
+# A pid is alive unless /proc says it is gone or a zombie (kill -0 succeeds on zombies).
+alive() {
+    local pid=$1 state
+    [ -r "/proc/$pid/stat" ] || return 1
+    state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null) || return 1
+    [ "$state" != Z ] && [ "$state" != X ]
+}
+
+stop_pidfile() {
+    local file=$1 pid i
+    [ -s "$file" ] || return 0
+    pid=$(cat "$file")
+    [[ "$pid" =~ ^[0-9]+$ ]] || { rm -f "$file"; return 0; }
+    if alive "$pid"; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for i in $(seq 1 50); do alive "$pid" || break; sleep 0.1; done
+        if alive "$pid"; then
+            kill -KILL "$pid" 2>/dev/null || true
+            for i in $(seq 1 30); do alive "$pid" || break; sleep 0.1; done
+        fi
+        alive "$pid" && echo "slurm-local: pid $pid ($file) still alive after KILL" >&2
+    fi
+    rm -f "$file"
+}
+
+write_config() {
+    local host
+    host=$(hostname -s)
+    mkdir -p "$dir"/{spool,state,log,run,tmp/n1,tmp/n2,munge}
+    chmod 700 "$dir/munge"
+    [ -s "$dir/munge/munge.key" ] || { dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 2>/dev/null;
+                                       chmod 400 "$dir/munge/munge.key"; }
+    cat > "$dir/slurm.conf" <<CONF
+# Written by scripts/slurm-local.sh: two slurmd (n1, n2) on this host, loopback only.
+ClusterName=exabench
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmUser=root
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge/munge.sock
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+TmpFS=$dir/tmp/%n
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MpiDefault=none
+ReturnToService=2
+MinJobAge=600
+SchedulerType=sched/backfill
+SlurmctldTimeout=30
+SlurmdTimeout=60
+InactiveLimit=0
+KillWait=5
+NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$node_port1 CPUs=$cpus_per_node RealMemory=$mem_per_node State=UNKNOWN
+NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$node_port2 CPUs=$cpus_per_node RealMemory=$mem_per_node State=UNKNOWN
+PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=30 MaxNodes=2 State=UP OverSubscribe=NO
+CONF
+    cat > "$dir/env.sh" <<ENV
+export SLURM_CONF=$dir/slurm.conf
+ENV
+}
+
+wait_nodes_idle() {
+    local i out
+    for i in $(seq 1 60); do
+        out=$(SLURM_CONF="$dir/slurm.conf" sinfo -h -N -o '%N %t' 2>/dev/null || true)
+        if [ "$(grep -cE ' (idle|mix|alloc)$' <<<"$out")" = 2 ]; then return 0; fi
+        sleep 0.5
+    done
+    echo "$out" >&2
+    tail -n 20 "$dir"/log/*.log >&2 || true
+    return 1
+}
+
+start() {
+    [ "$(id -u)" = 0 ] || die "needs root (slurmd runs jobs as their users and Debian's daemons expect root)"
+    install_if_missing
+    stop_all quiet
+    write_config
+    munged --socket="$dir/munge/munge.sock" --key-file="$dir/munge/munge.key" \
+           --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
+           --seed-file="$dir/munge/munge.seed" --force
+    export SLURM_CONF="$dir/slurm.conf"
+    slurmctld -f "$SLURM_CONF" -i
+    slurmd -f "$SLURM_CONF" -N n1
+    slurmd -f "$SLURM_CONF" -N n2
+    if ! wait_nodes_idle; then
+        stop_all quiet
+        die "nodes did not come up; logs in $dir/log"
+    fi
+    echo "slurm-local: up (SLURM_CONF=$dir/slurm.conf; source $dir/env.sh)"
+}
+
+stop_all() {
+    # Cancel jobs first so that their steps end before slurmd goes.
+    if [ -s "$dir/run/slurmctld.pid" ] && alive "$(cat "$dir/run/slurmctld.pid")"; then
+        SLURM_CONF="$dir/slurm.conf" timeout 10 scancel --full --quiet -u "$(id -un)" 2>/dev/null || true
+    fi
+    stop_pidfile "$dir/run/slurmd-n1.pid"
+    stop_pidfile "$dir/run/slurmd-n2.pid"
+    stop_pidfile "$dir/run/slurmctld.pid"
+    stop_pidfile "$dir/run/munged.pid"
+    [ "${1:-}" = quiet ] || echo "slurm-local: stopped ($dir)"
+}
+
+status() {
+    local f
+    for f in "$dir"/run/*.pid; do
+        [ -e "$f" ] || continue
+        if alive "$(cat "$f")"; then echo "$(basename "$f" .pid) running ($(cat "$f"))"
+        else echo "$(basename "$f" .pid) dead"; fi
+    done
+}
+
+case "$cmd" in
+    start) start ;;
+    stop) stop_all ;;
+    status) status ;;
+    *) die "usage: $0 start|stop|status [DIR]" ;;
+esac
