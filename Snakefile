@@ -13,6 +13,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/render.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/models.smk"
 
 
 rule all:
