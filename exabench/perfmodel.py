@@ -372,8 +372,9 @@ def _report_markdown(out: dict, factors: dict, frame: pd.DataFrame, rows, cols) 
     m: LogLinearModel = out["model"]
     s = out["loo_summary"]
     lines = ["# Log-linear performance model", "",
-             f"Response: log of `{frame['metric'].iloc[0]}` (time metrics as 1/time, so every factor reads as a "
-             f"speedup); {m.n} runs, {len(m.terms)} estimated terms, {m.dof} residual degrees of freedom, "
+             f"Response: log of `{frame['metric'].iloc[0]}`"
+             + ("" if frame["higher_is_better"].all() else " taken as 1/time (so every factor reads as a speedup)")
+             + f"; {m.n} runs, {len(m.terms)} estimated terms, {m.dof} residual degrees of freedom, "
              f"residual sd {np.sqrt(m.sigma2):.3g} (log scale). Least squares (numpy).",
              "Factors (spec): " + ", ".join(f"{f} ({sp})" for f, sp in factors.items()) + ".",
              "Constant in these data (absorbed in the intercept): " +
