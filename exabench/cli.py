@@ -137,30 +137,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", default=None, help="factor of the speedup matrix rows")
     p.add_argument("--cols", default=None, help="factor of the speedup matrix columns (default config)")
     p.set_defaults(fn=cmd_model_fit)
-    p = sub.add_parser("comm-fit", help="fit allreduce latency and bandwidth to a measured sweep (n, bytes, time_s)")
-    p.add_argument("--sweep", required=True)
-    p.add_argument("--markdown", required=True)
-    p.add_argument("--split-bytes", type=int, default=65536, help="protocol regime boundary (default %(default)s)")
-    p.set_defaults(fn=cmd_comm_fit)
+    def with_files(p, *names, split=False):
+        for name in names:
+            p.add_argument(f"--{name}", required=True)
+        if split:
+            p.add_argument("--split-bytes", type=int, default=65536, help="allreduce protocol regime boundary "
+                                                                          "(default %(default)s)")
+        return p
+
+    with_files(sub.add_parser("comm-fit", help="fit allreduce latency and bandwidth to a sweep (n, bytes, time_s)"),
+               "sweep", "markdown", split=True).set_defaults(fn=cmd_comm_fit)
     ref = "results/reference/published_scaling.yaml"
-    p = sub.add_parser("model-validate", help="communication model vs published scaling figures")
+    p = with_files(sub.add_parser("model-validate", help="communication model vs published scaling figures"),
+                   "csv", "markdown")
     p.add_argument("--reference", default=ref)
-    p.add_argument("--csv", required=True)
-    p.add_argument("--markdown", required=True)
     p.set_defaults(fn=cmd_model_validate)
-    p = sub.add_parser("model-project", help="PROJECTED scaling of the reference campaign to whole machines")
+    p = with_files(sub.add_parser("model-project", help="PROJECTED scaling of the reference campaign to whole "
+                                                        "machines"), "csv", "markdown", "plot")
     p.add_argument("--reference", default=ref)
-    p.add_argument("--csv", required=True)
-    p.add_argument("--markdown", required=True)
-    p.add_argument("--plot", required=True)
     p.set_defaults(fn=cmd_model_project)
-    p = sub.add_parser("model-local-check", help="measured 1 -> n rank K-Means scaling vs the model")
-    p.add_argument("--table", required=True)
-    p.add_argument("--sweep", required=True)
-    p.add_argument("--csv", required=True)
-    p.add_argument("--markdown", required=True)
-    p.add_argument("--split-bytes", type=int, default=65536)
-    p.set_defaults(fn=cmd_model_local_check)
+    with_files(sub.add_parser("model-local-check", help="measured 1 -> n rank K-Means scaling vs the model"),
+               "table", "sweep", "csv", "markdown", split=True).set_defaults(fn=cmd_model_local_check)
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)

@@ -3,6 +3,7 @@ MPI allreduce sweep reproduced within a stated error, and the validation/project
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -213,3 +214,44 @@ def test_fitted_link_reproduces_a_measured_two_rank_sweep(tmp_path):
     print("\n" + fit.summary())
     assert 0 < fit.link.alpha_s < 1e-3 and fit.link.bandwidth_Bps > 1e7
     assert fit.median_rel_error < 0.35, fit.table.to_string()
+
+
+def kmeans_rows(run_id, ranks, time_s, comm_s):
+    params = json.dumps({"k": 3, "cols": 250, "maxiter": 2, "init": "kmeans++", "dtype": "float64"}, sort_keys=True)
+    base = {"run_id": run_id, "benchmark": "kmeans", "status": "ok", "nodes": 1, "ranks_per_node": ranks,
+            "threads_per_rank": 1, "ranks": ranks, "params": params}
+    return [{**base, "metric": "time", "value": time_s}, {**base, "metric": "comm_time", "value": comm_s}]
+
+
+def test_local_check_adds_the_collectives_to_the_one_rank_time():
+    from exabench.projection import kmeans_collectives, local_scaling_check
+    params = {"k": 3, "cols": 250, "maxiter": 2, "init": "kmeans++", "dtype": "float64"}
+    coll = kmeans_collectives(params)
+    # k-means++ with k = 3: 3 row picks (2 allgathers each), 2 candidate allreduces, 2 Lloyd allreduces.
+    assert [kind for kind, _ in coll].count("allgather") == 6 and [kind for kind, _ in coll].count("allreduce") == 4
+    assert coll[-1] == ("allreduce", 3 * 252 * 8)
+    link = Link(1e-6, 1e9)
+    df = pd.DataFrame(kmeans_rows("one", 1, 0.10, 0.0) + kmeans_rows("two", 2, 0.15, 0.04))
+    check = local_scaling_check(df, link).iloc[0]
+    comm = sum(allreduce_time("ring", 1, 2, b, link) if k == "allreduce" else allgather_time(2, b, link)
+               for k, b in coll)
+    assert check["predicted_s"] == pytest.approx(0.10 + comm)
+    assert check["rel_error"] == pytest.approx((0.10 + comm) / 0.15 - 1)
+    assert check["measured_comm_s"] == 0.04
+    with pytest.raises(ExabenchError, match="1-rank twin"):
+        local_scaling_check(pd.DataFrame(kmeans_rows("two", 2, 0.15, 0.04)), link)
+
+
+@pytest.mark.timeout(300)
+def test_pipeline_targets_write_validation_and_projection(tmp_path):
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
+           str(REPO / "profiles" / "local"), "--config", f"site={REPO}/profiles/local/site.yaml",
+           "--configfile", str(REPO / "config" / "config.yaml"), "--cores", "1", "model_validation",
+           "model_projection"]
+    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=280)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    text = (tmp_path / "results/models/validation.md").read_text()
+    assert "goyal2017_resnet50_256gpu" in text and "## Where the model misses, and why" in text
+    assert "`goyal2017`: P. Goyal" in text  # sources are written out in full
+    assert (tmp_path / "results/models/projection.png").exists()
+    assert not (tmp_path / "results/local/records").exists()  # no benchmark ran
