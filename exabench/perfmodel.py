@@ -228,26 +228,24 @@ def _independent_columns(x: np.ndarray, tol: float = 1e-9) -> tuple[list[int], l
     return kept, dropped
 
 
-def speedup_matrix(model: LogLinearModel, rows: str, cols: str, baseline: str | None = None,
+def speedup_matrix(model: LogLinearModel, rows: str | None, cols: str, baseline: str | None = None,
                    fixed: dict[str, str] | None = None) -> pd.DataFrame:
     """The seeds' form: for each level of `rows`, each level of `cols` over the baseline level of `cols`
-    (predicted, other factors at `fixed` or their baseline levels)."""
-    for f in (rows, cols):
+    (predicted, other factors at `fixed` or their baseline levels). rows None: one row."""
+    if rows is None or rows == cols:
+        rows = None
+    for f in [f for f in (rows, cols) if f is not None]:
         if f not in model.factors:
             raise ExabenchError(f"speedup_matrix: factor {f!r} does not vary in the data; valid: "
                                 f"{', '.join(model.factors)}")
     base = baseline or model.levels[cols][0]
     fixed = {f: (fixed or {}).get(f, model.levels[f][0]) for f in model.factors}
-    grid = []
-    for r in model.levels[rows]:
-        for c in model.levels[cols]:
-            grid.append({**fixed, rows: r, cols: c})
+    row_levels = model.levels[rows] if rows else ["all"]
+    grid = [{**fixed, **({rows: r} if rows else {}), cols: c} for r in row_levels for c in model.levels[cols]]
     pred = model.predict(pd.DataFrame(grid))
-    pred["key"] = list(zip(pred[rows], pred[cols]))
-    lp = dict(zip(pred["key"], pred["log_perf"]))
-    out = pd.DataFrame({c: [np.exp(lp[(r, c)] - lp[(r, base)]) for r in model.levels[rows]]
-                        for c in model.levels[cols]}, index=pd.Index(model.levels[rows], name=rows))
-    return out
+    lp = dict(zip(zip(pred[rows] if rows else ["all"] * len(pred), pred[cols]), pred["log_perf"]))
+    return pd.DataFrame({c: [np.exp(lp[(r, c)] - lp[(r, base)]) for r in row_levels] for c in model.levels[cols]},
+                        index=pd.Index(row_levels, name=rows or ""))
 
 
 def measured_speedup_matrix(frame: pd.DataFrame, factors: list[str], rows: str, cols: str,
@@ -360,6 +358,7 @@ def report(df: pd.DataFrame, factors: dict[str, str] | None = None, metric: str 
         out["speedups"] = speedup_matrix(model, rows, cols)
         out["measured_speedups"] = measured_speedup_matrix(frame, model.factors, rows, cols,
                                                            model.levels[cols][0]) if rows != cols else None
+        rows = rows if rows != cols else "all runs"
     out["markdown"] = _report_markdown(out, factors, frame, rows, cols)
     return out
 

@@ -137,3 +137,11 @@ def test_report_and_files(tmp_path):
     out = report(tidy_table(recs), FACTORS)
     assert out["loo_summary"]["predicted"] == len(recs)
     assert json.loads(json.dumps(out["loo_summary"]))  # plain numbers, reportable
+
+
+def test_one_factor_gives_a_one_row_speedup_matrix():
+    recs = synthetic_records({"config": {"n1r1t1": 0.0, "n1r2t1": 0.5, "n2r2t1": 0.9}}, sigma=0.01, repeats=2)
+    out = report(tidy_table(recs), {"config": "layout"}, baseline={"config": "n1r1t1"})
+    sp = out["speedups"]
+    assert sp.shape == (1, 3) and sp.iloc[0].to_numpy() == pytest.approx(np.exp([0.0, 0.5, 0.9]), rel=0.03)
+    assert out["measured_speedups"] is None and "per all runs" in out["markdown"]
