@@ -217,11 +217,17 @@ def fit(frame: pd.DataFrame, factors: list[str] | None = None, interactions="aut
 
 
 def _independent_columns(x: np.ndarray, tol: float = 1e-9) -> tuple[list[int], list[int]]:
-    """Greedy: keep a column only if it adds rank (a level combination never seen alone is aliased)."""
-    kept, dropped = [], []
+    """Greedy Gram-Schmidt: keep a column only if it adds a direction (a level combination never seen
+    apart from others is aliased with them)."""
+    kept, dropped, basis = [], [], []
     for j in range(x.shape[1]):
-        trial = x[:, kept + [j]]
-        if np.linalg.matrix_rank(trial, tol=tol * max(1.0, np.abs(trial).max())) == len(kept) + 1:
+        r = x[:, j].astype(float).copy()
+        norm = np.linalg.norm(r)
+        for _ in range(2):  # twice is enough for numerical orthogonality
+            for q in basis:
+                r -= (q @ r) * q
+        if norm > 0 and np.linalg.norm(r) > tol * max(1.0, norm) * 1e3:
+            basis.append(r / np.linalg.norm(r))
             kept.append(j)
         else:
             dropped.append(j)
@@ -262,27 +268,46 @@ def measured_speedup_matrix(frame: pd.DataFrame, factors: list[str], rows: str, 
 
 def leave_one_out(frame: pd.DataFrame, factors: list[str] | None = None, interactions="auto",
                   baseline: dict[str, str] | None = None) -> pd.DataFrame:
-    """Refit without each run in turn and predict it. A run whose level of some factor is measured
-    nowhere else cannot be predicted: it is kept with `predicted` empty and the reason."""
+    """Predict each run from all the others, with the terms of the full model (the usual closed form:
+    held-out error e_i / (1 - h_ii)). A run with leverage 1 is the only one informing some term: it is
+    refitted without it, and when its level is measured nowhere else it is kept with `predicted` empty
+    and the reason."""
+    m = fit(frame, factors, interactions, baseline)
+    x = m.design(frame)
+    y = frame["log_perf"].to_numpy(float)
+    h = np.einsum("ij,jk,ik->i", x, m.cov_unscaled, x)
+    resid = y - x @ m.coef
+    rss = float(resid @ resid)
     rows = []
     for i in range(len(frame)):
-        held = frame.iloc[[i]]
-        rest = frame.drop(frame.index[i])
-        row = {"run_id": held["run_id"].iloc[0], "observed": float(np.exp(held["log_perf"].iloc[0]))}
-        try:
-            m = fit(rest, factors, interactions, baseline)
-            for f, lv in m.constant.items():
-                if held[f].iloc[0] != lv:
-                    raise ExabenchError(f"factor {f}: level {held[f].iloc[0]!r} measured nowhere else")
-            p = m.predict(held).iloc[0]
-            err = float(held["log_perf"].iloc[0] - p["log_perf"])
-            row.update({"predicted": float(p["perf"]), "log_error": err, "rel_error": float(np.exp(-err) - 1.0),
-                        "se_pred": float(p["se_pred"]), "reason": ""})
-        except ExabenchError as exc:
-            row.update({"predicted": np.nan, "log_error": np.nan, "rel_error": np.nan, "se_pred": np.nan,
-                        "reason": str(exc)})
+        row = {"run_id": frame["run_id"].iloc[i], "observed": float(np.exp(y[i]))}
+        if h[i] < 1 - 1e-9:
+            err = resid[i] / (1 - h[i])
+            dof = m.dof - 1
+            s2 = (rss - resid[i] ** 2 / (1 - h[i])) / dof if dof > 0 else float("nan")
+            row.update({"predicted": float(np.exp(y[i] - err)), "log_error": float(err),
+                        "rel_error": float(np.exp(-err) - 1.0), "se_pred": float(np.sqrt(s2 / (1 - h[i]))),
+                        "reason": ""})
+        else:
+            row.update(_refit_predict(frame, i, factors, interactions, baseline))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _refit_predict(frame, i, factors, interactions, baseline) -> dict:
+    held, rest = frame.iloc[[i]], frame.drop(frame.index[i])
+    try:
+        m = fit(rest, factors, interactions, baseline)
+        for f, lv in m.constant.items():
+            if held[f].iloc[0] != lv:
+                raise ExabenchError(f"factor {f}: level {held[f].iloc[0]!r} measured nowhere else")
+        p = m.predict(held).iloc[0]
+        err = float(held["log_perf"].iloc[0] - p["log_perf"])
+        return {"predicted": float(p["perf"]), "log_error": err, "rel_error": float(np.exp(-err) - 1.0),
+                "se_pred": float(p["se_pred"]), "reason": ""}
+    except ExabenchError as exc:
+        return {"predicted": np.nan, "log_error": np.nan, "rel_error": np.nan, "se_pred": np.nan,
+                "reason": str(exc)}
 
 
 def loo_summary(loo: pd.DataFrame) -> dict:

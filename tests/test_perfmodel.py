@@ -92,6 +92,11 @@ def test_leave_one_out_error_and_unpredictable_runs():
     s = loo_summary(loo)
     assert s["predicted"] == s["n"] == len(fr)
     assert 0.02 < s["rmse_log"] < 0.05  # about sigma, inflated a little by the refits
+    # The closed form equals a brute-force refit without the run.
+    for i in (0, 17, len(fr) - 1):
+        refit = fit(fr.drop(fr.index[i]), list(FACTORS), "none", BASE).predict(fr.iloc[[i]]).iloc[0]
+        assert loo["predicted"].iloc[i] == pytest.approx(refit["perf"], rel=1e-9)
+        assert loo["se_pred"].iloc[i] == pytest.approx(refit["se_pred"], rel=1e-9)
     # A level measured once cannot be predicted when that run is held out.
     lone = synthetic_records({"config": {"n1r1t1": 0.0, "n1r2t1": 0.5, "n4r1t1": 1.0}}, repeats=2,
                              skip=None)
