@@ -14,6 +14,7 @@ include: "workflow/rules/render.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/bundle.smk"
+include: "workflow/rules/models.smk"
 
 
 rule all:

@@ -92,5 +92,5 @@ def test_bad_parameter_values(write_yaml, two_core_site, sweep, key, valid):
 def test_layout_that_does_not_fit_names_the_limit(write_yaml, two_core_site):
     cfg = load_and_validate(write_yaml("c.yaml", {"benchmarks": [
         {"name": "kmeans", "sweep": {"ranks_per_node": [2], "threads_per_rank": [4]}}]}), "config")
-    with pytest.raises(ConfigError, match=r"does not fit site 'local'.*2 hardware threads per node"):
+    with pytest.raises(ConfigError, match=r"does not fit site 'local'.*2 usable cores per node"):
         expand(cfg, two_core_site, "c.yaml")

@@ -1,0 +1,407 @@
+"""Validation of the communication model against published scaling figures, whole-machine
+projections, and the check of the model against measured local scaling.
+
+Inputs live in results/reference/published_scaling.yaml (every value with its source); the outputs
+are tables (CSV + Markdown) and a plot, every projected figure labelled PROJECTED.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from .commmodel import (Assumptions, Link, LinkFit, Machine, Workload, allgather_time, allreduce_time, assumptions,
+                        doubling_counts, project)
+from .errors import ConfigError, ExabenchError
+
+REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference" / "published_scaling.yaml"
+PROJECTED_BANNER = "PROJECTED by exabench's alpha-beta model (not measured)"
+
+
+class Reference:
+    """The reference file, with checked access: every value is {value, source} and its source exists."""
+
+    def __init__(self, path: str | Path = REFERENCE):
+        self.path = str(path)
+        with open(path) as f:
+            self.data = yaml.safe_load(f)
+        self.sources = self.data.get("sources") or {}
+        for section in ("machines", "workloads", "cases"):
+            if section not in self.data:
+                raise ConfigError(self.path, section, None, "a mapping (see the file's header)", "is missing")
+
+    def value(self, entry: dict, key: str, where: str):
+        if key not in entry:
+            raise ConfigError(self.path, f"{where}.{key}", None, "{value, source}", "is missing")
+        item = entry[key]
+        if not isinstance(item, dict) or "value" not in item or "source" not in item:
+            raise ConfigError(self.path, f"{where}.{key}", item, "{value: ..., source: <key of sources>}")
+        if item["source"] not in self.sources:
+            raise ConfigError(self.path, f"{where}.{key}.source", item["source"], ", ".join(self.sources))
+        return item["value"]
+
+    def cited(self, entry: dict) -> list[str]:
+        """Source keys of every {value, source} item of an entry, estimates marked with *."""
+        out = []
+        for item in entry.values():
+            if isinstance(item, dict) and "source" in item:
+                key = item["source"] + ("*" if item.get("estimate") else "")
+                if key not in out:
+                    out.append(key)
+        return out
+
+    def machine(self, name: str) -> Machine:
+        m = self._entry("machines", name)
+        w = f"machines.{name}"
+        v = lambda k: self.value(m, k, w)  # noqa: E731
+        return Machine(name, int(v("devices_per_node")), Link(v("intra_alpha_us") * 1e-6, v("intra_bandwidth_GBps") * 1e9),
+                       Link(v("inter_alpha_us") * 1e-6, v("inter_bandwidth_GBps") * 1e9), v("algorithm"),
+                       self.value(m, "inter_algorithm", w) if "inter_algorithm" in m else "ring",
+                       int(v("max_nodes")) if "max_nodes" in m else None)
+
+    def workload(self, name: str) -> Workload:
+        e = self._entry("workloads", name)
+        w = f"workloads.{name}"
+        return Workload(name, float(self.value(e, "gradient_bytes", w)), float(self.value(e, "samples_per_s_per_device", w)),
+                        int(self.value(e, "batch_per_device", w)), str(e.get("precision", "fp32")))
+
+    def _entry(self, section: str, name: str) -> dict:
+        entries = self.data[section]
+        if name not in entries:
+            raise ConfigError(self.path, f"{section}.{name}", name, ", ".join(entries), "is not defined")
+        return entries[name]
+
+
+def validation_table(ref: Reference) -> pd.DataFrame:
+    """One row per published case: published and projected efficiency (at the stated overlap, and its
+    bounds at no and full overlap), the gap in percentage points, the verdict, why, and the sources."""
+    overlap = float(ref.value(ref.data, "default_overlap", "default_overlap"))
+    tol = float(ref.data.get("tolerance_pp", 10))
+    rows = []
+    for i, case in enumerate(ref.data["cases"]):
+        where = f"cases[{i}]"
+        m, w = ref.machine(case["machine"]), ref.workload(case["workload"])
+        published = float(ref.value(case, "published_efficiency", where))
+        base, nodes = int(case.get("baseline_nodes", 1)), int(case["nodes"])
+        effs = {}
+        for label, ov in (("projected", overlap), ("no_overlap", 0.0), ("full_overlap", 1.0)):
+            p = project(w, m, [nodes], Assumptions(overlap=ov, mode=case.get("mode", "weak"), baseline_nodes=base,
+                                                   global_batch=case.get("global_batch")))
+            effs[label] = float(p["efficiency"].iloc[0])
+            if label == "projected":
+                at = p.iloc[0]
+        gap = 100 * (effs["projected"] - published)
+        inside = effs["no_overlap"] - tol / 100 <= published <= effs["full_overlap"] + tol / 100
+        verdict = "match" if abs(gap) <= tol else ("miss (optimistic)" if gap > 0 else "miss (pessimistic)")
+        pub = case["published_efficiency"]
+        sources = [pub["source"] + ("" if pub.get("verified", True) else " (unverified)")]
+        for s in ref.cited(ref.data["machines"][m.name]) + ref.cited(ref.data["workloads"][w.name]):
+            if s not in sources:
+                sources.append(s)
+        rows.append({"case": case["id"], "title": case.get("title", ""), "machine": m.name, "workload": w.name,
+                     "mode": case.get("mode", "weak"), "baseline_nodes": base, "nodes": nodes,
+                     "devices": nodes * m.devices_per_node, "published": published,
+                     "projected": effs["projected"], "projected_no_overlap": effs["no_overlap"],
+                     "projected_full_overlap": effs["full_overlap"], "gap_pp": gap, "verdict": verdict,
+                     "published_within_overlap_bounds": bool(inside), "compute_ms": 1e3 * at["compute_s"],
+                     "allreduce_ms": 1e3 * at["comm_s"], "why": "" if verdict == "match" else
+                     " ".join(str(case.get("why_miss", "not explained")).split()), "sources": "; ".join(sources)})
+    return pd.DataFrame(rows)
+
+
+def machine_projection(ref: Reference) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """The campaign of `projection.runs` at doubling node counts up to each whole machine."""
+    spec = ref.data.get("projection") or {}
+    overlap = float(ref.value(spec, "overlap", "projection"))
+    frames, notes = [], {}
+    for i, run in enumerate(spec.get("runs", [])):
+        m, w = ref.machine(run["machine"]), ref.workload(run["workload"])
+        if not m.max_nodes:
+            raise ConfigError(ref.path, f"machines.{m.name}.max_nodes", None, "the machine's node count",
+                              "is needed for a whole-machine projection")
+        start = int(run.get("start_nodes", 1))  # strong scaling: start where the batch fits a device
+        a = Assumptions(overlap=overlap, mode=run.get("mode", "weak"), global_batch=run.get("global_batch"),
+                        baseline_nodes=start)
+        p = project(w, m, doubling_counts(start, m.max_nodes), a)
+        p["feasible"] = p["batch_per_device"] >= 1  # strong scaling runs out of samples per device
+        frames.append(p)
+        notes[f"{w.name} on {m.name}, {a.mode}"] = assumptions(w, m, a)
+    return pd.concat(frames, ignore_index=True), notes
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    """Markdown via tabulate (it comes with snakemake); floats to 3 significant digits, integers whole."""
+    shown = df.copy()
+    for c in shown.columns:
+        if pd.api.types.is_float_dtype(shown[c]):
+            shown[c] = [f"{v:.3g}" for v in shown[c]]
+    return shown.to_markdown(index=False, disable_numparse=True)
+
+
+def validation_markdown(table: pd.DataFrame, ref: Reference) -> str:
+    overlap = ref.data["default_overlap"]
+    shown = table[["case", "nodes", "devices", "published", "projected", "projected_no_overlap",
+                   "projected_full_overlap", "gap_pp", "verdict", "compute_ms", "allreduce_ms", "sources"]]
+    used = sorted({s.split(" ")[0].rstrip("*") for cell in table["sources"] for s in cell.split("; ")})
+    lines = [f"# Communication model vs published scaling ({PROJECTED_BANNER})", "",
+             "Efficiency = throughput(N nodes) / (N x throughput(baseline)). `projected` uses the stated overlap "
+             f"of {overlap['value']:.0%} ({overlap.get('note', '')}); the two bounds assume none and full overlap. "
+             f"gap_pp = projected - published, in percentage points; a match is within "
+             f"{ref.data.get('tolerance_pp', 10)} pp. Sources marked * are estimates (see the reference file); "
+             "(unverified) marks a published value quoted from the seed material.", "",
+             _md_table(shown), "", "## Where the model misses, and why", ""]
+    for _, r in table[table["verdict"] != "match"].iterrows():
+        lines.append(f"- **{r['case']}** ({r['verdict']}, {r['gap_pp']:+.0f} pp): {r['why']}")
+    if (table["verdict"] == "match").all():
+        lines.append("- none")
+    lines += ["", f"## Sources (from {Path(ref.path).name})", ""]
+    lines += [f"- `{k}`: {' '.join(str(ref.sources[k]).split())}" for k in used]
+    return "\n".join(lines) + "\n"
+
+
+def projection_markdown(table: pd.DataFrame, notes: dict[str, list[str]]) -> str:
+    lines = [f"# Whole-machine projection: {PROJECTED_BANNER}", "",
+             "Every figure below is a projection from the parameters of results/reference/published_scaling.yaml; "
+             "none is a measurement. Rows where strong scaling leaves less than one sample per device are dropped.", ""]
+    for (wl, mach, mode), g in table.groupby(["workload", "machine", "mode"], sort=False):
+        g = g[g["feasible"]]
+        lines += [f"## {wl} on {mach}, {mode} scaling (PROJECTED)", "", "Assumptions:", ""]
+        lines += [f"- {a}" for a in notes[f"{wl} on {mach}, {mode}"]]
+        shown = g[["nodes", "devices", "batch_per_device", "compute_s", "comm_s", "exposed_comm_s", "throughput",
+                   "efficiency"]].copy()
+        shown[["compute_s", "comm_s", "exposed_comm_s"]] *= 1e3
+        shown = shown.rename(columns={"compute_s": "compute_ms", "comm_s": "allreduce_ms",
+                                      "exposed_comm_s": "exposed_ms", "throughput": "samples_per_s"})
+        lines += ["", _md_table(shown), ""]
+    return "\n".join(lines) + "\n"
+
+
+def projection_plot(table: pd.DataFrame, path: str | Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    for (wl, mach, mode), g in table[table["feasible"]].groupby(["workload", "machine", "mode"], sort=False):
+        label = f"{wl} / {mach} / {mode}"
+        style = "-" if mode == "weak" else "--"
+        axes[0].loglog(g["nodes"], g["throughput"], style, marker="o", ms=3, label=label)
+        axes[1].semilogx(g["nodes"], 100 * g["efficiency"], style, marker="o", ms=3, label=label)
+    axes[0].set(xlabel="nodes", ylabel="samples/s (projected)", title="Throughput")
+    axes[1].set(xlabel="nodes", ylabel="scaling efficiency, % (projected)", title="Efficiency", ylim=(0, 105))
+    for ax in axes:
+        ax.grid(True, which="both", alpha=0.3)
+        ax.text(0.5, 0.5, "PROJECTED", transform=ax.transAxes, fontsize=40, color="grey", alpha=0.15,
+                ha="center", va="center", rotation=20)
+    axes[1].legend(fontsize=7, loc="lower left")
+    fig.suptitle(f"Whole-machine projection (Summit 4,608 / Frontier 9,408 nodes): {PROJECTED_BANNER}", fontsize=10)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --- measured local scaling vs the model ---------------------------------------------------------
+
+def kmeans_collectives(params: dict) -> list[tuple[str, int]]:
+    """(kind, bytes per rank) of the collectives inside one timed K-Means fit, read from
+    exabench/benchmarks/kmeans.py: picking rows costs two allgathers (weights, picked rows), each
+    k-means++ centre one allreduce of its candidates' potentials, each Lloyd iteration one allreduce of
+    k x (cols + 2) float64. Pickled Python objects are counted at their payload size."""
+    k, cols, maxiter = int(params["k"]), int(params["cols"]), int(params["maxiter"])
+    item = 4 if params.get("dtype") == "float32" else 8
+    out = []
+
+    def rows_at(n_rows):
+        out.extend([("allgather", 8), ("allgather", n_rows * cols * item)])
+
+    if params.get("init", "kmeans++") == "kmeans++":
+        trials = 2 + int(np.log(k))
+        rows_at(1)
+        for _ in range(1, k):
+            rows_at(trials)
+            out.append(("allreduce", trials * 8))
+    else:
+        rows_at(k)
+    out += [("allreduce", k * (cols + 2) * 8)] * maxiter
+    return out
+
+
+def local_scaling_check(df: pd.DataFrame, link: Link, benchmark: str = "kmeans") -> pd.DataFrame:
+    """For each measured K-Means run on more than one rank, the model's time for the same layout:
+    the time measured on one rank (same parameters, same threads per rank: weak scaling) plus its
+    collectives at the fitted link's cost. Every rank is on this one node, so `link` is the intra link."""
+    ok = df[(df["benchmark"] == benchmark) & (df["status"] == "ok")]
+    comm_measured = dict(zip(ok.loc[ok["metric"] == "comm_time", "run_id"], ok.loc[ok["metric"] == "comm_time", "value"]))
+    runs = ok[ok["metric"] == "time"].copy()
+    if runs.empty:
+        raise ExabenchError(f"local_scaling_check: no ok {benchmark} run with a `time` metric in the table")
+    runs["key"] = runs["params"] + "|" + runs["threads_per_rank"].astype(str) + "|" + runs["nodes"].astype(str)
+    rows = []
+    for key, g in runs.groupby("key"):
+        one = g[g["ranks"] == 1]
+        if one.empty:
+            continue
+        t1 = float(one["value"].median())
+        import json
+        params = json.loads(g["params"].iloc[0])
+        for _, r in g[g["ranks"] > 1].iterrows():
+            n = int(r["ranks"])
+            comm = sum(allreduce_time("ring", 1, n, b, link) if kind == "allreduce" else allgather_time(n, b, link)
+                       for kind, b in kmeans_collectives(params))
+            predicted = t1 + comm
+            rows.append({"run_id": r["run_id"], "ranks": n, "threads_per_rank": int(r["threads_per_rank"]),
+                         "measured_1_rank_s": t1, "model_comm_s": comm,
+                         "measured_comm_s": comm_measured.get(r["run_id"], np.nan), "predicted_s": predicted,
+                         "measured_s": float(r["value"]), "rel_error": predicted / float(r["value"]) - 1.0,
+                         "measured_efficiency": t1 / float(r["value"]), "predicted_efficiency": t1 / predicted})
+    if not rows:
+        raise ExabenchError(f"local_scaling_check: no {benchmark} run on >1 rank has a 1-rank twin with the same "
+                            "parameters and threads per rank")
+    return pd.DataFrame(rows)
+
+
+def comm_fit_markdown(fit: LinkFit, sweep_source: str) -> str:
+    t = fit.table.copy()
+    t["time_us"], t["model_us"] = 1e6 * t["time_s"], 1e6 * t["time_model_s"]
+    return "\n".join([f"# Allreduce latency-bandwidth fit ({sweep_source})", "", fit.summary(), "",
+                      _md_table(t[["n", "bytes", "time_us", "model_us", "rel_error"]]), ""])
+
+
+# --- writers the pipeline rules and the CLI call (files in, files out) ----------------------------
+
+def _logged(log_path):
+    """The pipeline's log wrapper (a rule's traceback in its log), or nothing when called from the CLI."""
+    import contextlib
+    from .pipeline import logged
+    return logged(str(log_path)) if log_path else contextlib.nullcontext()
+
+
+def write_validation(reference: str | Path, csv: str | Path, markdown: str | Path, log: str | None = None) -> str:
+    with _logged(log):
+        return _write_validation(reference, csv, markdown)
+
+
+def _write_validation(reference, csv, markdown) -> str:
+    from .results import atomic_write_text
+    ref = Reference(reference)
+    table = validation_table(ref)
+    text = validation_markdown(table, ref)
+    atomic_write_text(csv, table.to_csv(index=False))
+    atomic_write_text(markdown, text)
+    return text
+
+
+def write_projection(reference: str | Path, csv: str | Path, markdown: str | Path, plot: str | Path,
+                     log: str | None = None) -> str:
+    with _logged(log):
+        return _write_projection(reference, csv, markdown, plot)
+
+
+def _write_projection(reference, csv, markdown, plot) -> str:
+    from .results import atomic_write_text
+    table, notes = machine_projection(Reference(reference))
+    text = projection_markdown(table, notes)
+    table.insert(0, "status", "PROJECTED")
+    atomic_write_text(csv, table.to_csv(index=False))
+    atomic_write_text(markdown, text)
+    projection_plot(table, plot)
+    return text
+
+
+def write_comm_fit(sweep_csv: str | Path, markdown: str | Path, split_bytes: int, log: str | None = None) -> str:
+    """Fits of the measured sweep: one (alpha, beta) over all sizes, and one per protocol regime."""
+    with _logged(log):
+        return _write_comm_fit(sweep_csv, markdown, split_bytes)
+
+
+def _write_comm_fit(sweep_csv, markdown, split_bytes) -> str:
+    from .commmodel import fit_link, fit_regimes
+    from .results import atomic_write_text
+    sweep = pd.read_csv(sweep_csv)
+    text = comm_fit_markdown(fit_link(sweep), f"{sweep_csv}, all sizes")
+    for label, f in zip(("below", "from"), fit_regimes(sweep, split_bytes)):
+        text += "\n" + comm_fit_markdown(f, f"{sweep_csv}, sizes {label} {split_bytes} B")
+    atomic_write_text(markdown, text)
+    return text
+
+
+def write_local_check(table_csv: str | Path, sweep_csv: str | Path, csv: str | Path, markdown: str | Path,
+                      split_bytes: int, log: str | None = None) -> str:
+    """Measured 1 -> n rank scaling of the local campaign vs the model fed with the local fit (the
+    small-message regime: the collectives of these runs are all below split_bytes)."""
+    with _logged(log):
+        return _write_local_check(table_csv, sweep_csv, csv, markdown, split_bytes)
+
+
+def _write_local_check(table_csv, sweep_csv, csv, markdown, split_bytes) -> str:
+    from .commmodel import fit_regimes
+    from .results import atomic_write_text
+    small, _ = fit_regimes(pd.read_csv(sweep_csv), split_bytes)
+    check = local_scaling_check(pd.read_csv(table_csv), small.link)
+    text = "\n".join([
+        "# Measured local scaling vs the model (same layout)", "",
+        f"Link from the local allreduce sweep ({small.summary()}). Model: time on n ranks = time measured on "
+        "1 rank (same parameters, same threads per rank: weak scaling) + the run's collectives at the fitted "
+        "cost. On a shared 2-core machine the ranks also compete for cores and memory bandwidth, which the "
+        "model does not represent. measured_comm_s is the run's own time inside MPI collectives (max over "
+        "ranks): well above model_comm_s, it is waiting for a slower rank (load imbalance from CPU sharing), "
+        "not data transfer.", "", _md_table(check), "",
+        f"Median |relative error| {check['rel_error'].abs().median():.1%}, max {check['rel_error'].abs().max():.1%}.",
+        ""])
+    atomic_write_text(csv, check.to_csv(index=False))
+    atomic_write_text(markdown, text)
+    return text
+
+
+def run_allreduce_sweep(out_csv: str | Path, ranks: int, python: str, env: dict, log_path: str | Path,
+                        timeout_s: int = 300) -> None:
+    """Run scripts/allreduce_sweep.py under mpirun on this machine (the local site's stand-in for the
+    allreduce benchmark's records); the whole process group is killed on timeout."""
+    import os
+    import signal
+    import subprocess
+    script = Path(__file__).resolve().parents[1] / "scripts" / "allreduce_sweep.py"
+    cmd = ["mpirun", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-np", str(ranks), python, str(script),
+           "--out", str(out_csv)]
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **{k: str(v) for k, v in env.items()}})
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise ExabenchError(f"allreduce sweep: no result after {timeout_s} s (see {log_path})") from None
+    if rc != 0:
+        raise ExabenchError(f"allreduce sweep: mpirun exited {rc} (see {log_path})")
+
+
+def write_sweep_from_records(records: list[str], out_csv: str | Path) -> None:
+    """The allreduce benchmark's records -> the sweep table (n, nodes, ranks_per_node, bytes, time_s)."""
+    from .aggregate import load_records
+    from .commmodel import allreduce_table
+    from .results import atomic_write_text
+    table = allreduce_table(load_records(records))
+    if table.empty:
+        raise ExabenchError(f"none of {len(records)} records has ok allreduce metrics time.<bytes>B")
+    atomic_write_text(out_csv, table.to_csv(index=False))
+
+
+def allreduce_records(runs: dict, results_dir: str) -> list[str]:
+    """Record paths of the campaign's allreduce runs (the input of the sweep table, when any)."""
+    return [f"{results_dir}/records/{run_id}.json" for run_id, run in runs.items() if run.benchmark == "allreduce"]
+
+
+def write_sweep(records: list[str], out_csv: str | Path, python: str, env: dict, log: str) -> None:
+    """The sweep table from the campaign's allreduce records when there are any, else measured here."""
+    with _logged(log):
+        if records:
+            write_sweep_from_records(records, out_csv)
+        else:
+            run_allreduce_sweep(out_csv, 2, python, env, str(log) + ".mpirun")
