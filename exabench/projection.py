@@ -57,7 +57,8 @@ class Reference:
         m = self._entry("machines", name)
         w = f"machines.{name}"
         v = lambda k: self.value(m, k, w)  # noqa: E731
-        return Machine(name, int(v("devices_per_node")), Link(v("intra_alpha_us") * 1e-6, v("intra_bandwidth_GBps") * 1e9),
+        return Machine(name, int(v("devices_per_node")),
+                       Link(v("intra_alpha_us") * 1e-6, v("intra_bandwidth_GBps") * 1e9),
                        Link(v("inter_alpha_us") * 1e-6, v("inter_bandwidth_GBps") * 1e9), v("algorithm"),
                        self.value(m, "inter_algorithm", w) if "inter_algorithm" in m else "ring",
                        int(v("max_nodes")) if "max_nodes" in m else None)
@@ -65,7 +66,8 @@ class Reference:
     def workload(self, name: str) -> Workload:
         e = self._entry("workloads", name)
         w = f"workloads.{name}"
-        return Workload(name, float(self.value(e, "gradient_bytes", w)), float(self.value(e, "samples_per_s_per_device", w)),
+        return Workload(name, float(self.value(e, "gradient_bytes", w)),
+                        float(self.value(e, "samples_per_s_per_device", w)),
                         int(self.value(e, "batch_per_device", w)), str(e.get("precision", "fp32")))
 
     def _entry(self, section: str, name: str) -> dict:
@@ -117,7 +119,7 @@ def machine_projection(ref: Reference) -> tuple[pd.DataFrame, dict[str, list[str
     spec = ref.data.get("projection") or {}
     overlap = float(ref.value(spec, "overlap", "projection"))
     frames, notes = [], {}
-    for i, run in enumerate(spec.get("runs", [])):
+    for run in spec.get("runs", []):
         m, w = ref.machine(run["machine"]), ref.workload(run["workload"])
         if not m.max_nodes:
             raise ConfigError(ref.path, f"machines.{m.name}.max_nodes", None, "the machine's node count",
@@ -234,13 +236,14 @@ def local_scaling_check(df: pd.DataFrame, link: Link, benchmark: str = "kmeans")
     the time measured on one rank (same parameters, same threads per rank: weak scaling) plus its
     collectives at the fitted link's cost. Every rank is on this one node, so `link` is the intra link."""
     ok = df[(df["benchmark"] == benchmark) & (df["status"] == "ok")]
-    comm_measured = dict(zip(ok.loc[ok["metric"] == "comm_time", "run_id"], ok.loc[ok["metric"] == "comm_time", "value"]))
+    comm = ok[ok["metric"] == "comm_time"]
+    comm_measured = dict(zip(comm["run_id"], comm["value"]))
     runs = ok[ok["metric"] == "time"].copy()
     if runs.empty:
         raise ExabenchError(f"local_scaling_check: no ok {benchmark} run with a `time` metric in the table")
     runs["key"] = runs["params"] + "|" + runs["threads_per_rank"].astype(str) + "|" + runs["nodes"].astype(str)
     rows = []
-    for key, g in runs.groupby("key"):
+    for _, g in runs.groupby("key"):
         one = g[g["ranks"] == 1]
         if one.empty:
             continue
