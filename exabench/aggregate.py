@@ -80,6 +80,7 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
 
 
 HEADLINES = {"resnet50": "throughput", "kmeans": "time"}
+HEADLINES.update(gemm="tflops", conv="tflops", rnn="tflops", allreduce="busbw", io_read="read_pfs", candle="throughput")
 
 
 def aggregate(record_paths, csv_path: str | Path, md_path: str | Path, site: str) -> pd.DataFrame:

@@ -174,7 +174,7 @@ class Candle(Benchmark):
             steps_per_epoch = rows // batch
             losses, times = [], []
             gen = torch.Generator().manual_seed(p.seed + 7 + world.rank)
-            for epoch in range(p.epochs):
+            for _ in range(p.epochs):
                 order = torch.randperm(rows, generator=gen).to(device)
                 for s in range(steps_per_epoch):
                     idx = order[s * batch:(s + 1) * batch]

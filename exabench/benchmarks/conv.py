@@ -171,7 +171,8 @@ class Conv(Benchmark):
                                 f"max relative error {max(e for *_, e in errors):.2e} over {len(errors)} "
                                 f"(shape, direction) (tolerance {tol:g} for {p.precision})"
                                 + (f"; over tolerance: {', '.join(bad)}" if bad else "")))
-        info = {**dev.describe(), "kernel": "conv", "shapes": rows, "tf32_effective": p.precision == "tf32" and dev.cuda,
+        info = {**dev.describe(), "kernel": "conv", "shapes": rows,
+                "tf32_effective": p.precision == "tf32" and dev.cuda,
                 "algorithm_selection": (f"cudnn.benchmark={p.algorithm == 'benchmark'}, "
                                         f"cudnn.deterministic={p.algorithm == 'deterministic'}") if dev.cuda else
                 "CPU: torch chooses oneDNN or its native kernels (the algorithm parameter has no effect)",
