@@ -85,10 +85,10 @@ def synthetic(torch, name: str, features: int, rows: int, shared_gen, gen):
         protos = torch.randn(k, features, generator=shared_gen)
         y = torch.randint(0, k, (rows,), generator=gen)
         return protos[y] + 2.0 * torch.randn(rows, features, generator=gen), y
-    x = torch.randn(rows, features, generator=gen) * 2.0
+    x = torch.randn(rows, features, generator=gen)
     ys = {}
     for t, k in MODELS["p3b1"]["tasks"].items():
-        protos = torch.randn(k, features, generator=shared_gen)
+        protos = 2.0 * torch.randn(k, features, generator=shared_gen)
         ys[t] = torch.randint(0, k, (rows,), generator=gen)
         x += protos[ys[t]]
     return x, ys

@@ -17,8 +17,8 @@ import statistics
 from dataclasses import dataclass
 
 from . import register
-from .base import Benchmark, Check, Metric, Outcome, param
-from .timing import (PRECISIONS, TOLERANCE, dtype_of, measure, relative_error, restore_tf32, set_tf32, slowest,
+from .base import Benchmark, Metric, Outcome, param
+from .timing import (PRECISIONS, dtype_of, float64_check, measure, relative_error, restore_tf32, set_tf32, slowest,
                      torch_device)
 
 # DeepBench's tuple order: (w, h, c, n, k, filter_w, filter_h, pad_w, pad_h, stride_w, stride_h).
@@ -163,14 +163,9 @@ class Conv(Benchmark):
                                          description="one forward and backward (data + filter) of every shape")
         checks = []
         if p.check:
-            tol = TOLERANCE[p.precision]
-            bad = [f"{s} {d}: {e:.2e}" for s, d, e in errors if not e <= tol]
             for s, d, e in errors:
                 next(r for r in rows if r["shape"] == s and r["direction"] == d)["rel_error"] = e
-            checks.append(Check("matches_float64", not bad,
-                                f"max relative error {max(e for *_, e in errors):.2e} over {len(errors)} "
-                                f"(shape, direction) (tolerance {tol:g} for {p.precision})"
-                                + (f"; over tolerance: {', '.join(bad)}" if bad else "")))
+            checks.append(float64_check([(f"{s} {d}", e) for s, d, e in errors], p.precision))
         info = {**dev.describe(), "kernel": "conv", "shapes": rows,
                 "tf32_effective": p.precision == "tf32" and dev.cuda,
                 "algorithm_selection": (f"cudnn.benchmark={p.algorithm == 'benchmark'}, "

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from . import register
 from .base import Benchmark, Check, Metric, Outcome, param
-from .timing import PRECISIONS, dtype_of, measure, relative_error, restore_tf32, set_tf32, slowest, torch_device
+from .timing import (PRECISIONS, dtype_of, float64_check, measure, relative_error, restore_tf32, set_tf32, slowest,
+                     torch_device)
 
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1}
 SLIDE_STEPS = {"lstm": 25, "gru": 1500, "rnn_tanh": 25}
@@ -88,9 +89,7 @@ class Rnn(Benchmark):
                 ref_layer = copy.deepcopy(layer).double()
                 with torch.no_grad():
                     err = relative_error(torch, layer(x[:n])[0], ref_layer(x[:n].double())[0])
-                tol = TOLERANCE[p.precision]
-                checks.append(Check("matches_float64", err <= tol,
-                                    f"relative error of the output over {n} steps {err:.2e} (tolerance {tol:g})"))
+                checks.append(float64_check([(f"output of {n} steps", err)], p.precision, TOLERANCE))
             checks.append(Check("gradients_finite", all(bool(torch.isfinite(w.grad).all()) for w in params),
                                 "weight gradients of the last forward+backward"))
         finally:

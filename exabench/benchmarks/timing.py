@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from .base import Check
+
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
 # Normwise relative error allowed against a float64 result computed from the same
@@ -116,3 +118,12 @@ def slowest(ctx, values: list[float]) -> list[float]:
     gathered = ctx.collectives.allgather(list(values))
     return [max(col) for col in zip(*gathered)]
 
+
+
+def float64_check(errors: list[tuple[str, float]], precision: str, tolerance: dict = TOLERANCE) -> Check:
+    """One check over (label, relative error vs float64) pairs: all within the precision's tolerance."""
+    tol = tolerance[precision]
+    bad = [f"{label}: {e:.2e}" for label, e in errors if not e <= tol]  # `not <=` also catches NaN
+    worst = max((e for _, e in errors), default=0.0)
+    return Check("matches_float64", not bad, f"max relative error {worst:.2e} over {len(errors)} results "
+                 f"(tolerance {tol:g} for {precision})" + (f"; over tolerance: {', '.join(bad)}" if bad else ""))
