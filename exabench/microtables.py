@@ -96,3 +96,42 @@ def not_ok(records: list[dict]) -> pd.DataFrame:
     rows = [{"run_id": r["run_id"], "benchmark": r["benchmark"], "status": r["status"], "error": r.get("error")}
             for r in records if r.get("benchmark") in KERNELS + ("allreduce",) and r.get("status") != "ok"]
     return pd.DataFrame(rows, columns=["run_id", "benchmark", "status", "error"])
+
+
+def matrices(records: list[dict]) -> dict[str, pd.DataFrame]:
+    """Every matrix the records allow, by title (empty ones left out)."""
+    out = {f"{k} TFLOP/s by precision": precision_matrix(records, k) for k in KERNELS}
+    out["conv TFLOP/s by precision x algorithm"] = algorithm_matrix(records)
+    out["allreduce busbw (GB/s) by backend"] = allreduce_matrix(records)
+    out["allreduce time (us) by backend"] = allreduce_matrix(records, "time_us")
+    out["runs left out (not ok)"] = not_ok(records)
+    return {title: df for title, df in out.items() if not df.empty}
+
+
+def markdown(records: list[dict]) -> str:
+    parts = ["# exabench micro-benchmark matrices", ""]
+    for title, df in matrices(records).items():
+        flat = df.reset_index() if any(df.index.names) else df
+        parts += [f"## {title}", "", flat.to_markdown(index=False, floatfmt=".4g"), ""]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from .aggregate import load_records
+    from .results import atomic_write_text
+    ap = argparse.ArgumentParser(prog="python -m exabench.microtables", description=__doc__.splitlines()[0])
+    ap.add_argument("records", nargs="+", help="result records (results/<site>/records/*.json)")
+    ap.add_argument("--out", help="write the Markdown here instead of printing it")
+    args = ap.parse_args(argv)
+    text = markdown(load_records(args.records))
+    if args.out:
+        atomic_write_text(args.out, text)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
