@@ -70,7 +70,7 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
         row = g[g["metric"] == want].iloc[0] if want in set(g["metric"]) else g.iloc[0]
         n_ok += row["status"] == "ok"
         swept = ", ".join(f"{k}={v}" for k, v in json.loads(row["swept"]).items())
-        err = (row["error"] or "").replace("|", "/").replace("\n", " ")
+        err = (row["error"] if isinstance(row["error"], str) else "").replace("|", "/").replace("\n", " ")  # NaN: none
         lines.append(f"| {run_id} | {row['benchmark']} | {swept} | {_fmt(row['metric'])} | {_fmt(row['value'])} "
                      f"| {_fmt(row['unit'])} | {_fmt(row['iqr'])} | {_fmt(row['n_samples'])} | {row['status']} "
                      f"| {err[:200]} |")

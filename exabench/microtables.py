@@ -111,7 +111,11 @@ def matrices(records: list[dict]) -> dict[str, pd.DataFrame]:
 def markdown(records: list[dict]) -> str:
     parts = ["# exabench micro-benchmark matrices", ""]
     for title, df in matrices(records).items():
-        flat = df.reset_index() if any(df.index.names) else df
+        flat = df.reset_index() if any(df.index.names) else df.copy()
+        flat.columns = [" ".join(str(x) for x in c if x != "") if isinstance(c, tuple) else c for c in flat.columns]
+        for col in flat.columns:  # integers (message bytes) printed as such, not in float format
+            if pd.api.types.is_integer_dtype(flat[col]):
+                flat[col] = flat[col].astype(str)
         parts += [f"## {title}", "", flat.to_markdown(index=False, floatfmt=".4g"), ""]
     return "\n".join(parts)
 
