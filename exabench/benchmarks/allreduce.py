@@ -1,5 +1,6 @@
-"""Allreduce over a message-size sweep: Gloo and NCCL (torch.distributed), MPI (mpi4py),
-Horovod; time, algbw and busbw with the nccl-tests definitions, checked exactly per size.
+"""Allreduce message-size sweep over Gloo, NCCL, MPI (mpi4py) and Horovod, nccl-tests figures.
+
+Time, algbw and busbw with the nccl-tests definitions, checked exactly per size.
 
 Sizes: the DeepBench allreduce sizes (in floats) and/or a doubling sweep. Every
 iteration starts from the same integer-valued float32 pattern (reset untimed), the

@@ -1,5 +1,6 @@
-"""CANDLE pilot benchmarks P1B1, P1B2 and P3B1 (defaults as of 2018) on synthetic data of
-the real feature widths, data-parallel over ranks (torch DDP).
+"""CANDLE pilots P1B1, P1B2, P3B1 on synthetic data of the real widths, DDP over ranks.
+
+The defaults are those of 2018; data-parallel over ranks with torch DDP.
 
 - P1B1: autoencoder of 60,483 expression values, Dense [2000, 600] and its mirror,
   Adam, MSE, batch 100.

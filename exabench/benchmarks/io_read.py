@@ -1,6 +1,7 @@
-"""Data-set read throughput from the parallel file system versus node-local storage
-(after staging, whose time is reported), for the DL formats in use: a JPEG folder,
-HDF5 files and TFRecord files.
+"""Data-set read throughput: parallel file system versus staged node-local copy.
+
+Staging time is reported too, for the DL formats in use: a JPEG folder, HDF5 files
+and TFRecord files.
 
 A small generator writes the data set once (untimed, reused by later runs) under
 `pfs_dir`. Each rank reads its shard (files i, i+ranks, ...) the way a loader
