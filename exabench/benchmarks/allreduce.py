@@ -26,6 +26,7 @@ import numpy as np
 
 from . import register
 from .base import Benchmark, Check, Metric, Outcome, param
+from .timing import torch_device
 
 DEEPBENCH_FLOATS = (100_000, 3_097_600, 4_194_304, 6_553_600, 16_777_217, 38_360_000, 64_500_000)
 BACKENDS = ("gloo", "nccl", "mpi", "horovod")
@@ -217,11 +218,8 @@ class Allreduce(Benchmark):
                 return None, f"backend mpi needs an MPI launcher; ranks were started by {world.source}", None, None
             return _Mpi(p.hierarchical), None, lambda: None, "cpu (host memory)"
         import torch
-        torch.set_num_threads(ctx.threads)
-        cuda = torch.cuda.is_available()
-        device = torch.device(f"cuda:{world.local_rank % torch.cuda.device_count()}" if cuda else "cpu")
-        if cuda:
-            torch.cuda.set_device(device)
+        dev = torch_device(ctx)
+        device, cuda = dev.device, dev.cuda
         if p.backend == "horovod":
             try:
                 if p.hierarchical:

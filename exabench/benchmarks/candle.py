@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from . import register
 from .base import Benchmark, Check, Metric, Outcome, param
+from .timing import torch_device
 
 MODELS = {
     "p1b1": {"features": 60483, "batch": 100, "lr": 1e-3},
@@ -129,11 +130,8 @@ class Candle(Benchmark):
 
         spec = MODELS[p.model]
         world = ctx.world
-        torch.set_num_threads(ctx.threads)
-        cuda = torch.cuda.is_available()
-        device = torch.device(f"cuda:{world.local_rank % torch.cuda.device_count()}" if cuda else "cpu")
-        if cuda:
-            torch.cuda.set_device(device)
+        dev = torch_device(ctx)
+        device, cuda = dev.device, dev.cuda
         backend = p.backend if p.backend != "auto" else ("nccl" if cuda else "gloo")
         features = min(spec["features"], p.max_features) if p.max_features else spec["features"]
         batch = p.batch_size or spec["batch"]

@@ -13,13 +13,12 @@ compares every direction with float64 on the same rounded inputs.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 from . import register
 from .base import Benchmark, Metric, Outcome, param
-from .timing import (PRECISIONS, dtype_of, float64_check, measure, relative_error, restore_tf32, set_tf32, slowest,
-                     torch_device)
+from .timing import (PRECISIONS, dtype_of, float64_check, measure, relative_error, restore_tf32, rows_to_metrics,
+                     set_tf32, torch_device)
 
 # DeepBench's tuple order: (w, h, c, n, k, filter_w, filter_h, pad_w, pad_h, stride_w, stride_h).
 SHAPES = {
@@ -121,7 +120,7 @@ class Conv(Benchmark):
         cudnn.benchmark, cudnn.deterministic = p.algorithm == "benchmark", p.algorithm == "deterministic"
         before = set_tf32(torch, p.precision == "tf32")
         gen = torch.Generator().manual_seed(p.seed + ctx.world.rank)
-        rows, medians, errors = [], [], []
+        rows, errors = [], []
         try:
             for t in SHAPES[p.shapes]:
                 sh = ConvShape.from_deepbench(t)
@@ -133,7 +132,6 @@ class Conv(Benchmark):
                 calls = conv_directions(torch, x, wt, sh, gy)
                 for direction, call in calls.items():
                     times = measure(call, dev, p.warmup, p.samples)
-                    medians.append(statistics.median(times))
                     rows.append({"shape": sh.label, "direction": direction, "flop": sh.flop, "samples": times})
                 if p.check:
                     ref = conv_directions(torch, x.double(), wt.double(), sh, gy.double())
@@ -144,14 +142,9 @@ class Conv(Benchmark):
         finally:
             restore_tf32(torch, before)
             cudnn.benchmark, cudnn.deterministic = saved
-        worst = slowest(ctx, medians)
-        metrics = {}
-        for row, t in zip(rows, worst):
-            row["time_s"] = t
-            row["tflops"] = row["flop"] / t / 1e12
-            metrics[f"tflops.{row['shape']}.{row['direction']}"] = Metric(
-                row["tflops"], "TFLOP/s", [row["flop"] / s / 1e12 for s in row.pop("samples")], p.precision,
-                description=f"{row['direction']} of {row['shape']}: 2NKPQCRS / median time, slowest rank")
+        for r in rows:
+            r["label"] = f"{r['shape']}.{r['direction']}"
+        metrics = rows_to_metrics(ctx, rows, "label", p.precision, "2NKPQCRS")
         for direction in DIRECTIONS:
             mine = [r for r in rows if r["direction"] == direction]
             metrics[f"tflops.{direction}"] = Metric(

@@ -10,13 +10,12 @@ float64 product of the same (already rounded) inputs.
 from __future__ import annotations
 
 import functools
-import statistics
 from dataclasses import dataclass
 
 from . import register
 from .base import Benchmark, Metric, Outcome, param
-from .timing import (PRECISIONS, dtype_of, float64_check, measure, relative_error, restore_tf32, set_tf32, slowest,
-                     torch_device)
+from .timing import (PRECISIONS, dtype_of, float64_check, measure, relative_error, restore_tf32, rows_to_metrics,
+                     set_tf32, torch_device)
 
 # (M, N, K, A transposed, B transposed), from DeepBench's gemm_problems.h training set (a subset)
 # and small shapes of the same aspect ratios for a laptop.
@@ -78,30 +77,22 @@ class Gemm(Benchmark):
         dtype = dtype_of(torch, p.precision)
         before = set_tf32(torch, p.precision == "tf32")
         gen = torch.Generator().manual_seed(p.seed + ctx.world.rank)
-        rows, medians, errors = [], [], []
+        rows, errors = [], []
         try:
             for m, n, k, a_t, b_t in SHAPES[p.shapes]:
                 a, b = operands(torch, m, n, k, a_t, b_t, dtype, dev.device, gen)
                 c = torch.empty((m, n), dtype=dtype, device=dev.device)
                 call = functools.partial(torch.matmul, a, b, out=c)  # the timed kernel, nothing else
                 times = measure(call, dev, p.warmup, p.samples)
-                medians.append(statistics.median(times))
                 if p.check:
                     errors.append(relative_error(torch, c, a.double() @ b.double()))
                 rows.append({"shape": shape_label(m, n, k, a_t, b_t), "m": m, "n": n, "k": k, "a_t": a_t, "b_t": b_t,
                              "flop": 2.0 * m * n * k, "samples": times})
         finally:
             restore_tf32(torch, before)
-        worst = slowest(ctx, medians)
-        metrics = {}
-        for row, t in zip(rows, worst):
-            row["time_s"] = t
-            row["tflops"] = row["flop"] / t / 1e12
-            metrics[f"tflops.{row['shape']}"] = Metric(
-                row["tflops"], "TFLOP/s", [row["flop"] / s / 1e12 for s in row.pop("samples")], p.precision,
-                description=f"2MNK / median time, slowest rank, {row['shape']}")
+        metrics = rows_to_metrics(ctx, rows, "shape", p.precision, "2MNK")
         total_flop = sum(r["flop"] for r in rows)
-        sweep_time = sum(worst)
+        sweep_time = sum(r["time_s"] for r in rows)
         metrics["tflops"] = Metric(total_flop / sweep_time / 1e12, "TFLOP/s", [r["tflops"] for r in rows], p.precision,
                                    description="all shapes: total flops / total median time, per device "
                                                "(samples: one per shape)")

@@ -4,11 +4,12 @@ float64 reference comparison behind their sanity checks."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .base import Check
+from .base import Check, Metric
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
@@ -118,6 +119,20 @@ def slowest(ctx, values: list[float]) -> list[float]:
     gathered = ctx.collectives.allgather(list(values))
     return [max(col) for col in zip(*gathered)]
 
+
+
+def rows_to_metrics(ctx, rows: list[dict], key: str, precision: str, flop_rule: str) -> dict[str, Metric]:
+    """TFLOP/s per row: each row holds `flop` and its timing `samples`; its time is the median on the slowest
+    rank. Sets `time_s` and `tflops` in every row (and drops the samples); names the metrics tflops.<row[key]>."""
+    worst = slowest(ctx, [statistics.median(r["samples"]) for r in rows])
+    metrics = {}
+    for row, t in zip(rows, worst):
+        row["time_s"] = t
+        row["tflops"] = row["flop"] / t / 1e12
+        metrics[f"tflops.{row[key]}"] = Metric(row["tflops"], "TFLOP/s",
+                                               [row["flop"] / s / 1e12 for s in row.pop("samples")], precision,
+                                               description=f"{flop_rule} / median time, slowest rank")
+    return metrics
 
 
 def float64_check(errors: list[tuple[str, float]], precision: str, tolerance: dict = TOLERANCE) -> Check:
