@@ -199,8 +199,9 @@ class Allreduce(Benchmark):
 
     def run(self, p: AllreduceParams, ctx) -> Outcome:
         world = ctx.world
-        hosts = ctx.collectives.allgather(socket.gethostname()) if world.mpi or world.size == 1 else None
-        comm, skipped, cleanup, device = self._open(p, ctx, hosts)
+        # Host names need a channel: MPI (or none, alone) now, torch.distributed once it is up.
+        self.hosts = ctx.collectives.allgather(socket.gethostname()) if world.mpi or world.size == 1 else None
+        comm, skipped, cleanup, device = self._open(p, ctx)
         if skipped:
             return Outcome({}, [], {"backend": p.backend}, skipped=skipped)
         try:
@@ -208,9 +209,9 @@ class Allreduce(Benchmark):
                                                                                     p.max_bytes)]
         finally:
             cleanup()
-        return self._outcome(rows, p, ctx, hosts, device)
+        return self._outcome(rows, p, ctx, self.hosts, device)
 
-    def _open(self, p: AllreduceParams, ctx, hosts):
+    def _open(self, p: AllreduceParams, ctx):
         """(communicator, reason to skip or None, cleanup, device description)."""
         world = ctx.world
         if p.backend == "mpi":
@@ -237,9 +238,9 @@ class Allreduce(Benchmark):
 
         from ..distributed import init_torch, shutdown_torch
         init_torch(world, p.backend, ctx.run_dir)
-        if hosts is None:
-            hosts = ctx.collectives.allgather(socket.gethostname())
-        return _Torch(dist, torch, device if p.backend == "nccl" else torch.device("cpu"), hosts, world.rank,
+        if self.hosts is None:
+            self.hosts = ctx.collectives.allgather(socket.gethostname())
+        return _Torch(dist, torch, device if p.backend == "nccl" else torch.device("cpu"), self.hosts, world.rank,
                       p.hierarchical), None, shutdown_torch, str(device if p.backend == "nccl" else "cpu")
 
     @staticmethod
