@@ -3,8 +3,8 @@ torch.matmul loop on the same shapes, operands and device, in one run.
 
     PYTHONPATH=. python benchmarks/gemm_overhead.py [--shapes small] [--precision fp32] [--rounds 3]
 
-Rounds alternate a whole benchmark run and the bare loop, so load from other
-processes hits both alike. The bare loop times, per shape, as many chunks of as many
+Rounds alternate a whole benchmark run and the bare loop (each going first in turn), so
+load from other processes hits both alike. The bare loop times, per shape, as many chunks of as many
 back-to-back `torch.matmul(a, b, out=c)` calls as the benchmark's samples. Each side's
 figure is total flops / the sum over shapes of the best (least disturbed) time per
 call over all rounds; the same with medians is printed too. Overhead = 1 - benchmark
@@ -78,12 +78,18 @@ def main(argv=None) -> int:
     flop = {shape_label(*s): 2.0 * s[0] * s[1] * s[2] for s in shapes}
     bench = {label: [] for label in flop}
     bare = {label: [] for label in flop}
-    for _ in range(args.rounds):
+    def run_bench():
         outcome = Gemm().run(params, ctx)
         for label in flop:
-            bench[label] += [flop[label] / (x * 1e12) for x in outcome.metrics[f"tflops.{label}"].samples]
+            bench[label].extend(flop[label] / (x * 1e12) for x in outcome.metrics[f"tflops.{label}"].samples)
+
+    def run_bare():
         for label, times in bare_loop(shapes, args.precision, args.samples, params.seed).items():
-            bare[label] += times
+            bare[label].extend(times)
+
+    for i in range(args.rounds):  # alternate which side goes first, so neither always follows the other
+        for side in ((run_bench, run_bare) if i % 2 == 0 else (run_bare, run_bench)):
+            side()
 
     def gflops(per_shape, pick):
         return sum(flop.values()) / sum(pick(per_shape[label]) for label in flop) / 1e9
