@@ -108,3 +108,16 @@ def test_markdown_has_every_nonempty_matrix():
     text = markdown(records)
     assert "## gemm TFLOP/s by precision" in text and "fp16_speedup" in text
     assert re.search(r"\| 1760x16x1760.NN +\| - +\| +1 \| +4 \| +4 \|", text)
+
+
+def test_summary_with_skipped_and_ok_runs(tmp_path):
+    from helpers_micro import run_in_process
+
+    from exabench.aggregate import HEADLINES, markdown_summary, tidy_table
+    ok = run_in_process(tmp_path / "a", "gemm", {"samples": 1})
+    skipped = run_in_process(tmp_path / "b", "allreduce", {"backend": "nccl"})
+    text = markdown_summary(tidy_table([ok, skipped]), "local", HEADLINES)
+    gemm_line = next(line for line in text.splitlines() if line.startswith(f"| {ok['run_id']} "))
+    assert "| tflops |" in gemm_line and gemm_line.endswith("| ok |  |")
+    assert "| skipped | backend nccl needs a CUDA GPU" in text
+    assert "1 of 2 runs ok, 1 not ok." in text
