@@ -70,7 +70,7 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
         row = g[g["metric"] == want].iloc[0] if want in set(g["metric"]) else g.iloc[0]
         n_ok += row["status"] == "ok"
         swept = ", ".join(f"{k}={v}" for k, v in json.loads(row["swept"]).items())
-        err = row["error"] if isinstance(row["error"], str) else ""
+        err = row["error"] if isinstance(row["error"], str) else ""  # NaN in a column: no error
         err = err.replace("|", "/").replace("\n", " ")
         lines.append(f"| {run_id} | {row['benchmark']} | {swept} | {_fmt(row['metric'])} | {_fmt(row['value'])} "
                      f"| {_fmt(row['unit'])} | {_fmt(row['iqr'])} | {_fmt(row['n_samples'])} | {row['status']} "
@@ -81,6 +81,7 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
 
 
 HEADLINES = {"resnet50": "throughput", "kmeans": "time"}
+HEADLINES.update(gemm="tflops", conv="tflops", rnn="tflops", allreduce="busbw", io_read="read_pfs", candle="throughput")
 
 
 def aggregate(record_paths, csv_path: str | Path, md_path: str | Path, site: str) -> pd.DataFrame:

@@ -66,8 +66,8 @@ def run(spec: dict, world: World | None = None) -> dict | None:
     failed = outcome.failed_checks
     record = base_record(spec)
     record.update({
-        "status": "failed" if failed else "ok",
-        "error": "; ".join(f"sanity check '{c.name}' failed: {c.detail}" for c in failed) or None,
+        "status": "skipped" if outcome.skipped else "failed" if failed else "ok",
+        "error": outcome.skipped or "; ".join(f"sanity check '{c.name}' failed: {c.detail}" for c in failed) or None,
         "metrics": {name: m.to_dict() for name, m in outcome.metrics.items()},
         "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in outcome.checks],
         "info": outcome.info,

@@ -66,6 +66,7 @@ class Outcome:
     metrics: dict[str, Metric]
     checks: list[Check] = field(default_factory=list)
     info: dict = field(default_factory=dict)  # extra facts for the record (e.g. device, model size)
+    skipped: str | None = None  # why the run cannot happen here (e.g. Horovod not installed): status `skipped`
 
     @property
     def failed_checks(self) -> list[Check]:
