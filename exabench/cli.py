@@ -49,6 +49,24 @@ def cmd_aggregate(args) -> int:
     return 0
 
 
+def _record_paths(items) -> list[str]:
+    """Record files named directly, or every *.json in a directory (its plan.json aside)."""
+    from pathlib import Path
+    out = []
+    for item in items:
+        p = Path(item)
+        out += sorted(str(f) for f in p.glob("*.json") if f.name != "plan.json") if p.is_dir() else [str(p)]
+    return out
+
+
+def cmd_compare(args) -> int:
+    from .compare import all_tables, load_runs, write_tables
+    runs = load_runs(_record_paths(args.records), args.plan, args.site_name)
+    written = write_tables(all_tables(runs, args.baseline or None), args.out, args.baseline or None)
+    print(f"{len(runs)} runs -> {len(written)} table files in {args.out}")
+    return 0
+
+
 def cmd_list(args) -> int:
     from .benchmarks import REGISTRY
     for name, cls in sorted(REGISTRY.items()):
@@ -81,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", required=True)
     p.add_argument("records", nargs="*")
     p.set_defaults(fn=cmd_aggregate)
+    p = sub.add_parser("compare", help="records -> comparison tables (Markdown, CSV, Parquet)")
+    p.add_argument("--out", required=True, help="directory of the tables")
+    p.add_argument("--plan", default=None, help="plan.json of the campaign: planned runs without a record show as missing")
+    p.add_argument("--site-name", default=None, help="site of the planned runs (default: each plan entry's)")
+    p.add_argument("--baseline", default=None, help="site the cross-site table compares against")
+    p.add_argument("records", nargs="+", help="record files or directories of records")
+    p.set_defaults(fn=cmd_compare)
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)
