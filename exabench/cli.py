@@ -67,6 +67,69 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _read_records(items) -> list[dict]:
+    from .aggregate import load_records
+    return load_records(_record_paths(items))
+
+
+def cmd_accept(args) -> int:
+    import pandas as pd
+    from . import acceptance as acc
+    from .compare import load_plan
+    from .results import atomic_write_text
+    rows = acc.verdicts(_read_records(args.records), acc.load_references(args.references), load_plan(args.plan),
+                        args.site_name)
+    atomic_write_text(args.markdown, acc.summary_markdown(rows, args.site_name, args.references))
+    atomic_write_text(args.csv, pd.DataFrame(rows).to_csv(index=False))
+    atomic_write_text(args.junit, acc.junit_xml(rows, args.site_name))
+    c = acc.counts(rows)
+    print(f"acceptance of {args.site_name}: " + ", ".join(f"{n} {v}" for v, n in c.items())
+          + f" -> {args.markdown}, {args.junit}")
+    return 1 if args.strict and acc.failing_runs(rows) else 0
+
+
+def cmd_accept_check(args) -> int:
+    import pandas as pd
+    from .acceptance import FAILING, run_verdicts
+    df = pd.read_csv(args.verdicts, keep_default_na=False)
+    per_run = run_verdicts(df.to_dict("records"))
+    bad = sorted(r for r, v in per_run.items() if v in FAILING)
+    for _, r in df[df["verdict"].isin(FAILING)].iterrows():
+        print(f"FAILED {r['run_id']} [{r['metric']}]: {r['verdict']}: {r['detail']}", file=sys.stderr)
+    if bad:
+        print(f"exabench: acceptance FAILED: {len(bad)} of {len(per_run)} runs: {', '.join(bad)} "
+              f"(summary {args.verdicts})", file=sys.stderr)
+        return 1
+    print(f"exabench: acceptance passed: {len(per_run)} runs, none failing")
+    return 0
+
+
+def cmd_references(args) -> int:
+    from .acceptance import TOLERANCES, derive_references, references_yaml
+    from .results import atomic_write_text
+    tol = dict(TOLERANCES)
+    if args.tolerance:
+        lo, hi = (float(x) for x in args.tolerance.split(","))
+        tol = {True: (lo, hi), False: (lo, hi)}
+    refs = derive_references(_read_records(args.source), tolerances=tol)
+    command = "exabench references --from " + " ".join(args.source) + f" --site-name {args.site_name} --out {args.out}"
+    command += f" --tolerance {args.tolerance}" if args.tolerance else ""
+    atomic_write_text(args.out, references_yaml(refs, args.site_name, command))
+    print(f"{len(refs)} references -> {args.out}")
+    return 0
+
+
+def cmd_nodes(args) -> int:
+    from . import acceptance as acc
+    from .results import atomic_write_text
+    refs = acc.load_references(args.references) if args.references else []
+    rows = acc.node_outliers(_read_records(args.records), refs, args.z)
+    atomic_write_text(args.markdown, acc.nodes_markdown(rows, args.site_name))
+    bad = acc.flagged_nodes(rows)
+    print(f"{len({r['node'] for r in rows})} nodes checked; flagged: {' '.join(bad) or 'none'} -> {args.markdown}")
+    return 1 if bad else 0
+
+
 def cmd_list(args) -> int:
     from .benchmarks import REGISTRY
     for name, cls in sorted(REGISTRY.items()):
@@ -106,6 +169,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default=None, help="site the cross-site table compares against")
     p.add_argument("records", nargs="+", help="record files or directories of records")
     p.set_defaults(fn=cmd_compare)
+    p = sub.add_parser("accept", help="records x references -> verdicts (Markdown, CSV, JUnit XML)")
+    p.add_argument("--references", required=True, help="the site's references.yaml")
+    p.add_argument("--plan", default=None, help="plan.json: planned runs without a record fail")
+    p.add_argument("--site-name", required=True)
+    p.add_argument("--markdown", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--junit", required=True)
+    p.add_argument("--strict", action="store_true", help="exit 1 when any run fails")
+    p.add_argument("records", nargs="+", help="record files or directories of records")
+    p.set_defaults(fn=cmd_accept)
+    p = sub.add_parser("accept-check", help="exit 1, naming the runs, when a verdicts table has a failing run")
+    p.add_argument("--verdicts", required=True, help="verdicts CSV written by `exabench accept`")
+    p.set_defaults(fn=cmd_accept_check)
+    p = sub.add_parser("references", help="derive a site's references.yaml from measured runs")
+    p.add_argument("--from", dest="source", nargs="+", required=True, help="record files or directories")
+    p.add_argument("--site-name", required=True)
+    p.add_argument("--out", required=True, help="references.yaml to write")
+    p.add_argument("--tolerance", default=None,
+                   help="LOWER,UPPER fractions for every entry (default: 0.5,1.0 for rates, 0.5,3.0 for times)")
+    p.set_defaults(fn=cmd_references)
+    p = sub.add_parser("nodes", help="flag nodes outside tolerance or outliers among peers (every-node records)")
+    p.add_argument("--references", default=None)
+    p.add_argument("--site-name", required=True)
+    p.add_argument("--markdown", required=True)
+    p.add_argument("--z", type=float, default=3.5, help="robust z-score above which a node is an outlier")
+    p.add_argument("records", nargs="+", help="record files or directories of per-node records")
+    p.set_defaults(fn=cmd_nodes)
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)
