@@ -17,10 +17,12 @@ include: "workflow/rules/run.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/acceptance.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
         get_final_outputs,
         get_compare_outputs,
+        get_plot_outputs,
     default_target: True

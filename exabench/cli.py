@@ -130,6 +130,16 @@ def cmd_nodes(args) -> int:
     return 1 if bad else 0
 
 
+def cmd_plots(args) -> int:
+    from .compare import load_plan, run_table
+    from .plots import all_plots
+    records = _read_records(args.records)
+    nodes = _read_records(args.nodes) if args.nodes else []
+    written = all_plots(run_table(records, load_plan(args.plan), args.site_name), records, nodes, args.out)
+    print(f"{len(written)} plots -> {args.out}")
+    return 0
+
+
 def cmd_list(args) -> int:
     from .benchmarks import REGISTRY
     for name, cls in sorted(REGISTRY.items()):
@@ -196,6 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--z", type=float, default=3.5, help="robust z-score above which a node is an outlier")
     p.add_argument("records", nargs="+", help="record files or directories of per-node records")
     p.set_defaults(fn=cmd_nodes)
+    p = sub.add_parser("plots", help="records -> PNG plots (scaling, precision, allreduce, per node)")
+    p.add_argument("--out", required=True, help="directory of the plots")
+    p.add_argument("--plan", default=None, help="plan.json: missing runs are marked on the plots")
+    p.add_argument("--site-name", default=None)
+    p.add_argument("--nodes", nargs="*", default=[], help="per-node records (cluster-wide acceptance)")
+    p.add_argument("records", nargs="+", help="record files or directories of records")
+    p.set_defaults(fn=cmd_plots)
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)
