@@ -73,13 +73,15 @@ def _read_records(items) -> list[dict]:
 
 
 def cmd_accept(args) -> int:
+    from pathlib import Path
     import pandas as pd
     from . import acceptance as acc
     from .compare import load_plan
     from .results import atomic_write_text
     rows = acc.verdicts(_read_records(args.records), acc.load_references(args.references), load_plan(args.plan),
                         args.site_name)
-    atomic_write_text(args.markdown, acc.summary_markdown(rows, args.site_name, args.references))
+    # The file's name only, so a summary rebuilt from an archive is byte-identical.
+    atomic_write_text(args.markdown, acc.summary_markdown(rows, args.site_name, Path(args.references).name))
     atomic_write_text(args.csv, pd.DataFrame(rows).to_csv(index=False))
     atomic_write_text(args.junit, acc.junit_xml(rows, args.site_name))
     c = acc.counts(rows)
@@ -138,6 +140,32 @@ def cmd_plots(args) -> int:
     written = all_plots(run_table(records, load_plan(args.plan), args.site_name), records, nodes, args.out)
     print(f"{len(written)} plots -> {args.out}")
     return 0
+
+
+def cmd_archive(args) -> int:
+    from pathlib import Path
+    from . import __version__
+    from .archive import collect, pack
+    results = Path(args.results)
+    refs = Path(args.references) if args.references else None
+    files = collect(results, Path(args.logs) if args.logs else None, [Path(c) for c in args.config],
+                    Path(args.site) if args.site else None, refs, [Path(x) for x in args.lock],
+                    [Path(p) for p in _record_paths(args.baseline_records)])
+    meta = {"site": args.site_name or results.name, "baseline": args.baseline or "", "exabench_version": __version__,
+            "references_name": refs.name if refs else ""}
+    out = pack(args.out, files, meta)
+    print(f"{len(files)} files -> {out} (inventory: inventory.sha256); reproduce with: exabench reproduce {out}")
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    import tempfile
+    from .archive import check_report, reproduce
+    dest = args.out or tempfile.mkdtemp(prefix="exabench-reproduce-")
+    check = reproduce(args.archive, dest)
+    print(check_report(check, args.archive))
+    print(f"unpacked and rebuilt under {dest}")
+    return 0 if check.ok else 1
 
 
 def cmd_list(args) -> int:
@@ -213,6 +241,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", nargs="*", default=[], help="per-node records (cluster-wide acceptance)")
     p.add_argument("records", nargs="+", help="record files or directories of records")
     p.set_defaults(fn=cmd_plots)
+    p = sub.add_parser("archive", help="pack a campaign (records, scripts, logs, config, site, locks, tables) "
+                                       "with a sha256 inventory into one .tar.gz")
+    p.add_argument("--results", required=True, help="results/<site> of the campaign")
+    p.add_argument("--out", required=True, help="archive to write (.tar.gz)")
+    p.add_argument("--site-name", default=None, help="default: the name of --results")
+    p.add_argument("--logs", default=None, help="logs/<site> of the campaign")
+    p.add_argument("--config", nargs="*", default=[], help="the campaign's config file(s)")
+    p.add_argument("--site", default=None, help="the site.yaml (its profile config.yaml beside it is packed too)")
+    p.add_argument("--references", default=None, help="the references.yaml the verdicts were made with")
+    p.add_argument("--lock", nargs="*", default=["requirements.lock", "requirements.txt"], help="lock files")
+    p.add_argument("--baseline", default=None, help="baseline site of the cross-site table")
+    p.add_argument("--baseline-records", nargs="*", default=[], help="the baseline's records (files or dirs)")
+    p.set_defaults(fn=cmd_archive)
+    p = sub.add_parser("reproduce", help="check an archive's hashes and rebuild every table and plot from it")
+    p.add_argument("archive")
+    p.add_argument("--out", default=None, help="directory to unpack and rebuild in (default: a new temp dir)")
+    p.set_defaults(fn=cmd_reproduce)
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)

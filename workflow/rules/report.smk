@@ -7,6 +7,7 @@ PLOTS = ["scaling", "precision", "allreduce", "nodes"]
 
 localrules:
     plots,
+    archive,
 
 
 def get_node_records(wildcards=None):
@@ -36,3 +37,25 @@ rule plots:
     shell:
         "{EXABENCH} plots --out {RESULTS}/plots --plan {input.plan} --site-name {SITE.name} {params.nodes} -- "
         "{input.records} {input.baseline} > {log} 2>&1"
+
+
+# A named target, not part of `all`: pack the finished campaign into one archive.
+#   snakemake --profile profiles/<site> archive      then: exabench reproduce results/archives/<site>.tar.gz
+rule archive:
+    input:
+        get_final_outputs,
+        get_compare_outputs,
+        get_plot_outputs,
+        baseline=get_baseline_records,
+    output:
+        f"results/archives/{SITE.name}.tar.gz",
+    params:
+        configs=" ".join(map(str, workflow.configfiles)),
+        baseline=f"--baseline {BASELINE}" if BASELINE else "",
+        references=f"--references {REFERENCES}" if Path(REFERENCES).exists() else "",
+    log:
+        f"{LOGS}/archive.log",
+    shell:
+        "{EXABENCH} archive --results {RESULTS} --logs {LOGS} --site-name {SITE.name} --site {config[site]} "
+        "--config {params.configs} {params.references} {params.baseline} --baseline-records {input.baseline} "
+        "--out {output} > {log} 2>&1"
