@@ -160,3 +160,13 @@ def test_cli_compare(tmp_path):
     titles = [ln for ln in (out / "comparison.md").read_text().splitlines() if ln.startswith("## ")]
     assert len(titles) == len(compare.TABLES)
     assert (out / "scaling.csv").read_text() == (GOLDEN / "scaling.csv").read_text()
+
+
+def test_aggregate_summary_with_failed_and_ok_runs():
+    # Regression: with pandas 3 a missing error is NaN, and the summary crashed on a campaign
+    # that had both ok and failed runs.
+    from exabench.aggregate import HEADLINES, load_records, markdown_summary, tidy_table
+    md = markdown_summary(tidy_table(load_records(record_paths("local"))), "local", HEADLINES)
+    assert "| failed | sanity check 'centres_recovered' failed" in md
+    assert "| kmeans.tiny.float64.n1r1t1 | kmeans |  | time | 0.1 | s |" in md
+    assert md.rstrip().endswith("14 of 16 runs ok, 2 not ok.")
