@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ VERDICTS = ("pass", "fail", "expected-fail", "unexpected-pass", "no-reference")
 # floored at 1% of the median, so peers that agree to 0.1% do not make a 0.2% node an outlier.
 OUTLIER_Z = 3.5
 MAD_FLOOR = 0.01
+NODE_SUFFIX = re.compile(r"\.node-([A-Za-z0-9._-]+)$")
 
 
 @dataclass(frozen=True)
@@ -237,8 +239,13 @@ def references_yaml(refs: list[dict], site: str, command: str) -> str:
 # -- every node of an allocation ----------------------------------------------------------------------
 
 def node_of(rec: dict) -> str:
+    """The node a per-node run was launched on: the `.node-<name>` its run id ends with (the
+    scheduler's name for it), else the host names the run saw."""
+    hit = NODE_SUFFIX.search(rec["run_id"])
+    if hit:
+        return hit.group(1)
     hosts = (rec.get("provenance") or {}).get("hosts") or []
-    return rec.get("node") or (hosts[0] if len(hosts) == 1 else ",".join(hosts) or "?")
+    return hosts[0] if len(hosts) == 1 else ",".join(hosts) or "?"
 
 
 def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_max: float = OUTLIER_Z) -> list[dict]:
@@ -246,8 +253,8 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
     node's figure, the peers' median and MAD, its robust z-score, and why it is flagged."""
     groups: dict[str, list[dict]] = {}
     for r in records:
-        key = json.dumps([r["benchmark"], r.get("params", {}), {k: r["layout"].get(k) for k in LAYOUT}],
-                         sort_keys=True)
+        key = json.dumps([r["benchmark"], r.get("params", {}), {k: r["layout"].get(k) for k in LAYOUT},
+                          NODE_SUFFIX.sub("", r["run_id"])], sort_keys=True)
         groups.setdefault(key, []).append(r)
     rows = []
     for key, rs in sorted(groups.items()):
@@ -292,5 +299,8 @@ def nodes_markdown(rows: list[dict], site: str) -> str:
         lines.append(f"| {r['node']} | {r['run_id']} | {r['metric']} | {' | '.join(f)} | "
                      f"{'YES' if r['flagged'] else ''} | {r['reason']} |")
     bad = flagged_nodes(rows)
-    lines += ["", ("Flagged nodes: " + " ".join(bad)) if bad else "No node flagged."]
+    if not rows:
+        lines += ["", "No per-node records: the every-node job has not run."]
+    else:
+        lines += ["", ("Flagged nodes: " + " ".join(bad)) if bad else "No node flagged."]
     return "\n".join(lines) + "\n"

@@ -126,10 +126,12 @@ def cmd_nodes(args) -> int:
     from .results import atomic_write_text
     refs = acc.load_references(args.references) if args.references else []
     rows = acc.node_outliers(_read_records(args.records), refs, args.z)
+    if not rows:
+        print("no per-node records: run the every-node job script first (snakemake ... every_node_script)")
     atomic_write_text(args.markdown, acc.nodes_markdown(rows, args.site_name))
     bad = acc.flagged_nodes(rows)
     print(f"{len({r['node'] for r in rows})} nodes checked; flagged: {' '.join(bad) or 'none'} -> {args.markdown}")
-    return 1 if bad else 0
+    return 1 if bad and not args.report_only else 0
 
 
 def cmd_plots(args) -> int:
@@ -166,6 +168,23 @@ def cmd_reproduce(args) -> int:
     print(check_report(check, args.archive))
     print(f"unpacked and rebuilt under {dest}")
     return 0 if check.ok else 1
+
+
+def cmd_node_run(args) -> int:
+    from .node_sweep import node_run_files
+    print(node_run_files(args.spec, args.node))
+    return 0
+
+
+def cmd_node_sweep(args) -> int:
+    from pathlib import Path
+    from .node_sweep import render_node_sweep
+    from .results import atomic_write_text
+    config, site, runs = _load(args)
+    results = Path("results") / site.name
+    atomic_write_text(args.out, render_node_sweep(runs, site, results, args.nodes or site.max_nodes), mode=0o755)
+    print(f"every-node job script -> {args.out} (render the runs first: snakemake ... render_all)")
+    return 0
 
 
 def cmd_list(args) -> int:
@@ -232,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--site-name", required=True)
     p.add_argument("--markdown", required=True)
     p.add_argument("--z", type=float, default=3.5, help="robust z-score above which a node is an outlier")
-    p.add_argument("records", nargs="+", help="record files or directories of per-node records")
+    p.add_argument("--report-only", action="store_true", help="exit 0 even when nodes are flagged")
+    p.add_argument("records", nargs="*", help="record files or directories of per-node records")
     p.set_defaults(fn=cmd_nodes)
     p = sub.add_parser("plots", help="records -> PNG plots (scaling, precision, allreduce, per node)")
     p.add_argument("--out", required=True, help="directory of the plots")
@@ -258,6 +278,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("archive")
     p.add_argument("--out", default=None, help="directory to unpack and rebuild in (default: a new temp dir)")
     p.set_defaults(fn=cmd_reproduce)
+    p = sub.add_parser("node-run", help="derive one node's spec and job script from a single-node run's spec "
+                                        "(called by the every-node job script); prints the node's spec path")
+    p.add_argument("--spec", required=True)
+    p.add_argument("--node", required=True)
+    p.set_defaults(fn=cmd_node_run)
+    p = with_config(sub.add_parser("node-sweep", help="render the every-node acceptance job script"))
+    p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the site's max_nodes)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_node_sweep)
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)

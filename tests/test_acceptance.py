@@ -93,7 +93,7 @@ def test_derived_references_pass_their_own_runs(tmp_path):
     out.write_text(acc.references_yaml(refs, "local", "exabench references --from X"))
     loaded = acc.load_references(out)  # valid against the schema
     by_params = {json.dumps(r.params, sort_keys=True): r for r in loaded if r.benchmark == "resnet50"}
-    two_ranks = [r for k, r in by_params.items() if '"ranks_per_node": 2' in k][0]
+    two_ranks = [r for k, r in by_params.items() if '"ranks_per_node": 2' in k and 'fp32' in k][0]
     assert two_ranks.value == 19.0 and two_ranks.lower == 0.5 and two_ranks.upper == 1.0  # median of 18 and 20
     rows = acc.verdicts([r for r in records if r["status"] == "ok"], loaded)
     assert set(acc.run_verdicts(rows).values()) == {"pass"}
@@ -178,3 +178,59 @@ def test_snakemake_acceptance_passes_with_derived_references(tmp_path_factory, t
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     assert (campaign / "results/local/acceptance/accepted").exists()
     assert "2 pass" in (campaign / "results/local/acceptance/verdicts.md").read_text()
+
+
+# -- the every-node job ------------------------------------------------------------------------------
+
+def test_pin_to_node_per_launcher():
+    from exabench.node_sweep import pin_to_node
+    line = "mpirun -np 2 --bind-to core /py -m exabench.runner --spec /r/spec.json"
+    assert pin_to_node(line, "c042", 2).startswith("mpirun --host c042:2 -np 2 ")
+    assert pin_to_node("srun -N 1 -n 4 /py -m exabench.runner", "c7", 4).startswith("srun --nodes=1 --nodelist=c7 ")
+    with pytest.raises(Exception, match="cannot be pinned to node 'elsewhere'.*mpirun, mpiexec, srun"):
+        pin_to_node("/py -m exabench.runner --spec x", "elsewhere", 1)
+
+
+def test_sweep_body_lists_nodes_per_scheduler():
+    from pathlib import Path
+    from exabench.node_sweep import sweep_body
+    body = sweep_body([Path("/r/runs/a/spec.json"), Path("/r/runs/b/spec.json")], "slurm", "/py")
+    assert 'nodes=(${EXABENCH_NODES:-$(scontrol show hostnames "$SLURM_JOB_NODELIST")})' in body
+    # Per run: one background launch per node, then wait for all of them (runs one after another).
+    assert body.count('for node in "${nodes[@]}"; do') == 2 and body.count("&\n") == 2
+    assert body.index("# a") < body.index("wait") < body.index("# b")
+
+
+def test_node_run_rejects_bad_names_and_multi_node(tmp_path):
+    from exabench.errors import ExabenchError
+    from exabench.node_sweep import node_run_files
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"run_id": "x.n2r1t1", "layout": {"nodes": 2, "ranks_per_node": 1}}))
+    with pytest.raises(ExabenchError, match="node name 'a b'"):
+        node_run_files(spec, "a b")
+    with pytest.raises(ExabenchError, match="uses 2 nodes; valid for every-node runs: single-node runs only"):
+        node_run_files(spec, "c1")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_every_node_job_runs_each_node_in_parallel(tmp_path_factory, tmp_path):
+    import os
+    import socket
+    from helpers_compare import env
+    campaign = scratch_copy(finished_campaign(tmp_path_factory), tmp_path / "c")
+    res = snakemake(campaign, "every_node_script")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    script = campaign / "results/local/nodes/every-node.sh"
+    # Two names for this host stand in for two nodes of an allocation.
+    nodes = [socket.gethostname(), "localhost"]
+    run = subprocess.run(["bash", str(script)], env={**env(), "EXABENCH_NODES": " ".join(nodes)},
+                         capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    records = sorted(p.name for p in (campaign / "results/local/records/nodes").glob("*.json"))
+    assert records == sorted(f"kmeans.tiny.float64.n1r{r}t1.node-{n}.json" for r in (1, 2) for n in nodes)
+    res = subprocess.run([sys.executable, "-m", "exabench", "nodes", "--report-only", "--site-name", "local",
+                          "--markdown", str(tmp_path / "nodes.md"), str(campaign / "results/local/records/nodes")],
+                         env=env(), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "2 nodes checked" in res.stdout, res.stdout + res.stderr
+    assert os.path.getsize(tmp_path / "nodes.md") > 0

@@ -9,6 +9,8 @@ ACCEPTANCE = f"{RESULTS}/acceptance"
 localrules:
     acceptance_verdicts,
     acceptance,
+    every_node_script,
+    node_check,
 
 
 rule acceptance_verdicts:
@@ -37,3 +39,43 @@ rule acceptance:
         f"{LOGS}/acceptance.log",
     shell:
         "{EXABENCH} accept-check --verdicts {input.verdicts} 2>&1 | tee {log}"
+
+
+# Cluster-wide acceptance: one job running every single-node run on every node of the
+# allocation, one launch per node in parallel. Render it, submit it (or run it with bash on
+# the local profile), then check the nodes:
+#   snakemake --profile profiles/<site> every_node_script   -> results/<site>/nodes/every-node.sh
+#   sbatch results/<site>/nodes/every-node.sh               (or: bash ... on the local profile)
+#   snakemake --profile profiles/<site> node_check          -> results/<site>/acceptance/nodes.md
+def get_single_node_specs(wildcards=None):
+    return [f"{RESULTS}/runs/{run_id}/spec.json" for run_id, run in RUNS.items() if run.layout.nodes == 1]
+
+
+rule every_node_script:
+    input:
+        get_single_node_specs,
+    output:
+        f"{RESULTS}/nodes/every-node.sh",
+    params:
+        nodes=config.get("acceptance_nodes") or SITE.max_nodes,
+    log:
+        f"{LOGS}/every_node_script.log",
+    run:
+        from exabench.node_sweep import render_node_sweep
+        from exabench.results import atomic_write_text
+
+        text = render_node_sweep(list(RUNS.values()), SITE, Path(RESULTS), params.nodes)
+        atomic_write_text(output[0], text, mode=0o755)
+
+
+rule node_check:
+    input:
+        nodes=get_node_records,
+        references=REFERENCES,
+    output:
+        report(f"{ACCEPTANCE}/nodes.md", caption="../report/nodes.rst", category="Acceptance"),
+    log:
+        f"{LOGS}/node_check.log",
+    shell:
+        "{EXABENCH} nodes --report-only --references {input.references} --site-name {SITE.name} "
+        "--markdown {output} {input.nodes} 2>&1 | tee {log}"

@@ -20,6 +20,11 @@ def get_baseline_records(wildcards=None):
     return sorted(glob(f"results/{BASELINE}/records/*.json") + glob(f"results/reference/{BASELINE}/*.json"))
 
 
+def get_node_records(wildcards=None):
+    # Per-node records of a cluster-wide acceptance campaign (results/<site>/records/nodes/).
+    return sorted(glob(f"{RESULTS}/records/nodes/*.json"))
+
+
 def get_compare_outputs(wildcards=None):
     return [f"{RESULTS}/tables/{name}.{ext}" for name in COMPARE_TABLES for ext in ("csv", "parquet", "md")]
 

@@ -10,11 +10,6 @@ localrules:
     archive,
 
 
-def get_node_records(wildcards=None):
-    # Per-node records of a cluster-wide acceptance campaign (results/<site>/records/nodes/).
-    return sorted(glob(f"{RESULTS}/records/nodes/*.json"))
-
-
 def get_plot_outputs(wildcards=None):
     return [f"{RESULTS}/plots/{name}.png" for name in PLOTS]
 
