@@ -55,3 +55,22 @@ def test_snakemake_html_report(tmp_path_factory, tmp_path):
         assert caption in html, caption
     for plot in plots.PLOTS:
         assert f"{plot}.png" in html
+
+
+def test_progress_line_and_final_summary(tmp_path):
+    import json
+    from exabench.report import final_summary, progress_line
+    res = tmp_path / "results" / "local"
+    (res / "records").mkdir(parents=True)
+    (res / "plan.json").write_text(json.dumps([{"run_id": r} for r in ("a", "b", "c", "d")]))
+    (res / "records" / "a.json").write_text(json.dumps({"status": "ok"}))
+    (res / "records" / "b.json").write_text(json.dumps({"status": "timeout"}))
+    (res / "records" / "stray.json").write_text(json.dumps({"status": "ok"}))  # not planned: not counted
+    assert progress_line(res, "b", "timeout") == \
+        "exabench progress: b timeout; 2 of 4 runs finished (1 done, 1 failed), 2 remaining"
+    text = final_summary(res, "local")
+    assert text.splitlines()[0] == "exabench: 1 of 4 runs done, 1 failed, 2 remaining"
+    assert f"--report {res}/report.html" in text and "not judged yet" in text
+    (res / "acceptance").mkdir()
+    (res / "acceptance" / "verdicts.md").write_text("# x\n\nFAILED: b\n")
+    assert "verdict:     FAILED: b" in final_summary(res, "local")

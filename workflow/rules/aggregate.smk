@@ -22,3 +22,6 @@ onsuccess:
     summary = Path(f"{RESULTS}/tables/summary.md")
     if summary.exists():
         print("\n" + summary.read_text() + f"\nTable: {RESULTS}/tables/results.csv")
+    from exabench.report import final_summary
+
+    print("\n" + final_summary(RESULTS, SITE.name))
