@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--site-name", required=True)
     p.add_argument("--out", required=True, help="references.yaml to write")
     p.add_argument("--tolerance", default=None,
-                   help="LOWER,UPPER fractions for every entry (default: 0.5,1.0 for rates, 0.5,3.0 for times)")
+                   help="LOWER,UPPER fractions for every entry (default: 0.8,1.0 for rates, 0.5,4.0 for times)")
     p.set_defaults(fn=cmd_references)
     p = sub.add_parser("nodes", help="flag nodes outside tolerance or outliers among peers (every-node records)")
     p.add_argument("--references", default=None)

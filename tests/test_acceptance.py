@@ -94,7 +94,7 @@ def test_derived_references_pass_their_own_runs(tmp_path):
     loaded = acc.load_references(out)  # valid against the schema
     by_params = {json.dumps(r.params, sort_keys=True): r for r in loaded if r.benchmark == "resnet50"}
     two_ranks = [r for k, r in by_params.items() if '"ranks_per_node": 2' in k and 'fp32' in k][0]
-    assert two_ranks.value == 19.0 and two_ranks.lower == 0.5 and two_ranks.upper == 1.0  # median of 18 and 20
+    assert two_ranks.value == 19.0 and two_ranks.lower == 0.8 and two_ranks.upper == 1.0  # median of 18 and 20
     rows = acc.verdicts([r for r in records if r["status"] == "ok"], loaded)
     assert set(acc.run_verdicts(rows).values()) == {"pass"}
 
