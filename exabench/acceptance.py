@@ -103,7 +103,8 @@ def judge(rec: dict, ref: Reference) -> tuple[str, float, str]:
         where = "within" if ok else ("below" if value < lo else "above")
         detail = f"{ref.metric} {value:.4g} {ref.unit} {where} {ref.describe()}"
     if ref.expected_fail:
-        return ("unexpected-pass" if ok else "expected-fail"), value, detail + (f"; note: {ref.note}" if ref.note else "")
+        note = f"; note: {ref.note}" if ref.note else ""
+        return ("unexpected-pass" if ok else "expected-fail"), value, detail + note
     return ("pass" if ok else "fail"), value, detail
 
 
@@ -258,7 +259,7 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
                           NODE_SUFFIX.sub("", r["run_id"])], sort_keys=True)
         groups.setdefault(key, []).append(r)
     rows = []
-    for key, rs in sorted(groups.items()):
+    for _, rs in sorted(groups.items()):
         bench = rs[0]["benchmark"]
         metric = next((headline_metric(bench, r["metrics"]) for r in rs if r.get("metrics")), "")
         vals = [float(r["metrics"][metric]["value"]) for r in rs if r["status"] == "ok" and metric in r["metrics"]]
@@ -277,7 +278,7 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
                 hib = r["metrics"][metric].get("higher_is_better", True)
                 worse = (z < 0) == hib
                 reasons.append(f"outlier among {len(vals)} nodes ({'worse' if worse else 'better'}: z = {z:.1f})")
-            for m, ref in applicable(refs or [], r).items():
+            for ref in applicable(refs or [], r).values():
                 verdict, _, detail = judge(r, ref)
                 if verdict in FAILING and r["status"] == "ok":
                     reasons.append(f"reference: {detail}")

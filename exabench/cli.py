@@ -232,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_aggregate)
     p = sub.add_parser("compare", help="records -> comparison tables (Markdown, CSV, Parquet)")
     p.add_argument("--out", required=True, help="directory of the tables")
-    p.add_argument("--plan", default=None, help="plan.json of the campaign: planned runs without a record show as missing")
+    p.add_argument("--plan", default=None,
+                   help="plan.json of the campaign: planned runs without a record show as missing")
     p.add_argument("--site-name", default=None, help="site of the planned runs (default: each plan entry's)")
     p.add_argument("--baseline", default=None, help="site the cross-site table compares against")
     p.add_argument("records", nargs="+", help="record files or directories of records")

@@ -248,7 +248,7 @@ def matrix_table(runs: pd.DataFrame, row_keys: tuple[str, ...], col_keys: tuple[
         for r in runs_g:
             r["_params"] = json.loads(r["params"])
 
-        def varies(key):
+        def varies(key, runs_g=runs_g):
             return len({str(v) for v in (_axis_value(r, key) for r in runs_g) if v is not None}) > 1
         rk = next((k for k in row_keys if varies(k)), None)
         ck = next((k for k in col_keys if k != rk and varies(k)), None)

@@ -56,7 +56,7 @@ def plot_scaling(scaling: pd.DataFrame, path) -> Path:
         return _empty(path, title, "no scaling series: no workload was run at more than one size")
     series = list(scaling.groupby(["site", "benchmark", "series", "metric"], sort=True))
     fig, axes = _grid(len(series))
-    for ax, ((site, bench, name, metric), s) in zip(axes, series):
+    for ax, ((site, _, name, metric), s) in zip(axes, series):
         s = s.sort_values("workers")
         ok = s[s["value"].notna()]
         ax.plot(s["workers"], s["ideal_value"], "--", color="grey", label="ideal")

@@ -36,9 +36,9 @@ def test_archive_holds_everything_with_an_inventory(packed):
     with tarfile.open(path) as tar:
         names = set(tar.getnames())
         inventory = tar.extractfile(archive.INVENTORY).read().decode()
-    for must in ("records/kmeans.tiny.float64.n1r1t1.json", "runs/kmeans.tiny.float64.n1r1t1/job.sh",
-                 "runs/kmeans.tiny.float64.n1r1t1/spec.json", "runs/kmeans.tiny.float64.n1r1t1/output.log",
-                 "logs/runs/kmeans.tiny.float64.n1r1t1.log", "site/site.yaml", "site/profile.yaml", "lock/requirements.txt", "plan.json",
+    run = "kmeans.tiny.float64.n1r1t1"
+    for must in (f"records/{run}.json", f"runs/{run}/job.sh", f"runs/{run}/spec.json", f"runs/{run}/output.log",
+                 f"logs/runs/{run}.log", "site/site.yaml", "site/profile.yaml", "lock/requirements.txt", "plan.json",
                  "tables/scaling.csv", "tables/site.parquet", "plots/scaling.png", "archive.json"):
         assert must in names, must
     assert {n.split("-", 1)[1] for n in names if n.startswith("config/")} == {"config.yaml", "tiny.yaml"}

@@ -154,7 +154,8 @@ def test_markdown_never_shows_zero_for_a_hole(tables):
 def test_cli_compare(tmp_path):
     out = tmp_path / "tables"
     res = subprocess.run([sys.executable, "-m", "exabench", "compare", "--out", str(out), "--plan", str(PLAN),
-                          "--site-name", "local", "--baseline", "titan", str(PLAN.parent), str(PLAN.parents[1] / "titan")],
+                          "--site-name", "local", "--baseline", "titan", str(PLAN.parent),
+                          str(PLAN.parents[1] / "titan")],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     titles = [ln for ln in (out / "comparison.md").read_text().splitlines() if ln.startswith("## ")]
