@@ -171,3 +171,25 @@ def test_aggregate_summary_with_failed_and_ok_runs():
     assert "| failed | sanity check 'centres_recovered' failed" in md
     assert "| kmeans.tiny.float64.n1r1t1 | kmeans |  | time | 0.1 | s |" in md
     assert md.rstrip().endswith("14 of 16 runs ok, 2 not ok.")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_snakemake_cross_site_against_a_reference_baseline(tmp_path_factory, tmp_path):
+    import json
+    from helpers_compare import finished_campaign, scratch_copy, snakemake
+    campaign = scratch_copy(finished_campaign(tmp_path_factory), tmp_path / "c")
+    # A published baseline: the same runs on "oldsite", four times slower.
+    ref_dir = campaign / "results/reference/oldsite"
+    ref_dir.mkdir(parents=True)
+    for p in (campaign / "results/local/records").glob("*.json"):
+        rec = json.loads(p.read_text())
+        rec["site"] = "oldsite"
+        rec["metrics"]["time"]["value"] *= 4
+        (ref_dir / p.name).write_text(json.dumps(rec))
+    res = snakemake(campaign, "--config", "baseline_site=oldsite")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    table = pd.read_parquet(campaign / "results/local/tables/cross_site.parquet")
+    assert len(table) == 2 and set(table["baseline_status"]) == {"ok"}
+    assert table["speedup"].tolist() == pytest.approx([4.0, 4.0])
+    assert "Baseline site: oldsite." in (campaign / "results/local/tables/comparison.md").read_text()
