@@ -28,6 +28,7 @@ NODE_LIST = {
     "cobalt": 'sort -u "$COBALT_NODEFILE"',
     "none": "hostname",
 }
+PINNABLE = ("mpirun", "mpiexec", "srun")  # launchers told a host: --host / --nodelist
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -35,7 +36,7 @@ def pin_to_node(launch_line: str, node: str, ranks_per_node: int) -> str:
     """The run's launch line restricted to one node (launchers that can be told a host)."""
     argv = shlex.split(launch_line)
     launcher = Path(argv[0]).name
-    if launcher in ("mpirun", "mpiexec"):
+    if launcher in ("mpirun", "mpiexec"):  # PINNABLE
         pin = ["--host", f"{node}:{ranks_per_node}"]
     elif launcher == "srun":
         pin = ["--nodes=1", f"--nodelist={node}"]
@@ -95,17 +96,25 @@ def sweep_body(spec_paths: list[Path], scheduler: str, python: str) -> str:
 
 
 def render_node_sweep(runs, site, results: Path, nodes: int) -> str:
-    """The whole job script: the site's batch header sized for `nodes` nodes, then the body."""
-    from .launch import RunPaths, _env
+    """The whole job script: the site's own job script for an allocation of `nodes` nodes (its
+    batch header, environment and working directory, from `render_script`), with the launch
+    line replaced by the every-node body."""
+    from .launch import RunPaths, render_script
     single = [r for r in runs if r.layout.nodes == 1]
     if not single:
         raise ExabenchError("no single-node run in the campaign; valid for every-node acceptance: runs with nodes 1")
     if site.scheduler not in NODE_LIST:
         raise ExabenchError(f"site '{site.name}': scheduler '{site.scheduler}' has no node list; valid: "
                             + ", ".join(NODE_LIST))
-    specs = [RunPaths(results, r.run_id).spec.resolve() for r in single]
-    job = replace(single[0], run_id="every-node", benchmark="every-node", layout=replace(single[0].layout, nodes=nodes),
+    if site.launcher not in PINNABLE and site.scheduler != "none":
+        raise ExabenchError(f"site '{site.name}': launcher '{site.launcher}' cannot start a run on one named node; "
+                            f"valid for every-node acceptance: {', '.join(PINNABLE)}")
+    # The allocation is sized for the widest single-node run (most ranks x threads per node).
+    widest = max(single, key=lambda r: (r.layout.ranks_per_node * r.layout.threads_per_rank, r.layout.gpus_per_rank))
+    job = replace(widest, run_id="every-node", benchmark="every-node", layout=replace(widest.layout, nodes=nodes),
                   timeout_s=sum(r.timeout_s for r in single))
-    body = sweep_body(specs, site.scheduler, site.python_executable)
-    return _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
-        run=job, site=site, env={}, workdir=str((results / "nodes").resolve()), launch_line=body)
+    paths = RunPaths(results, job.run_id)
+    paths.run_dir.mkdir(parents=True, exist_ok=True)  # the job script changes into it
+    text, line = render_script(job, site, paths)
+    specs = [RunPaths(results, r.run_id).spec.resolve() for r in single]
+    return text.replace(line, sweep_body(specs, site.scheduler, site.python_executable))

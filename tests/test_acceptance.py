@@ -235,3 +235,20 @@ def test_every_node_job_runs_each_node_in_parallel(tmp_path_factory, tmp_path):
                          env=env(), capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "2 nodes checked" in res.stdout, res.stdout + res.stderr
     assert os.path.getsize(tmp_path / "nodes.md") > 0
+
+
+def test_every_node_needs_a_launcher_that_targets_a_node(tmp_path):
+    from exabench.errors import ExabenchError
+    from exabench.node_sweep import render_node_sweep
+    from exabench.plan import Run
+    from exabench.site import Layout, NodeSpec, Site
+    site = Site(name="big", scheduler="slurm", launcher="torchrun", node=NodeSpec(sockets=1, cores_per_socket=4),
+                max_nodes=8)
+    run = Run(run_id="kmeans.tiny.n1r2t1", benchmark="kmeans", suite="s", framework="f", preset="tiny", params={},
+              layout=Layout(1, 2, 1))
+    with pytest.raises(ExabenchError, match="launcher 'torchrun' cannot start a run on one named node.*srun"):
+        render_node_sweep([run], site, tmp_path, 4)
+    multi = Run(run_id="kmeans.tiny.n2r2t1", benchmark="kmeans", suite="s", framework="f", preset="tiny", params={},
+                layout=Layout(2, 2, 1))
+    with pytest.raises(ExabenchError, match="no single-node run"):
+        render_node_sweep([multi], site, tmp_path, 4)
