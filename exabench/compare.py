@@ -244,7 +244,8 @@ def matrix_table(runs: pd.DataFrame, row_keys: tuple[str, ...], col_keys: tuple[
     keys = ["site", "benchmark", "metric", "context", "row_key", "row", "col_key", "col"]
     rows = []
     for (site, bench, metric), g in (runs.groupby(["site", "benchmark", "metric"], sort=True) if len(runs) else []):
-        runs_g = g.to_dict("records")
+        cols = ["params", "run_id", "status", "value", "unit", "error", *LAYOUT]
+        runs_g = [dict(zip(cols, v)) for v in zip(*(g[c].tolist() for c in cols))]
         for r in runs_g:
             r["_params"] = json.loads(r["params"])
 

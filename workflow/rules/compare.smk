@@ -25,6 +25,10 @@ def get_node_records(wildcards=None):
     return sorted(glob(f"{RESULTS}/records/nodes/*.json"))
 
 
+def get_plan_dicts(wildcards=None):
+    return [r.to_dict() for r in RUNS.values()]
+
+
 def get_compare_outputs(wildcards=None):
     return [f"{RESULTS}/tables/{name}.{ext}" for name in COMPARE_TABLES for ext in ("csv", "parquet", "md")]
 
@@ -33,7 +37,7 @@ rule plan_json:
     output:
         f"{RESULTS}/plan.json",
     params:
-        runs=lambda wildcards: [r.to_dict() for r in RUNS.values()],
+        runs=get_plan_dicts,
     log:
         f"{LOGS}/plan_json.log",
     run:

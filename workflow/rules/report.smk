@@ -10,6 +10,10 @@ localrules:
     archive,
 
 
+def get_nodes_option(wildcards, input):
+    return ("--nodes " + " ".join(input.nodes)) if input.nodes else ""
+
+
 def get_plot_outputs(wildcards=None):
     return [f"{RESULTS}/plots/{name}.png" for name in PLOTS]
 
@@ -26,7 +30,7 @@ rule plots:
             for name in PLOTS
         ],
     params:
-        nodes=lambda wildcards, input: ("--nodes " + " ".join(input.nodes)) if input.nodes else "",
+        nodes=get_nodes_option,
     log:
         f"{LOGS}/plots.log",
     shell:
