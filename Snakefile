@@ -1,6 +1,8 @@
 # exabench: the pipeline index. Stages live in workflow/rules/, logic in the exabench package.
 #   snakemake --profile profiles/<site>          run the campaign of config/config.yaml on a site
 #   snakemake --profile profiles/<site> -n       list the planned runs
+#   snakemake --profile profiles/<site> acceptance   verdicts against profiles/<site>/references.yaml
+#   snakemake --profile profiles/<site> --report results/<site>/report.html   the HTML report
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -15,9 +17,14 @@ include: "workflow/rules/run.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/bundle.smk"
 include: "workflow/rules/models.smk"
+include: "workflow/rules/compare.smk"
+include: "workflow/rules/acceptance.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
         get_final_outputs,
+        get_compare_outputs,
+        get_plot_outputs,
     default_target: True

@@ -65,12 +65,19 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
              "| run | benchmark | swept | figure | value | unit | spread (IQR) | n | status | error |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     n_ok = 0
-    for run_id, g in df.groupby("run_id", sort=False):
-        want = headline.get(g["benchmark"].iloc[0])
-        row = g[g["metric"] == want].iloc[0] if want in set(g["metric"]) else g.iloc[0]
+    # Plain dicts grouped in order of first appearance (as groupby(sort=False)): fast for 10^4 runs.
+    by_run: dict[str, list[dict]] = {}
+    cols = ["run_id", "benchmark", "swept", "metric", "value", "unit", "iqr", "n_samples", "status", "error"]
+    for values in zip(*(df[c].tolist() for c in cols)):  # column lists: far faster than to_dict on arrow strings
+        rec = dict(zip(cols, values))
+        by_run.setdefault(rec["run_id"], []).append(rec)
+    for run_id, g in by_run.items():
+        want = headline.get(g[0]["benchmark"])
+        row = next((r for r in g if r["metric"] == want), g[0])
         n_ok += row["status"] == "ok"
         swept = ", ".join(f"{k}={v}" for k, v in json.loads(row["swept"]).items())
-        err = row["error"] if isinstance(row["error"], str) else ""  # NaN in a column: no error
+        # pandas 3 stores a missing error as NaN (str dtype), not None: only text is an error.
+        err = row["error"] if isinstance(row["error"], str) else ""
         err = err.replace("|", "/").replace("\n", " ")
         lines.append(f"| {run_id} | {row['benchmark']} | {swept} | {_fmt(row['metric'])} | {_fmt(row['value'])} "
                      f"| {_fmt(row['unit'])} | {_fmt(row['iqr'])} | {_fmt(row['n_samples'])} | {row['status']} "

@@ -40,12 +40,161 @@ def cmd_execute(args) -> int:
     from .execute import execute
     rec = execute(args.spec)
     print(f"{rec['run_id']}: {rec['status']}" + (f" ({rec['error']})" if rec.get("error") else ""))
+    _print_progress(args.spec, rec)
     return 0
+
+
+def _print_progress(spec_path, rec) -> None:
+    """One line on the campaign's progress (the run rule shows its log's last line)."""
+    import json
+    from pathlib import Path
+    from .report import progress_line
+    record = Path(json.loads(Path(spec_path).read_text())["paths"]["record"])
+    if record.parent.name == "records":  # a campaign run (not an every-node one under records/nodes)
+        print(progress_line(record.parent.parent, rec["run_id"], rec["status"]))
 
 
 def cmd_aggregate(args) -> int:
     from .aggregate import aggregate
     aggregate(args.records, args.csv, args.markdown, args.site_name)
+    return 0
+
+
+def _record_paths(items) -> list[str]:
+    """Record files named directly, or every *.json in a directory (its plan.json aside)."""
+    from pathlib import Path
+    out = []
+    for item in items:
+        p = Path(item)
+        out += sorted(str(f) for f in p.glob("*.json") if f.name != "plan.json") if p.is_dir() else [str(p)]
+    return out
+
+
+def cmd_compare(args) -> int:
+    from .compare import all_tables, load_runs, write_tables
+    runs = load_runs(_record_paths(args.records), args.plan, args.site_name)
+    written = write_tables(all_tables(runs, args.baseline or None), args.out, args.baseline or None)
+    print(f"{len(runs)} runs -> {len(written)} table files in {args.out}")
+    return 0
+
+
+def _read_records(items) -> list[dict]:
+    from .aggregate import load_records
+    return load_records(_record_paths(items))
+
+
+def cmd_accept(args) -> int:
+    from pathlib import Path
+    import pandas as pd
+    from . import acceptance as acc
+    from .compare import load_plan
+    from .results import atomic_write_text
+    rows = acc.verdicts(_read_records(args.records), acc.load_references(args.references), load_plan(args.plan),
+                        args.site_name)
+    # The file's name only, so a summary rebuilt from an archive is byte-identical.
+    atomic_write_text(args.markdown, acc.summary_markdown(rows, args.site_name, Path(args.references).name))
+    atomic_write_text(args.csv, pd.DataFrame(rows).to_csv(index=False))
+    atomic_write_text(args.junit, acc.junit_xml(rows, args.site_name))
+    c = acc.counts(rows)
+    print(f"acceptance of {args.site_name}: " + ", ".join(f"{n} {v}" for v, n in c.items())
+          + f" -> {args.markdown}, {args.junit}")
+    return 1 if args.strict and acc.failing_runs(rows) else 0
+
+
+def cmd_accept_check(args) -> int:
+    import pandas as pd
+    from .acceptance import FAILING, run_verdicts
+    df = pd.read_csv(args.verdicts, keep_default_na=False)
+    per_run = run_verdicts(df.to_dict("records"))
+    bad = sorted(r for r, v in per_run.items() if v in FAILING)
+    for _, r in df[df["verdict"].isin(FAILING)].iterrows():
+        print(f"FAILED {r['run_id']} [{r['metric']}]: {r['verdict']}: {r['detail']}", file=sys.stderr)
+    if bad:
+        print(f"exabench: acceptance FAILED: {len(bad)} of {len(per_run)} runs: {', '.join(bad)} "
+              f"(summary {args.verdicts})", file=sys.stderr)
+        return 1
+    print(f"exabench: acceptance passed: {len(per_run)} runs, none failing")
+    return 0
+
+
+def cmd_references(args) -> int:
+    from .acceptance import TOLERANCES, derive_references, references_yaml
+    from .results import atomic_write_text
+    tol = dict(TOLERANCES)
+    if args.tolerance:
+        lo, hi = (float(x) for x in args.tolerance.split(","))
+        tol = {True: (lo, hi), False: (lo, hi)}
+    refs = derive_references(_read_records(args.source), tolerances=tol)
+    command = "exabench references --from " + " ".join(args.source) + f" --site-name {args.site_name} --out {args.out}"
+    command += f" --tolerance {args.tolerance}" if args.tolerance else ""
+    atomic_write_text(args.out, references_yaml(refs, args.site_name, command))
+    print(f"{len(refs)} references -> {args.out}")
+    return 0
+
+
+def cmd_nodes(args) -> int:
+    from . import acceptance as acc
+    from .results import atomic_write_text
+    refs = acc.load_references(args.references) if args.references else []
+    rows = acc.node_outliers(_read_records(args.records), refs, args.z)
+    if not rows:
+        print("no per-node records: run the every-node job script first (snakemake ... every_node_script)")
+    atomic_write_text(args.markdown, acc.nodes_markdown(rows, args.site_name))
+    bad = acc.flagged_nodes(rows)
+    print(f"{len({r['node'] for r in rows})} nodes checked; flagged: {' '.join(bad) or 'none'} -> {args.markdown}")
+    return 1 if bad and not args.report_only else 0
+
+
+def cmd_plots(args) -> int:
+    from .compare import load_plan, run_table
+    from .plots import all_plots
+    records = _read_records(args.records)
+    nodes = _read_records(args.nodes) if args.nodes else []
+    written = all_plots(run_table(records, load_plan(args.plan), args.site_name), records, nodes, args.out)
+    print(f"{len(written)} plots -> {args.out}")
+    return 0
+
+
+def cmd_archive(args) -> int:
+    from pathlib import Path
+    from . import __version__
+    from .archive import collect, pack
+    results = Path(args.results)
+    refs = Path(args.references) if args.references else None
+    files = collect(results, Path(args.logs) if args.logs else None, [Path(c) for c in args.config],
+                    Path(args.site) if args.site else None, refs, [Path(x) for x in args.lock],
+                    [Path(p) for p in _record_paths(args.baseline_records)])
+    meta = {"site": args.site_name or results.name, "baseline": args.baseline or "", "exabench_version": __version__,
+            "references_name": refs.name if refs else ""}
+    out = pack(args.out, files, meta)
+    print(f"{len(files)} files -> {out} (inventory: inventory.sha256); reproduce with: exabench reproduce {out}")
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    import tempfile
+    from .archive import check_report, reproduce
+    dest = args.out or tempfile.mkdtemp(prefix="exabench-reproduce-")
+    check = reproduce(args.archive, dest)
+    print(check_report(check, args.archive))
+    print(f"unpacked and rebuilt under {dest}")
+    return 0 if check.ok else 1
+
+
+def cmd_node_run(args) -> int:
+    from .node_sweep import node_run_files
+    print(node_run_files(args.spec, args.node))
+    return 0
+
+
+def cmd_node_sweep(args) -> int:
+    from pathlib import Path
+    from .node_sweep import render_node_sweep
+    from .results import atomic_write_text
+    config, site, runs = _load(args)
+    results = Path("results") / site.name
+    atomic_write_text(args.out, render_node_sweep(runs, site, results, args.nodes or site.max_nodes), mode=0o755)
+    print(f"every-node job script -> {args.out} (render the runs first: snakemake ... render_all)")
     return 0
 
 
@@ -159,6 +308,75 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_model_project)
     with_files(sub.add_parser("model-local-check", help="measured 1 -> n rank K-Means scaling vs the model"),
                "table", "sweep", "csv", "markdown", split=True).set_defaults(fn=cmd_model_local_check)
+    p = sub.add_parser("compare", help="records -> comparison tables (Markdown, CSV, Parquet)")
+    p.add_argument("--out", required=True, help="directory of the tables")
+    p.add_argument("--plan", default=None,
+                   help="plan.json of the campaign: planned runs without a record show as missing")
+    p.add_argument("--site-name", default=None, help="site of the planned runs (default: each plan entry's)")
+    p.add_argument("--baseline", default=None, help="site the cross-site table compares against")
+    p.add_argument("records", nargs="+", help="record files or directories of records")
+    p.set_defaults(fn=cmd_compare)
+    p = sub.add_parser("accept", help="records x references -> verdicts (Markdown, CSV, JUnit XML)")
+    p.add_argument("--references", required=True, help="the site's references.yaml")
+    p.add_argument("--plan", default=None, help="plan.json: planned runs without a record fail")
+    p.add_argument("--site-name", required=True)
+    p.add_argument("--markdown", required=True)
+    p.add_argument("--csv", required=True)
+    p.add_argument("--junit", required=True)
+    p.add_argument("--strict", action="store_true", help="exit 1 when any run fails")
+    p.add_argument("records", nargs="+", help="record files or directories of records")
+    p.set_defaults(fn=cmd_accept)
+    p = sub.add_parser("accept-check", help="exit 1, naming the runs, when a verdicts table has a failing run")
+    p.add_argument("--verdicts", required=True, help="verdicts CSV written by `exabench accept`")
+    p.set_defaults(fn=cmd_accept_check)
+    p = sub.add_parser("references", help="derive a site's references.yaml from measured runs")
+    p.add_argument("--from", dest="source", nargs="+", required=True, help="record files or directories")
+    p.add_argument("--site-name", required=True)
+    p.add_argument("--out", required=True, help="references.yaml to write")
+    p.add_argument("--tolerance", default=None,
+                   help="LOWER,UPPER fractions for every entry (default: 0.8,1.0 for rates, 0.5,4.0 for times)")
+    p.set_defaults(fn=cmd_references)
+    p = sub.add_parser("nodes", help="flag nodes outside tolerance or outliers among peers (every-node records)")
+    p.add_argument("--references", default=None)
+    p.add_argument("--site-name", required=True)
+    p.add_argument("--markdown", required=True)
+    p.add_argument("--z", type=float, default=3.5, help="robust z-score above which a node is an outlier")
+    p.add_argument("--report-only", action="store_true", help="exit 0 even when nodes are flagged")
+    p.add_argument("records", nargs="*", help="record files or directories of per-node records")
+    p.set_defaults(fn=cmd_nodes)
+    p = sub.add_parser("plots", help="records -> PNG plots (scaling, precision, allreduce, per node)")
+    p.add_argument("--out", required=True, help="directory of the plots")
+    p.add_argument("--plan", default=None, help="plan.json: missing runs are marked on the plots")
+    p.add_argument("--site-name", default=None)
+    p.add_argument("--nodes", nargs="*", default=[], help="per-node records (cluster-wide acceptance)")
+    p.add_argument("records", nargs="+", help="record files or directories of records")
+    p.set_defaults(fn=cmd_plots)
+    p = sub.add_parser("archive", help="pack a campaign (records, scripts, logs, config, site, locks, tables) "
+                                       "with a sha256 inventory into one .tar.gz")
+    p.add_argument("--results", required=True, help="results/<site> of the campaign")
+    p.add_argument("--out", required=True, help="archive to write (.tar.gz)")
+    p.add_argument("--site-name", default=None, help="default: the name of --results")
+    p.add_argument("--logs", default=None, help="logs/<site> of the campaign")
+    p.add_argument("--config", nargs="*", default=[], help="the campaign's config file(s)")
+    p.add_argument("--site", default=None, help="the site.yaml (its profile config.yaml beside it is packed too)")
+    p.add_argument("--references", default=None, help="the references.yaml the verdicts were made with")
+    p.add_argument("--lock", nargs="*", default=["requirements.lock", "requirements.txt"], help="lock files")
+    p.add_argument("--baseline", default=None, help="baseline site of the cross-site table")
+    p.add_argument("--baseline-records", nargs="*", default=[], help="the baseline's records (files or dirs)")
+    p.set_defaults(fn=cmd_archive)
+    p = sub.add_parser("reproduce", help="check an archive's hashes and rebuild every table and plot from it")
+    p.add_argument("archive")
+    p.add_argument("--out", default=None, help="directory to unpack and rebuild in (default: a new temp dir)")
+    p.set_defaults(fn=cmd_reproduce)
+    p = sub.add_parser("node-run", help="derive one node's spec and job script from a single-node run's spec "
+                                        "(called by the every-node job script); prints the node's spec path")
+    p.add_argument("--spec", required=True)
+    p.add_argument("--node", required=True)
+    p.set_defaults(fn=cmd_node_run)
+    p = with_config(sub.add_parser("node-sweep", help="render the every-node acceptance job script"))
+    p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the site's max_nodes)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_node_sweep)
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)

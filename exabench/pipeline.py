@@ -25,10 +25,48 @@ def logged(log_path: str):
         raise
 
 
+def cli(argv: list, log_path: str, echo: bool = False) -> None:
+    """Run an `exabench` subcommand in-process, its output in the rule's log (and on the terminal
+    with `echo`); a non-zero exit fails the rule."""
+    import io
+    import sys
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from .cli import main
+
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    with redirect_stdout(buf), redirect_stderr(buf):
+        try:
+            rc = main([str(a) for a in argv])
+        except SystemExit as exc:  # argparse errors
+            rc = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            buf.write(traceback.format_exc())
+            rc = 1
+    Path(log_path).write_text(buf.getvalue())
+    if echo or rc:
+        sys.stdout.write(buf.getvalue())
+    if rc:
+        raise RuntimeError(f"exabench {argv[0]} exited with {rc}: see {log_path}")
+
+
 def write_plan(runs: list[Run], path: str, log_path: str) -> None:
     import pandas as pd
     with logged(log_path):
         atomic_write_text(path, pd.DataFrame(plan_table(runs)).to_csv(index=False))
+
+
+def write_plan_json(runs: list[dict], path: str, log_path: str) -> None:
+    import json
+    with logged(log_path):
+        atomic_write_text(path, json.dumps(runs, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def write_node_sweep(runs: list[Run], site: Site, results_dir: str, nodes: int, path: str, log_path: str) -> None:
+    from .node_sweep import render_node_sweep
+    with logged(log_path):
+        atomic_write_text(path, render_node_sweep(runs, site, Path(results_dir), nodes), mode=0o755)
 
 
 def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:

@@ -1,4 +1,5 @@
 # Validate config and site before anything runs, and expand the plan that gives the wildcards.
+from glob import glob
 from pathlib import Path
 
 from exabench import pipeline
@@ -59,5 +60,44 @@ def get_final_outputs(wildcards=None):
 
 
 def print_summary(summary, table):
+    from exabench.report import final_summary
+
     if Path(summary).exists():
         print(f"\n{Path(summary).read_text()}\nTable: {table}")
+    print(f"\n{final_summary(RESULTS, SITE.name)}")
+
+
+# --- comparison, acceptance and report stages -------------------------------------
+
+def get_baseline_records(wildcards=None):
+    if not BASELINE or BASELINE == SITE.name:
+        return []
+    return sorted(glob(f"results/{BASELINE}/records/*.json") + glob(f"results/reference/{BASELINE}/*.json"))
+
+
+def get_node_records(wildcards=None):
+    # Per-node records of a cluster-wide acceptance campaign (results/<site>/records/nodes/).
+    return sorted(glob(f"{RESULTS}/records/nodes/*.json"))
+
+
+def get_plan_dicts(wildcards=None):
+    return [r.to_dict() for r in RUNS.values()]
+
+
+def get_compare_outputs(wildcards=None):
+    return [f"{RESULTS}/tables/{name}.{ext}" for name in COMPARE_TABLES for ext in ("csv", "parquet", "md")]
+
+
+def get_single_node_specs(wildcards=None):
+    return [f"{RESULTS}/runs/{run_id}/spec.json" for run_id, run in RUNS.items() if run.layout.nodes == 1]
+
+
+def get_plot_outputs(wildcards=None):
+    return [f"{RESULTS}/plots/{name}.png" for name in PLOTS]
+
+
+def get_archive_argv(wildcards, input, output):
+    refs = ["--references", REFERENCES] if Path(REFERENCES).exists() else []
+    return ["archive", "--results", RESULTS, "--logs", LOGS, "--site-name", SITE.name, "--site", config["site"],
+            "--config", *map(str, workflow.configfiles), *refs, *(["--baseline", BASELINE] if BASELINE else []),
+            "--baseline-records", *input.baseline, "--out", output[0]]

@@ -1,0 +1,424 @@
+"""Comparison tables from result records alone: per site, across sites, scaling,
+configuration matrices and frameworks.
+
+Every table is a long DataFrame (one row per cell) written as CSV, Parquet and
+Markdown. A cell aggregates the repeats of one configuration: its value is the
+median of the runs that are `ok`, `run_ids` lists every run behind it, and
+`status` says `ok`, `partial` (some repeats not ok), or the status of the runs
+(`failed`, `timeout`, `skipped`, `missing` when planned but no record exists).
+A cell without an ok run has no value: never a zero, never a dropped row.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import scaling
+from .aggregate import HEADLINES, load_records
+
+LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank")
+# Parameters that name a problem size, a precision or an algorithm, first match wins.
+SIZE_PARAMS = ("rows_per_rank", "size", "batch_size", "image_size", "message_bytes", "bytes", "m", "n")
+PRECISION_PARAMS = ("precision", "dtype")
+ALGORITHM_PARAMS = ("algorithm", "algo", "init", "optimizer", "solver", "kernel")
+FRAMEWORK_SUFFIX = re.compile(r"[-_](tf|tensorflow|keras|torch|pytorch|horovod|jax)$")
+LAYOUT_TOKEN = re.compile(r"\.n\d+r\d+t\d+(g\d+)?(\.rep\d+)?$")
+REPEAT_TOKEN = re.compile(r"\.rep\d+$")
+CELL = ["value", "unit", "n_ok", "n_runs", "status", "run_ids", "error"]
+
+
+# -- one row per run ---------------------------------------------------------------------------
+
+def headline_metric(benchmark: str, metrics: dict) -> str | None:
+    """The figure a table shows for a run: HEADLINES, else throughput, else the first by name."""
+    want = HEADLINES.get(benchmark)
+    if want in metrics:
+        return want
+    if "throughput" in metrics:
+        return "throughput"
+    return min(metrics) if metrics else None
+
+
+def task_of(benchmark: str) -> str:
+    """The task a benchmark implements, so frameworks can be compared (resnet50-tf -> resnet50)."""
+    return FRAMEWORK_SUFFIX.sub("", benchmark)
+
+
+def workers_of(layout: dict) -> int:
+    """Workers of a run for scaling: GPUs where ranks drive GPUs, else ranks."""
+    ranks = int(layout.get("ranks") or layout["nodes"] * layout["ranks_per_node"])
+    return ranks * int(layout.get("gpus_per_rank") or 0) or ranks
+
+
+def devices_of(layout: dict) -> int:
+    """Devices of a run for per-device figures: its GPUs, or its nodes on a CPU-only run."""
+    ranks = int(layout.get("ranks") or layout["nodes"] * layout["ranks_per_node"])
+    return ranks * int(layout.get("gpus_per_rank") or 0) or int(layout["nodes"])
+
+
+def _run_row(run_id, benchmark, framework, site, preset, repeat, params, layout, status, error, metrics):
+    metric = headline_metric(benchmark, metrics)
+    m = metrics.get(metric) or {}
+    precision = m.get("precision") or next((str(params[k]) for k in PRECISION_PARAMS if k in params), "")
+    return {"run_id": run_id, "point": REPEAT_TOKEN.sub("", run_id), "workload": LAYOUT_TOKEN.sub("", run_id),
+            "benchmark": benchmark, "task": task_of(benchmark), "framework": framework, "site": site,
+            "preset": preset, "repeat": repeat, **{k: int(layout.get(k) or 0) for k in LAYOUT},
+            "ranks": int(layout.get("ranks") or layout["nodes"] * layout["ranks_per_node"]),
+            "workers": workers_of(layout), "devices": devices_of(layout),
+            "params": json.dumps(params, sort_keys=True), "status": status, "error": error or "",
+            "metric": metric or "", "value": float(m["value"]) if status == "ok" and "value" in m else math.nan,
+            "unit": m.get("unit", ""), "precision": precision,
+            "higher_is_better": bool(m.get("higher_is_better", True))}
+
+
+def run_table(records: list[dict], plan: list[dict] | None = None, site: str | None = None) -> pd.DataFrame:
+    """One row per run with its headline figure; planned runs without a record are `missing`."""
+    rows = [_run_row(r["run_id"], r["benchmark"], r.get("framework", ""), r.get("site", ""), r.get("preset", ""),
+                     r.get("repeat", 1), r.get("params", {}), r.get("layout", {}), r["status"], r.get("error"),
+                     r.get("metrics") or {}) for r in records]
+    seen = {(r["site"], r["run_id"]) for r in rows}
+    for p in plan or []:
+        where = site or p.get("site", "")
+        if (where, p["run_id"]) not in seen:
+            rows.append(_run_row(p["run_id"], p["benchmark"], p.get("framework", ""), where, p.get("preset", ""),
+                                 p.get("repeat", 1), p.get("params", {}), p["layout"], "missing",
+                                 "planned, but no record was written", {}))
+    # A run without metrics (missing, crashed, timed out) shows the figure its benchmark's other
+    # runs report, so it lands in the same table row, series or matrix as a visible hole.
+    headline = {}
+    for r in rows:
+        if r["metric"]:
+            headline.setdefault(r["benchmark"], {k: r[k] for k in ("metric", "unit", "higher_is_better")})
+    for r in rows:
+        if not r["metric"] and r["benchmark"] in headline:
+            r.update(headline[r["benchmark"]])
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    return df.sort_values(["site", "benchmark", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def load_plan(path: str | Path | None) -> list[dict]:
+    """The planned runs (plan.json: a list of Run.to_dict()); no file means no plan."""
+    if not path or not Path(path).exists():
+        return []
+    return json.loads(Path(path).read_text())
+
+
+def load_runs(record_paths, plan_path=None, site=None) -> pd.DataFrame:
+    return run_table(load_records(record_paths), load_plan(plan_path), site)
+
+
+# -- cells ---------------------------------------------------------------------------------------
+
+def cell(status, value, unit, run_id, error) -> dict:
+    """The repeats of one configuration (parallel sequences, one item per run) folded into
+    one cell (see the module doc)."""
+    ok = [v for st, v in zip(status, value) if st == "ok" and v == v]
+    if len(ok) == len(status):
+        state = "ok"
+    elif ok:
+        state = "partial"
+    else:
+        others = sorted(set(status) - {"ok"})
+        state = others[0] if len(others) == 1 else "failed"
+    return {"value": float(np.median(ok)) if ok else math.nan, "unit": next((u for u in unit if u), ""),
+            "n_ok": len(ok), "n_runs": len(status), "status": state, "run_ids": ";".join(sorted(run_id)),
+            "error": " / ".join(sorted({e for e in error if isinstance(e, str) and e}))}
+
+
+def cells(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One cell per distinct value of `keys`, in sorted key order (plain arrays: fast for 10^4 runs)."""
+    if df.empty:
+        return pd.DataFrame(columns=keys + CELL)
+    cols = [df[c].to_numpy() for c in ("status", "value", "unit", "run_id", "error")]
+    out = []
+    for k, idx in df.groupby(keys, sort=True, dropna=False).indices.items():
+        out.append({**dict(zip(keys, k if isinstance(k, tuple) else (k,))),
+                    **cell(*(list(c[idx]) for c in cols))})
+    return pd.DataFrame(out, columns=keys + CELL)
+
+
+# -- the tables ----------------------------------------------------------------------------------
+
+SITE_KEYS = ["site", "benchmark", "framework", "point", *LAYOUT, "precision", "metric", "higher_is_better"]
+
+
+def site_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every configuration of every site with its headline figure."""
+    return cells(runs, SITE_KEYS)
+
+
+def cross_site_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Speedup of each site over `baseline` for the same workload (benchmark and parameters).
+
+    The baseline cell is the one with the same layout, else the baseline's largest run
+    of that workload. Speedups: total, per node, and per device (GPUs, or nodes on CPU).
+    """
+    keys = ["site", "benchmark", "workload", "params", *LAYOUT, "nodes_", "devices", "metric", "higher_is_better"]
+    runs = runs.assign(nodes_=runs["nodes"])
+    c = cells(runs, keys).drop(columns="nodes_")
+    base = c[c["site"] == baseline]
+    rows = []
+    for _, r in c[c["site"] != baseline].iterrows():
+        same = base[(base["params"] == r["params"]) & (base["benchmark"] == r["benchmark"])
+                    & (base["metric"] == r["metric"])]
+        match = same[(same[list(LAYOUT)] == r[list(LAYOUT)].values).all(axis=1)]
+        b = (match if len(match) else same.sort_values(["nodes", "devices", "value"], ascending=False)).head(1)
+        row = {k: r[k] for k in ["benchmark", "workload", "metric", "unit", "site", "nodes", "devices", "value",
+                                 "status", "run_ids"]}
+        if b.empty:
+            row.update(baseline_nodes=math.nan, baseline_devices=math.nan, baseline_value=math.nan,
+                       baseline_status="no baseline run", baseline_run_ids="", speedup=math.nan,
+                       speedup_per_node=math.nan, speedup_per_device=math.nan)
+        else:
+            b = b.iloc[0]
+            hib = bool(r["higher_is_better"])
+            both = not (math.isnan(r["value"]) or math.isnan(b["value"]))
+            row.update(baseline_nodes=b["nodes"], baseline_devices=b["devices"], baseline_value=b["value"],
+                       baseline_status=b["status"], baseline_run_ids=b["run_ids"])
+            # Per node / per device: the strong-scaling efficiency formula with nodes / devices as workers.
+            row.update(
+                speedup=scaling.speedup(r["value"], b["value"], 1, 1, "strong", hib) if both else math.nan,
+                speedup_per_node=scaling.efficiency(r["value"], b["value"], r["nodes"], b["nodes"], "strong", hib)
+                if both else math.nan,
+                speedup_per_device=scaling.efficiency(r["value"], b["value"], r["devices"], b["devices"], "strong",
+                                                      hib) if both else math.nan)
+        rows.append(row)
+    cols = ["benchmark", "workload", "metric", "unit", "site", "nodes", "devices", "value", "status", "run_ids",
+            "baseline_nodes", "baseline_devices", "baseline_value", "baseline_status", "baseline_run_ids", "speedup",
+            "speedup_per_node", "speedup_per_device"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def scaling_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Strong or weak scaling series (same workload, threads and GPUs per rank; workers vary),
+    each against its smallest measured (ok) run, with the ideal line."""
+    keys = ["site", "benchmark", "workload", "params", "threads_per_rank", "gpus_per_rank", "metric",
+            "higher_is_better", "workers", "nodes"]
+    c = cells(runs, keys)
+    rows = []
+    for _, s in c.groupby(keys[:8], sort=True):
+        if s["workers"].nunique() < 2:
+            continue
+        s = s.sort_values(["workers", "nodes"])
+        measured = s[s["value"].notna()]
+        mode = scaling.scaling_mode(s["benchmark"].iloc[0])
+        b = measured.iloc[0] if len(measured) else None
+        for _, r in s.iterrows():
+            row = {"site": r["site"], "benchmark": r["benchmark"], "series": f"{r['workload']}.t{r['threads_per_rank']}"
+                   + (f"g{r['gpus_per_rank']}" if r["gpus_per_rank"] else ""), "mode": mode,
+                   "metric": r["metric"], "unit": r["unit"], "workers": r["workers"], "nodes": r["nodes"],
+                   "value": r["value"], "status": r["status"], "run_ids": r["run_ids"]}
+            if b is None:
+                row.update(baseline_workers=math.nan, baseline_value=math.nan, speedup=math.nan,
+                           ideal_speedup=math.nan, efficiency=math.nan, ideal_value=math.nan)
+            else:
+                hib, n, n0, v0 = bool(r["higher_is_better"]), r["workers"], b["workers"], b["value"]
+                has = not math.isnan(r["value"])
+                row.update(baseline_workers=n0, baseline_value=v0,
+                           speedup=scaling.speedup(r["value"], v0, n, n0, mode, hib) if has else math.nan,
+                           ideal_speedup=scaling.ideal_speedup(n, n0),
+                           efficiency=scaling.efficiency(r["value"], v0, n, n0, mode, hib) if has else math.nan,
+                           ideal_value=scaling.ideal_value(v0, n, n0, mode, hib))
+            rows.append(row)
+    cols = ["site", "benchmark", "series", "mode", "metric", "unit", "workers", "nodes", "value", "status", "run_ids",
+            "baseline_workers", "baseline_value", "speedup", "ideal_speedup", "efficiency", "ideal_value"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _axis_value(row: dict, key: str):
+    return row[key] if key in LAYOUT else row["_params"].get(key)
+
+
+def matrix_table(runs: pd.DataFrame, row_keys: tuple[str, ...], col_keys: tuple[str, ...]) -> pd.DataFrame:
+    """Configuration matrices per site and benchmark: the first row key and the first column key
+    (layout fields or parameters) that both vary among a benchmark's runs; every other setting
+    is the matrix's context (one matrix per context)."""
+    keys = ["site", "benchmark", "metric", "context", "row_key", "row", "col_key", "col"]
+    rows = []
+    for (site, bench, metric), g in (runs.groupby(["site", "benchmark", "metric"], sort=True) if len(runs) else []):
+        cols = ["params", "run_id", "status", "value", "unit", "error", *LAYOUT]
+        runs_g = [dict(zip(cols, v)) for v in zip(*(g[c].tolist() for c in cols))]
+        for r in runs_g:
+            r["_params"] = json.loads(r["params"])
+
+        def varies(key, runs_g=runs_g):
+            return len({str(v) for v in (_axis_value(r, key) for r in runs_g) if v is not None}) > 1
+        rk = next((k for k in row_keys if varies(k)), None)
+        ck = next((k for k in col_keys if k != rk and varies(k)), None)
+        if rk is None or ck is None:
+            continue
+        for r in runs_g:
+            rest = {k: v for k, v in r["_params"].items() if k not in (rk, ck)}
+            rest.update({k: r[k] for k in LAYOUT if k not in (rk, ck)})
+            rows.append({"site": site, "benchmark": bench, "metric": metric,
+                         "context": ",".join(f"{k}={v}" for k, v in sorted(rest.items())),
+                         "row_key": rk, "row": str(_axis_value(r, rk)), "col_key": ck, "col": str(_axis_value(r, ck)),
+                         **{k: r[k] for k in ("run_id", "status", "value", "unit", "error")}})
+    if not rows:
+        return pd.DataFrame(columns=keys + CELL)
+    out = cells(pd.DataFrame(rows), keys)
+    # A context with one cell is no matrix (it is a row of the per-site table).
+    size = out.groupby(keys[:4], sort=False)["row"].transform("size")
+    out = out[size > 1]
+    if out.empty:
+        return pd.DataFrame(columns=keys + CELL)
+    # Numbers sort as numbers ("8" before "16"); the CSV keeps the text of each axis value.
+    order = out.assign(_r=out["row"].map(_num_key), _c=out["col"].map(_num_key))
+    return out.loc[order.sort_values(keys[:4] + ["_r", "_c"]).index].reset_index(drop=True)
+
+
+def _num_key(text: str):
+    try:
+        return (0, float(text), "")
+    except ValueError:
+        return (1, 0.0, text)
+
+
+def threads_size_table(runs: pd.DataFrame) -> pd.DataFrame:
+    return matrix_table(runs, ("threads_per_rank",), SIZE_PARAMS)
+
+
+def precision_algorithm_table(runs: pd.DataFrame) -> pd.DataFrame:
+    return matrix_table(runs, PRECISION_PARAMS, ALGORITHM_PARAMS)
+
+
+def framework_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Frameworks side by side for one task, preset, layout and precision; `relative` is each
+    framework's figure over the best one (1 = best)."""
+    keys = ["site", "task", "preset", *LAYOUT, "precision", "metric", "higher_is_better", "framework", "benchmark"]
+    c = cells(runs, keys)
+    rows = []
+    for _, g in c.groupby(keys[:-2], sort=True):
+        if g["framework"].nunique() < 2:
+            continue
+        hib = bool(g["higher_is_better"].iloc[0])
+        best = g["value"].max() if hib else g["value"].min()
+        for _, r in g.iterrows():
+            rel = scaling.speedup(r["value"], best, 1, 1, "strong", hib) if not math.isnan(best) else math.nan
+            rows.append({**{k: r[k] for k in keys if k != "higher_is_better"}, "unit": r["unit"],
+                         "value": r["value"], "relative": rel, "status": r["status"], "run_ids": r["run_ids"]})
+    cols = [k for k in keys if k != "higher_is_better"] + ["unit", "value", "relative", "status", "run_ids"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+# -- rendering -----------------------------------------------------------------------------------
+
+def fmt(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v).replace("|", "/").replace("\n", " ")
+
+
+def cell_text(value: float, status: str, n_ok: int, n_runs: int) -> str:
+    """A value, or the reason there is none, in capitals (never a blank or a zero)."""
+    if status in ("ok", "partial") and not math.isnan(value):
+        return fmt(value) + (f" ({n_ok}/{n_runs} ok)" if status == "partial" else "")
+    return status.upper()
+
+
+def markdown_long(df: pd.DataFrame, title: str, columns: list[str], note: str = "") -> str:
+    lines = [f"## {title}", ""] + ([note, ""] if note else [])
+    if df.empty:
+        return "\n".join(lines + ["(no rows: nothing in the records varies the way this table needs)", ""]) + "\n"
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for _, r in df.iterrows():
+        vals = []
+        for c in columns:
+            if c == "value" and "status" in r and "n_ok" in r:
+                vals.append(cell_text(r["value"], r["status"], r["n_ok"], r["n_runs"]))
+            elif c == "value" and "status" in r:
+                vals.append(cell_text(r["value"], r["status"], 1, 1))
+            else:
+                vals.append(fmt(r[c]))
+        lines.append("| " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_matrix(df: pd.DataFrame, title: str) -> str:
+    """Each matrix as a grid; a cell shows its value and a [n] reference to the runs behind it."""
+    lines = [f"## {title}", ""]
+    if df.empty:
+        return "\n".join(lines + ["(no rows: no benchmark varies both axes of this matrix)", ""]) + "\n"
+    for key, g in df.groupby(["site", "benchmark", "metric", "context", "row_key", "col_key"], sort=False):
+        site, bench, metric, context, rk, ck = key
+        unit = next((u for u in g["unit"] if u), "")
+        cols = list(dict.fromkeys(g["col"]))
+        refs: list[str] = []
+        lines += [f"### {bench} on {site}: {metric} ({unit}), {rk} x {ck}", "", f"Context: {context}", "",
+                  f"| {rk} \\ {ck} | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+        for row, rg in g.groupby("row", sort=False):
+            texts = []
+            for col in cols:
+                hit = rg[rg["col"] == col]
+                if hit.empty:
+                    texts.append("NOT PLANNED")
+                    continue
+                h = hit.iloc[0]
+                refs.append(h["run_ids"])
+                texts.append(f"{cell_text(h['value'], h['status'], h['n_ok'], h['n_runs'])} [{len(refs)}]")
+            lines.append(f"| {row} | " + " | ".join(texts) + " |")
+        lines += [""] + [f"[{i}] {ids}" for i, ids in enumerate(refs, 1)] + [""]
+    return "\n".join(lines) + "\n"
+
+
+TABLES = {
+    # name: (title, Markdown columns); matrices render as grids
+    "site": ("Per site: headline figure of every configuration",
+             ["site", "benchmark", "point", "precision", "metric", "value", "unit", "n_runs", "status", "run_ids"]),
+    "cross_site": ("Across sites: speedup over the baseline site",
+                   ["benchmark", "workload", "metric", "site", "nodes", "devices", "value", "baseline_value",
+                    "speedup", "speedup_per_node", "speedup_per_device", "status", "baseline_status", "run_ids",
+                    "baseline_run_ids"]),
+    "scaling": ("Scaling: efficiency against the smallest measured run",
+                ["site", "series", "mode", "metric", "workers", "value", "unit", "speedup", "ideal_speedup",
+                 "efficiency", "ideal_value", "status", "run_ids"]),
+    "threads_x_size": ("Configuration matrix: threads per rank x problem size", None),
+    "precision_x_algorithm": ("Configuration matrix: precision x algorithm", None),
+    "frameworks": ("Frameworks compared (relative: 1 = the best framework)",
+                   ["site", "task", "preset", "nodes", "ranks_per_node", "precision", "metric", "framework",
+                    "value", "unit", "relative", "status", "run_ids"]),
+}
+
+
+def all_tables(runs: pd.DataFrame, baseline: str | None = None) -> dict[str, pd.DataFrame]:
+    tables = {"site": site_table(runs)}
+    if baseline:
+        tables["cross_site"] = cross_site_table(runs, baseline)
+    tables.update({"scaling": scaling_table(runs), "threads_x_size": threads_size_table(runs),
+                   "precision_x_algorithm": precision_algorithm_table(runs), "frameworks": framework_table(runs)})
+    return tables
+
+
+def table_markdown(name: str, df: pd.DataFrame, baseline: str | None = None) -> str:
+    title, columns = TABLES[name]
+    if columns is None:
+        return markdown_matrix(df, title)
+    note = f"Baseline site: {baseline}." if name == "cross_site" else ""
+    return markdown_long(df, title, columns, note)
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out_dir: str | Path, baseline: str | None = None) -> list[Path]:
+    """<name>.csv, <name>.parquet and <name>.md per table, plus comparison.md with them all."""
+    from .results import atomic_write_text
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written, combined = [], ["# exabench comparison tables", ""]
+    for name, df in tables.items():
+        md = table_markdown(name, df, baseline)
+        combined.append(md)
+        atomic_write_text(out_dir / f"{name}.md", md)
+        atomic_write_text(out_dir / f"{name}.csv", df.to_csv(index=False))
+        df.to_parquet(out_dir / f"{name}.parquet", index=False)
+        written += [out_dir / f"{name}.{ext}" for ext in ("csv", "parquet", "md")]
+    atomic_write_text(out_dir / "comparison.md", "\n".join(combined))
+    return written + [out_dir / "comparison.md"]

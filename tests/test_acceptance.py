@@ -1,0 +1,254 @@
+"""Acceptance: verdicts of the golden records against hand-written references, JUnit XML,
+references derived from runs, node outliers (median and MAD) on per-node records, the
+rendered every-node script, and real Snakemake acceptance runs of a tiny K-Means campaign
+(one reference deliberately out of reach must fail, naming the run)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from xml.etree import ElementTree as ET
+
+import pytest
+import yaml
+
+from exabench import acceptance as acc
+from exabench.aggregate import load_records
+from exabench.errors import ConfigError
+from helpers_compare import DATA, PLAN, finished_campaign, record_paths, scratch_copy, snakemake
+
+REFS = DATA / "references" / "local.yaml"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return acc.verdicts(load_records(record_paths("local")), acc.load_references(REFS), json.loads(PLAN.read_text()),
+                        "local")
+
+
+def test_verdict_of_each_kind(rows):
+    per_run = acc.run_verdicts(rows)
+    assert per_run["kmeans.tiny.float64.n1r1t1"] == "pass"          # 0.100 s within 0.1 +-10%
+    assert per_run["kmeans.tiny.float64.n1r2t1"] == "fail"          # 0.125 s above 0.05 +10%
+    assert per_run["kmeans.tiny.float64.n1r4t1"] == "expected-fail"  # failed run, marked expected_fail
+    assert per_run["kmeans.tiny.float64.n2r4t1"] == "fail"          # planned, no record
+    assert per_run["resnet50.tiny.fp32.n1r2t1.rep1"] == "unexpected-pass"
+    assert per_run["resnet50-tf.tiny.fp32.n1r2t1"] == "fail"        # unit img/s vs images/s
+    assert per_run["kmeans.smt.tiny.float64.rows_per_rank-2000.n1r1t2"] == "fail"  # timeout
+    # The most specific reference applies: rows_per_rank=1000 (0.008 s +-50%), not the general one.
+    assert per_run["kmeans.smt.tiny.float64.rows_per_rank-1000.n1r1t2"] == "pass"
+    assert per_run["resnet50.tiny.fp32.n1r1t1"] == "expected-fail"  # 10 img/s, far below 19 +-20%
+
+
+def test_verdict_details_name_the_reason(rows):
+    by = {r["run_id"]: r for r in rows}
+    assert "above" in by["kmeans.tiny.float64.n1r2t1"]["detail"]
+    assert "unit 'images/s' differs" in by["resnet50-tf.tiny.fp32.n1r2t1"]["detail"]
+    assert "run missing" in by["kmeans.tiny.float64.n2r4t1"]["detail"]
+    assert "oversubscribe" in by["kmeans.tiny.float64.n1r4t1"]["detail"]
+    assert math.isnan(by["kmeans.tiny.float64.n1r4t1"]["value"])  # a failed run's time is not judged
+
+
+def test_no_reference_is_not_a_failure():
+    rows = acc.verdicts(load_records(record_paths("titan")), acc.load_references(REFS), site="titan")
+    assert acc.run_verdicts(rows)["kmeans.tiny.float64.n1r1t1"] == "fail"  # 0.4 s, above 0.1 +10%
+    only_tf = acc.verdicts([r for r in load_records(record_paths("local")) if r["benchmark"] == "resnet50-tf"], [])
+    assert [r["verdict"] for r in only_tf] == ["no-reference"]
+
+
+def test_junit_lists_failures(rows):
+    root = ET.fromstring(acc.junit_xml(rows, "local"))
+    failed = {c.get("name") for c in root.iter("testcase") if c.find("failure") is not None}
+    skipped = {c.get("name") for c in root.iter("testcase") if c.find("skipped") is not None}
+    assert "kmeans.tiny.float64.n1r2t1:time" in failed and "kmeans.tiny.float64.n2r4t1:time" in failed
+    assert "resnet50.tiny.fp32.n1r2t1.rep1:throughput" in failed  # unexpected pass fails (strict)
+    assert "kmeans.tiny.float64.n1r4t1:time" in skipped
+    suite = root.find("testsuite[@name='local.kmeans']")
+    assert int(suite.get("failures")) == sum(1 for c in suite.iter("testcase") if c.find("failure") is not None)
+
+
+def test_summary_names_failing_runs(rows):
+    md = acc.summary_markdown(rows, "local", str(REFS))
+    assert "FAILED: " in md and "kmeans.tiny.float64.n1r2t1" in md.split("FAILED: ")[1]
+    assert "| EXPECTED-FAIL |" in md and "| UNEXPECTED-PASS |" in md
+
+
+def test_bad_references_name_file_and_key(tmp_path):
+    bad = tmp_path / "references.yaml"
+    bad.write_text("references:\n  - {benchmark: kmeans, metric: time, value: 1, lower: 1.5, upper: 0.1, unit: s}\n")
+    with pytest.raises(ConfigError, match=r"references.yaml: key 'references\[0\]\.lower' = 1.5.*maximum 1"):
+        acc.load_references(bad)
+    bad.write_text("references:\n  - {benchmark: kmeans, metric: time, value: 1, lower: 0.1, upper: 0.1, unit: s}\n"
+                   "  - {benchmark: kmeans, metric: time, value: 2, lower: 0.1, upper: 0.1, unit: s}\n")
+    with pytest.raises(ConfigError, match=r"references\[1\].*repeats an entry"):
+        acc.load_references(bad)
+
+
+def test_derived_references_pass_their_own_runs(tmp_path):
+    records = load_records(record_paths("local"))
+    refs = acc.derive_references(records)
+    out = tmp_path / "references.yaml"
+    out.write_text(acc.references_yaml(refs, "local", "exabench references --from X"))
+    loaded = acc.load_references(out)  # valid against the schema
+    by_params = {json.dumps(r.params, sort_keys=True): r for r in loaded if r.benchmark == "resnet50"}
+    two_ranks = [r for k, r in by_params.items() if '"ranks_per_node": 2' in k and 'fp32' in k][0]
+    assert two_ranks.value == 19.0 and two_ranks.lower == 0.8 and two_ranks.upper == 1.0  # median of 18 and 20
+    rows = acc.verdicts([r for r in records if r["status"] == "ok"], loaded)
+    assert set(acc.run_verdicts(rows).values()) == {"pass"}
+
+
+# -- every node ---------------------------------------------------------------------------------------
+
+def test_node_outliers_median_mad():
+    rows = acc.node_outliers(load_records(sorted((DATA / "nodes").glob("*.json"))))
+    by = {(r["benchmark"], r["node"]): r for r in rows}
+    rn = by["resnet50", "c001"]
+    # resnet50 throughputs 100, 102, 98, 101, 70: median 100, |dev| 0, 2, 2, 1, 30 -> MAD 2.
+    assert rn["median"] == 100 and rn["mad"] == 2
+    assert by["resnet50", "c005"]["z"] == pytest.approx(0.6745 * -30 / 2)
+    assert by["resnet50", "c005"]["flagged"] and "worse" in by["resnet50", "c005"]["reason"]
+    assert by["resnet50", "c006"]["flagged"] and "ECC" in by["resnet50", "c006"]["reason"]
+    # kmeans 0.100 x3 and 0.130: MAD 0 floored at 1% of the median (0.001): c004 is 30% slower.
+    assert by["kmeans", "c004"]["flagged"] and "worse" in by["kmeans", "c004"]["reason"]
+    assert acc.flagged_nodes(rows) == ["c004", "c005", "c006"]
+
+
+def test_node_outside_reference_is_flagged(tmp_path):
+    refs = tmp_path / "r.yaml"
+    refs.write_text("references:\n  - {benchmark: resnet50, metric: throughput, value: 100, lower: 0.01, upper: 0.01,"
+                    " unit: images/s}\n")
+    rows = acc.node_outliers(load_records(sorted((DATA / "nodes").glob("resnet50*.json"))), acc.load_references(refs))
+    by = {r["node"]: r for r in rows}
+    assert "reference:" in by["c002"]["reason"] and "reference:" in by["c003"]["reason"]  # 102 and 98: +-2%
+    assert not by["c001"]["flagged"]
+
+
+def test_cli_nodes_exit_and_names(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "exabench", "nodes", "--site-name", "cluster", "--markdown",
+                          str(tmp_path / "nodes.md"), str(DATA / "nodes")], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "flagged: c004 c005 c006" in res.stdout
+    assert "Flagged nodes: c004 c005 c006" in (tmp_path / "nodes.md").read_text()
+
+
+# -- real Snakemake runs of the tiny local campaign ------------------------------------------------------
+
+def _refs_from(campaign, out, spoil: str | None = None):
+    res = subprocess.run([sys.executable, "-m", "exabench", "references", "--from", "results/local/records",
+                          "--site-name", "local", "--out", str(out)], cwd=campaign, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    if spoil:  # the reference of one run deliberately out of reach (a millionth of the measured time)
+        data = yaml.safe_load(out.read_text())
+        for e in data["references"]:
+            if e["params"].get("ranks_per_node") == 1:
+                e["value"] = e["value"] * 1e-6
+        out.write_text(yaml.safe_dump(data))
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_snakemake_acceptance_fails_naming_the_run(tmp_path_factory, tmp_path):
+    campaign = scratch_copy(finished_campaign(tmp_path_factory), tmp_path / "c")
+    refs = tmp_path / "refs-out-of-reach.yaml"
+    _refs_from(campaign, refs, spoil="ranks_per_node=1")
+    res = snakemake(campaign, "acceptance", "--config", f"references={refs}")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out[-3000:]
+    assert "acceptance FAILED: 1 of 2 runs: kmeans.tiny.float64.n1r1t1" in out
+    junit = ET.parse(campaign / "results/local/acceptance/junit.xml").getroot()
+    failed = [c.get("name") for c in junit.iter("testcase") if c.find("failure") is not None]
+    assert failed == ["kmeans.tiny.float64.n1r1t1:time"]
+    assert not (campaign / "results/local/acceptance/accepted").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_snakemake_acceptance_passes_with_derived_references(tmp_path_factory, tmp_path):
+    campaign = scratch_copy(finished_campaign(tmp_path_factory), tmp_path / "c")
+    refs = tmp_path / "refs.yaml"
+    _refs_from(campaign, refs)
+    # Generous tolerance: the 2-core machine is shared, a derived time can be off by a lot on a rerun.
+    data = yaml.safe_load(refs.read_text())
+    for e in data["references"]:
+        e["lower"], e["upper"] = 1.0, 100.0
+    refs.write_text(yaml.safe_dump(data))
+    res = snakemake(campaign, "acceptance", "--config", f"references={refs}")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    assert (campaign / "results/local/acceptance/accepted").exists()
+    assert "2 pass" in (campaign / "results/local/acceptance/verdicts.md").read_text()
+
+
+# -- the every-node job ------------------------------------------------------------------------------
+
+def test_pin_to_node_per_launcher():
+    from exabench.node_sweep import pin_to_node
+    line = "mpirun -np 2 --bind-to core /py -m exabench.runner --spec /r/spec.json"
+    assert pin_to_node(line, "c042", 2).startswith("mpirun --host c042:2 -np 2 ")
+    assert pin_to_node("srun -N 1 -n 4 /py -m exabench.runner", "c7", 4).startswith("srun --nodes=1 --nodelist=c7 ")
+    with pytest.raises(Exception, match="cannot be pinned to node 'elsewhere'.*mpirun, mpiexec, srun"):
+        pin_to_node("/py -m exabench.runner --spec x", "elsewhere", 1)
+
+
+def test_sweep_body_lists_nodes_per_scheduler():
+    from pathlib import Path
+    from exabench.node_sweep import sweep_body
+    body = sweep_body([Path("/r/runs/a/spec.json"), Path("/r/runs/b/spec.json")], "slurm", "/py")
+    assert 'nodes=(${EXABENCH_NODES:-$(scontrol show hostnames "$SLURM_JOB_NODELIST")})' in body
+    # Per run: one background launch per node, then wait for all of them (runs one after another).
+    assert body.count('for node in "${nodes[@]}"; do') == 2 and body.count("&\n") == 2
+    assert body.index("# a") < body.index("wait") < body.index("# b")
+
+
+def test_node_run_rejects_bad_names_and_multi_node(tmp_path):
+    from exabench.errors import ExabenchError
+    from exabench.node_sweep import node_run_files
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"run_id": "x.n2r1t1", "layout": {"nodes": 2, "ranks_per_node": 1}}))
+    with pytest.raises(ExabenchError, match="node name 'a b'"):
+        node_run_files(spec, "a b")
+    with pytest.raises(ExabenchError, match="uses 2 nodes; valid for every-node runs: single-node runs only"):
+        node_run_files(spec, "c1")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_every_node_job_runs_each_node_in_parallel(tmp_path_factory, tmp_path):
+    import os
+    import socket
+    from helpers_compare import env
+    campaign = scratch_copy(finished_campaign(tmp_path_factory), tmp_path / "c")
+    # Specs hold absolute paths: render them again in the copy (the runs themselves need not rerun).
+    res = snakemake(campaign, "every_node_script", "--forcerun", "render")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    script = campaign / "results/local/nodes/every-node.sh"
+    # Two names for this host stand in for two nodes of an allocation.
+    nodes = [socket.gethostname(), "localhost"]
+    run = subprocess.run(["bash", str(script)], env={**env(), "EXABENCH_NODES": " ".join(nodes)},
+                         capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    records = sorted(p.name for p in (campaign / "results/local/records/nodes").glob("*.json"))
+    assert records == sorted(f"kmeans.tiny.float64.n1r{r}t1.node-{n}.json" for r in (1, 2) for n in nodes)
+    res = subprocess.run([sys.executable, "-m", "exabench", "nodes", "--report-only", "--site-name", "local",
+                          "--markdown", str(tmp_path / "nodes.md"), str(campaign / "results/local/records/nodes")],
+                         env=env(), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "2 nodes checked" in res.stdout, res.stdout + res.stderr
+    assert os.path.getsize(tmp_path / "nodes.md") > 0
+
+
+def test_every_node_needs_a_launcher_that_targets_a_node(tmp_path):
+    from exabench.errors import ExabenchError
+    from exabench.node_sweep import render_node_sweep
+    from exabench.plan import Run
+    from exabench.site import Layout, NodeSpec, Site
+    site = Site(name="big", scheduler="slurm", launcher="torchrun", node=NodeSpec(sockets=1, cores_per_socket=4),
+                max_nodes=8)
+    run = Run(run_id="kmeans.tiny.n1r2t1", benchmark="kmeans", suite="s", framework="f", preset="tiny", params={},
+              layout=Layout(1, 2, 1))
+    with pytest.raises(ExabenchError, match="launcher 'torchrun' cannot start a run on one named node.*srun"):
+        render_node_sweep([run], site, tmp_path, 4)
+    multi = Run(run_id="kmeans.tiny.n2r2t1", benchmark="kmeans", suite="s", framework="f", preset="tiny", params={},
+                layout=Layout(2, 2, 1))
+    with pytest.raises(ExabenchError, match="no single-node run"):
+        render_node_sweep([multi], site, tmp_path, 4)

@@ -1,0 +1,127 @@
+"""Archive and reproduce a finished local campaign (a real Snakemake run of a tiny K-Means
+config): every rebuilt table and plot is byte-identical to its original, packing is
+deterministic, and an edited record is caught by the sha256 inventory."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from exabench import archive
+from helpers_compare import env, finished_campaign, scratch_copy, snakemake
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    campaign = scratch_copy(finished_campaign(tmp_path_factory), tmp_path_factory.mktemp("arch") / "c")
+    res = snakemake(campaign, "archive")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    return campaign, campaign / "results/archives/local.tar.gz"
+
+
+def _exabench(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "exabench", *args], cwd=cwd, env=env(), capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_archive_holds_everything_with_an_inventory(packed):
+    _, path = packed
+    with tarfile.open(path) as tar:
+        names = set(tar.getnames())
+        inventory = tar.extractfile(archive.INVENTORY).read().decode()
+    run = "kmeans.tiny.float64.n1r1t1"
+    for must in (f"records/{run}.json", f"runs/{run}/job.sh", f"runs/{run}/spec.json", f"runs/{run}/output.log",
+                 f"logs/runs/{run}.log", "site/site.yaml", "site/profile.yaml", "lock/requirements.txt", "plan.json",
+                 "tables/scaling.csv", "tables/site.parquet", "plots/scaling.png", "archive.json"):
+        assert must in names, must
+    assert {n.split("-", 1)[1] for n in names if n.startswith("config/")} == {"config.yaml", "tiny.yaml"}
+    listed = {line.split("  ", 1)[1] for line in inventory.splitlines()}
+    assert listed == names - {archive.INVENTORY}
+
+
+def test_reproduce_is_byte_identical(packed, tmp_path):
+    campaign, path = packed
+    res = _exabench("reproduce", str(path), "--out", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "REPRODUCED" in res.stdout
+    rebuilt = tmp_path / "r" / "reproduced"
+    for name in ("site.csv", "site.parquet", "site.md", "scaling.csv", "comparison.md", "results.csv",
+                 "summary.md"):
+        original = campaign / "results/local/tables" / name
+        assert (rebuilt / "tables" / name).read_bytes() == original.read_bytes(), name
+    for name in ("scaling.png", "precision.png", "allreduce.png", "nodes.png"):
+        assert (rebuilt / "plots" / name).read_bytes() == (campaign / "results/local/plots" / name).read_bytes()
+
+
+def test_packing_is_deterministic(packed, tmp_path):
+    campaign, _ = packed
+    digests = []
+    for name in ("one.tar.gz", "two.tar.gz"):
+        res = _exabench("archive", "--results", "results/local", "--logs", "logs/local", "--site-name", "local",
+                        "--site", "profiles/local/site.yaml", "--config", "config/config.yaml", "tiny.yaml",
+                        "--out", str(tmp_path / name), cwd=campaign)
+        assert res.returncode == 0, res.stderr
+        digests.append(hashlib.sha256((tmp_path / name).read_bytes()).hexdigest())
+    assert digests[0] == digests[1]
+
+
+def _repack(src, dest, edit):
+    with tarfile.open(src) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+    with tarfile.open(dest, "w:gz") as out:
+        for m, data in members:
+            data = edit(m.name, data)
+            m.size = len(data)
+            out.addfile(m, io.BytesIO(data))
+
+
+def test_edited_record_is_caught(packed, tmp_path):
+    _, path = packed
+    forged = tmp_path / "forged.tar.gz"
+    name = "records/kmeans.tiny.float64.n1r2t1.json"
+
+    def edit(member, data):  # a faster K-Means, the inventory left as packed
+        return data.replace(b'"status": "ok"', b'"status": "ok" ', 1) if member == name else data
+
+    _repack(path, forged, edit)
+    res = _exabench("reproduce", str(forged), "--out", str(tmp_path / "r"))
+    assert res.returncode == 1
+    assert f"hash mismatch (edited after packing): {name}" in res.stdout
+    assert "NOT REPRODUCED" in res.stdout
+
+
+def test_edited_value_changes_tables_and_is_caught(packed, tmp_path):
+    _, path = packed
+    forged = tmp_path / "forged.tar.gz"
+    name = "records/kmeans.tiny.float64.n1r1t1.json"
+
+    def edit(member, data):
+        if member != name:
+            return data
+        import json
+        rec = json.loads(data)
+        rec["metrics"]["time"]["value"] /= 2
+        return (json.dumps(rec, indent=2, sort_keys=True) + "\n").encode()
+
+    _repack(path, forged, edit)
+    check = archive.reproduce(forged, tmp_path / "r")
+    assert check.mismatched == [name] and not check.ok
+    assert "tables/site.csv" in check.differing and "tables/scaling.csv" in check.differing
+
+
+def test_unpack_refuses_escaping_names(tmp_path):
+    bad = tmp_path / "bad.tar.gz"
+    with tarfile.open(bad, "w:gz") as tar:
+        info = tarfile.TarInfo("../escape.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    with pytest.raises(ValueError, match="escape.txt"):
+        archive.unpack(bad, tmp_path / "out")
+    assert not (tmp_path / "escape.txt").exists()

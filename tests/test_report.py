@@ -1,0 +1,76 @@
+"""Plots from the golden records (byte-stable, holes marked, never blank), and Snakemake's
+HTML report of a finished tiny campaign with the tables, plots and their captions."""
+
+from __future__ import annotations
+
+import pytest
+
+from exabench import compare, plots
+from exabench.acceptance import node_outliers
+from exabench.aggregate import load_records
+from helpers_compare import DATA, PLAN, finished_campaign, record_paths, scratch_copy, snakemake
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    records = load_records(record_paths())
+    return compare.run_table(records, compare.load_plan(PLAN), "local"), records, \
+        load_records(sorted((DATA / "nodes").glob("*.json")))
+
+
+def test_all_plots_written_and_byte_stable(inputs, tmp_path):
+    runs, records, nodes = inputs
+    first = plots.all_plots(runs, records, nodes, tmp_path / "a")
+    second = plots.all_plots(runs, records, nodes, tmp_path / "b")
+    assert [p.name for p in first] == [f"{n}.png" for n in plots.PLOTS]
+    for a, b in zip(first, second):
+        assert a.read_bytes()[:8] == PNG and a.stat().st_size > 5000
+        assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_allreduce_points_from_records(inputs):
+    _, records, _ = inputs
+    pts = plots.allreduce_points(records)
+    assert list(pts.sort_values("bytes")["bytes"]) == [8, 1024, 131072, 1048576]
+    assert pts.set_index("bytes").loc[1048576, "busbw"] == 2.5
+
+
+def test_empty_inputs_still_give_a_figure(tmp_path):
+    assert plots.plot_scaling(compare.pd.DataFrame(), tmp_path / "s.png").read_bytes()[:8] == PNG
+    assert plots.plot_allreduce([], tmp_path / "a.png").read_bytes()[:8] == PNG
+    assert plots.plot_nodes(node_outliers([]), tmp_path / "n.png").read_bytes()[:8] == PNG
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_snakemake_html_report(tmp_path_factory, tmp_path):
+    campaign = scratch_copy(finished_campaign(tmp_path_factory), tmp_path / "c")
+    res = snakemake(campaign, "--report", "results/local/report.html")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    html = (campaign / "results/local/report.html").read_text()
+    for caption in ("Scaling curves: the measured figure", "Per site: the headline figure",
+                    "Allreduce bus bandwidth", "Per-node distribution"):
+        assert caption in html, caption
+    for plot in plots.PLOTS:
+        assert f"{plot}.png" in html
+
+
+def test_progress_line_and_final_summary(tmp_path):
+    import json
+    from exabench.report import final_summary, progress_line
+    res = tmp_path / "results" / "local"
+    (res / "records").mkdir(parents=True)
+    (res / "plan.json").write_text(json.dumps([{"run_id": r} for r in ("a", "b", "c", "d")]))
+    (res / "records" / "a.json").write_text(json.dumps({"status": "ok"}))
+    (res / "records" / "b.json").write_text(json.dumps({"status": "timeout"}))
+    (res / "records" / "stray.json").write_text(json.dumps({"status": "ok"}))  # not planned: not counted
+    assert progress_line(res, "b", "timeout") == \
+        "exabench progress: b timeout; 2 of 4 runs finished (1 done, 1 failed), 2 remaining"
+    text = final_summary(res, "local")
+    assert text.splitlines()[0] == "exabench: 1 of 4 runs done, 1 failed, 2 remaining"
+    assert f"--report {res}/report.html" in text and "not judged yet" in text
+    (res / "acceptance").mkdir()
+    (res / "acceptance" / "verdicts.md").write_text("# x\n\nFAILED: b\n")
+    assert "verdict:     FAILED: b" in final_summary(res, "local")

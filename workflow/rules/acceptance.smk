@@ -1,0 +1,74 @@
+# Acceptance against the site's references (a named target, not part of `all`):
+#   snakemake --profile profiles/<site> acceptance
+# Verdicts and JUnit XML are always written; the `acceptance` rule then fails, naming the
+# failing runs, when any run fails (so CI sees a non-zero exit and keeps the JUnit file).
+REFERENCES = config.get("references") or str(Path(config["site"]).parent / "references.yaml")
+ACCEPTANCE = f"{RESULTS}/acceptance"
+
+
+localrules:
+    acceptance_verdicts,
+    acceptance,
+    every_node_script,
+    node_check,
+
+
+rule acceptance_verdicts:
+    input:
+        records=get_records,
+        plan=f"{RESULTS}/plan.json",
+        references=REFERENCES,
+    output:
+        markdown=report(f"{ACCEPTANCE}/verdicts.md", caption="../report/acceptance.rst", category="Acceptance"),
+        csv=f"{ACCEPTANCE}/verdicts.csv",
+        junit=f"{ACCEPTANCE}/junit.xml",
+    log:
+        f"{LOGS}/acceptance_verdicts.log",
+    run:
+        pipeline.cli(["accept", "--references", input.references, "--plan", input.plan, "--site-name", SITE.name,
+                      "--markdown", output.markdown, "--csv", output.csv, "--junit", output.junit,
+                      *input.records], log[0])
+
+
+rule acceptance:
+    input:
+        verdicts=f"{ACCEPTANCE}/verdicts.csv",
+        junit=f"{ACCEPTANCE}/junit.xml",
+    output:
+        touch(f"{ACCEPTANCE}/accepted"),
+    log:
+        f"{LOGS}/acceptance.log",
+    run:
+        pipeline.cli(["accept-check", "--verdicts", input.verdicts], log[0], echo=True)
+
+
+# Cluster-wide acceptance: one job running every single-node run on every node of the
+# allocation, one launch per node in parallel. Render it, submit it (or run it with bash on
+# the local profile), then check the nodes:
+#   snakemake --profile profiles/<site> every_node_script   -> results/<site>/nodes/every-node.sh
+#   sbatch results/<site>/nodes/every-node.sh               (or: bash ... on the local profile)
+#   snakemake --profile profiles/<site> node_check          -> results/<site>/acceptance/nodes.md
+rule every_node_script:
+    input:
+        get_single_node_specs,
+    output:
+        f"{RESULTS}/nodes/every-node.sh",
+    params:
+        nodes=config.get("acceptance_nodes") or SITE.max_nodes,
+    log:
+        f"{LOGS}/every_node_script.log",
+    run:
+        pipeline.write_node_sweep(list(RUNS.values()), SITE, RESULTS, params.nodes, output[0], log[0])
+
+
+rule node_check:
+    input:
+        nodes=get_node_records,
+        references=REFERENCES,
+    output:
+        report(f"{ACCEPTANCE}/nodes.md", caption="../report/nodes.rst", category="Acceptance"),
+    log:
+        f"{LOGS}/node_check.log",
+    run:
+        pipeline.cli(["nodes", "--report-only", "--references", input.references, "--site-name", SITE.name,
+                      "--markdown", output[0], *input.nodes], log[0], echo=True)
