@@ -1,0 +1,204 @@
+"""MLPerf-HPC conventions shared by the CosmoFlow and DeepCAM workloads:
+
+- `MLPerfLog`: mlperf_logging.mllog records written by rank 0 to one file per run,
+  with the submission_* header every HPC log needs;
+- `compliance_check`: the package's own checker (`--usage hpc`) on such a log;
+- `run_to_target`: the epoch loop with the epoch/eval markers, stopping at the
+  quality target;
+- `stage_files`: optional copy of the data set to node-local storage, timed;
+- `strong_scaling_score`: the HPC strong-scaling score (drop the fastest and the
+  slowest run, average the rest).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+# The newest HPC ruleset mlperf-logging 4.1.68 ships (compliance_checker/hpc_3.0.0).
+HPC_RULESET = "3.0.0"
+# Runs the HPC rules ask for per strong-scaling result (mlperf_logging.benchmark_meta).
+REQUIRED_RUNS = {"deepcam": 5, "cosmoflow": 10, "oc20": 5, "openfold": 10}
+
+_counter = itertools.count()
+
+
+class MLPerfLog:
+    """mllog records from rank 0 to `path`; other ranks' calls do nothing."""
+
+    def __init__(self, path, rank: int, benchmark: str, org: str = "exabench", division: str = "open",
+                 status: str = "onprem", platform: str = "unknown"):
+        self.path = Path(path)
+        self.rank = rank
+        self._logger = None
+        self._handler = None
+        if rank != 0:
+            return
+        from mlperf_logging.mllog.mllog import MLLogger
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        pylog = logging.getLogger(f"exabench.mllog.{next(_counter)}")  # one per run: no shared handlers
+        pylog.propagate = False
+        pylog.setLevel(logging.INFO)
+        self._handler = logging.FileHandler(self.path, mode="w")
+        pylog.addHandler(self._handler)
+        self._logger = MLLogger(logger=pylog, default_stack_offset=2)
+        for key, value in (("submission_benchmark", benchmark), ("submission_org", org),
+                           ("submission_division", division), ("submission_status", status),
+                           ("submission_platform", platform)):
+            self.event(key, value)
+
+    def start(self, key: str, value=None, metadata: dict | None = None) -> None:
+        if self._logger:
+            self._logger.start(key=key, value=value, metadata=metadata)
+
+    def end(self, key: str, value=None, metadata: dict | None = None) -> None:
+        if self._logger:
+            self._logger.end(key=key, value=value, metadata=metadata)
+
+    def event(self, key: str, value=None, metadata: dict | None = None) -> None:
+        if self._logger:
+            self._logger.event(key=key, value=value, metadata=metadata)
+
+    def close(self) -> None:
+        if self._handler:
+            self._handler.close()
+            logging.getLogger(self._logger.logger.name).removeHandler(self._handler)
+            self._handler = self._logger = None
+
+
+def compliance_check(log_path, ruleset: str = HPC_RULESET, python: str = sys.executable) -> tuple[bool, str]:
+    """Run `python -m mlperf_logging.compliance_checker --usage hpc` on a log: (passed, its output)."""
+    log_path = Path(log_path)
+    out = log_path.with_name(log_path.name + ".compliance.txt")
+    proc = subprocess.run([python, "-m", "mlperf_logging.compliance_checker", "--usage", "hpc", "--ruleset",
+                           ruleset, "--log_output", str(out), str(log_path)],
+                          capture_output=True, text=True, timeout=300)
+    return proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def strong_scaling_score(times: list[float], benchmark: str | None = None) -> float:
+    """MLPerf-HPC strong scaling: drop the fastest and the slowest time-to-train, average the rest.
+
+    Needs at least 3 runs (and REQUIRED_RUNS[benchmark] when a benchmark is named)."""
+    need = max(3, REQUIRED_RUNS.get(benchmark, 3)) if benchmark else 3
+    if len(times) < need:
+        raise ValueError(f"strong-scaling score of {benchmark or 'a benchmark'}: {len(times)} runs given, "
+                         f"at least {need} needed")
+    kept = sorted(times)[1:-1]
+    return sum(kept) / len(kept)
+
+
+def stage_files(files: list[str], source_root, dest_root) -> tuple[list[str], float, int]:
+    """Copy `files` (under source_root) to dest_root keeping relative paths: (new paths, seconds, bytes)."""
+    t0 = time.perf_counter()
+    out, nbytes = [], 0
+    for f in files:
+        target = Path(dest_root) / Path(f).relative_to(source_root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, target)
+        nbytes += target.stat().st_size
+        out.append(str(target))
+    return out, time.perf_counter() - t0, nbytes
+
+
+@dataclass
+class EpochResult:
+    epoch: int
+    train_time: float      # slowest rank's training time in this epoch (s)
+    train_samples: int     # global samples trained in this epoch
+    eval_time: float
+    quality: float
+    loss: float
+
+
+@dataclass
+class TrainResult:
+    epochs: list[EpochResult] = field(default_factory=list)
+    reached: bool = False
+    time_to_train: float = 0.0   # run_start .. run_stop on rank 0, after barriers (s)
+
+
+def run_to_target(log: MLPerfLog, max_epochs: int, train_epoch: Callable[[int], tuple[float, int, float]],
+                  evaluate: Callable[[int], float], quality_key: str, target: float, higher_is_better: bool,
+                  barrier: Callable[[], None]) -> TrainResult:
+    """Epochs of training and evaluation between run_start and run_stop, until `target`.
+
+    train_epoch(epoch) -> (slowest rank's seconds, global samples, mean loss); evaluate(epoch) -> quality
+    (already reduced over ranks). Epochs are numbered from 1 in the log, as the references do."""
+    result = TrainResult()
+    barrier()
+    t_run = time.perf_counter()
+    log.start("run_start")
+    for epoch in range(1, max_epochs + 1):
+        log.start("epoch_start", metadata={"epoch_num": epoch})
+        seconds, samples, loss = train_epoch(epoch)
+        log.start("eval_start", metadata={"epoch_num": epoch})
+        t_eval = time.perf_counter()
+        quality = evaluate(epoch)
+        eval_time = time.perf_counter() - t_eval
+        log.event(quality_key, quality, metadata={"epoch_num": epoch})
+        log.end("eval_stop", metadata={"epoch_num": epoch})
+        log.end("epoch_stop", metadata={"epoch_num": epoch})
+        result.epochs.append(EpochResult(epoch, seconds, samples, eval_time, quality, loss))
+        if (quality >= target) if higher_is_better else (quality <= target):
+            result.reached = True
+            break
+    barrier()
+    result.time_to_train = time.perf_counter() - t_run
+    log.end("run_stop", metadata={"status": "success" if result.reached else "aborted"})
+    return result
+
+
+# ---- pieces both PyTorch workloads share -------------------------------------------------
+def torch_device(world):
+    """(device, default backend): this rank's GPU and NCCL where there are GPUs, else CPU and Gloo."""
+    import torch
+    if torch.cuda.is_available():
+        device = torch.device(f"cuda:{world.local_rank % torch.cuda.device_count()}")
+        torch.cuda.set_device(device)
+        return device, "nccl"
+    return torch.device("cpu"), "gloo"
+
+
+def allreduce(values: list[float], op: str = "sum") -> list[float]:
+    """Element-wise sum or max of a few floats over all ranks (float64, on the CPU group)."""
+    import torch
+    import torch.distributed as dist
+    t = torch.tensor(values, dtype=torch.float64)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        if dist.get_backend() == "nccl":
+            t = t.cuda()
+        dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+    return t.cpu().tolist()
+
+
+def weight_spread(model) -> tuple[float, float]:
+    """(max - min over ranks of the parameter checksum, the checksum): 0 when DDP kept ranks in sync."""
+    s = sum(float(p.detach().double().sum()) for p in model.parameters())
+    hi = allreduce([s], "max")[0]
+    lo = -allreduce([-s], "max")[0]
+    return hi - lo, s
+
+
+def mlperf_platform(ctx) -> str:
+    import platform
+    return f"{ctx.world.size}x{platform.machine()}@{ctx.spec.get('site', 'local')}"
+
+
+def log_common(log: MLPerfLog, ctx, global_batch: int, seed: int) -> None:
+    """Keys every HPC log carries: system size, batch, seed."""
+    lay = ctx.layout
+    log.event("number_of_nodes", int(lay["nodes"]))
+    log.event("accelerators_per_node", int(lay.get("gpus_per_rank") or 0) * int(lay["ranks_per_node"]))
+    log.event("global_batch_size", global_batch)
+    log.event("seed", seed)
+    log.event("gradient_accumulation_steps", 1)
+    log.event("gradient_accumulation_frequency", 1)
