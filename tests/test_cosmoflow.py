@@ -15,10 +15,10 @@ from exabench.data.tfrecord import CorruptFileError
 def test_full_size_network_has_the_reference_parameter_count():
     import torch
     from exabench.models.cosmoflow import CosmoFlow
-    model = CosmoFlow(128, conv_size=32, kernel_size=3)
-    assert sum(p.numel() for p in model.parameters()) == 8_907_556
-    with torch.device("meta"):
-        out = CosmoFlow(128)(torch.empty(4, 4, 128, 128, 128))
+    with torch.device("meta"):  # shapes only: no memory, no arithmetic
+        model = CosmoFlow(128, conv_size=32, kernel_size=3)
+        assert sum(p.numel() for p in model.parameters()) == 8_907_556
+        out = model(torch.empty(4, 4, 128, 128, 128))
     assert out.shape == (4, 4)
 
 
@@ -26,7 +26,7 @@ def test_tiny_network_forward_is_bounded_by_1p2():
     import torch
     from exabench.models.cosmoflow import CosmoFlow
     out = CosmoFlow(32, conv_size=4)(torch.full((2, 4, 32, 32, 32), 50.0))
-    assert out.shape == (2, 4) and float(out.abs().max()) <= 1.2
+    assert out.shape == (2, 4) and float(out.abs().max()) <= 1.2 + 1e-6
     with pytest.raises(ValueError, match="divisible by 2"):
         CosmoFlow(48)
 

@@ -28,7 +28,7 @@ SPLITS = ("train", "validation")
 def _smooth_noise(rng, h: int, w: int, scale: float) -> np.ndarray:
     ky, kx = np.fft.fftfreq(h)[:, None], np.fft.rfftfreq(w)[None, :]
     f = np.fft.irfft2(np.fft.rfft2(rng.standard_normal((h, w))) * np.exp(-(ky ** 2 + kx ** 2) * (np.pi * scale) ** 2),
-                      s=(h, w))
+                      s=(h, w), axes=(0, 1))
     return (f - f.mean()) / (f.std() + 1e-12)
 
 

@@ -33,7 +33,8 @@ def smooth_field(rng: np.random.Generator, size: int, scale: float = 4.0) -> np.
     k = np.fft.fftfreq(size)
     kz = np.fft.rfftfreq(size)
     k2 = k[:, None, None] ** 2 + k[None, :, None] ** 2 + kz[None, None, :] ** 2
-    field = np.fft.irfftn(np.fft.rfftn(noise) * np.exp(-k2 * (np.pi * scale) ** 2), s=noise.shape)
+    field = np.fft.irfftn(np.fft.rfftn(noise) * np.exp(-k2 * (np.pi * scale) ** 2), s=noise.shape,
+                          axes=(0, 1, 2))
     return (field - field.mean()) / (field.std() + 1e-12)
 
 
