@@ -66,9 +66,10 @@ class CosmoFlow(Benchmark):
     Params = CosmoFlowParams
     presets = {
         # Same code path, laptop scale: 32^3 volumes, narrow convs, a few hundred samples.
+        # LR and batch tuned on the synthetic set (SGD reached MAE 0.10 in 6 epochs, one process).
         "tiny": {"sample_size": 32, "conv_size": 8, "dropout": 0.0, "n_train": 256, "n_validation": 64,
-                 "base_lr": 0.004, "base_batch": 8, "warmup_epochs": 1, "decay_schedule": "6:0.5 10:0.25",
-                 "max_epochs": 12},
+                 "batch_size": 2, "base_lr": 0.01, "base_batch": 4, "warmup_epochs": 1,
+                 "decay_schedule": "8:0.5 12:0.25", "max_epochs": 16},
         "small": {"sample_size": 64, "conv_size": 16, "n_train": 1024, "n_validation": 256, "max_epochs": 32,
                   "base_lr": 0.002, "base_batch": 16, "warmup_epochs": 2, "decay_schedule": "16:0.25 24:0.125"},
         "full": {"sample_size": 128, "conv_size": 32, "n_train": 524288, "n_validation": 65536},

@@ -66,7 +66,7 @@ class DeepCAM(Benchmark):
         # Same code path, laptop scale: 96 x 144 inputs, channels / 8, 2 middle blocks.
         "tiny": {"height": 96, "width": 144, "model_width": 8, "middle_blocks": 2, "n_train": 64,
                  "n_validation": 16, "optimizer": "Adam", "start_lr": 0.004, "warmup_steps": 8,
-                 "milestones": "200", "max_epochs": 10},
+                 "milestones": "400", "max_epochs": 12},
         "small": {"height": 192, "width": 288, "model_width": 4, "middle_blocks": 4, "n_train": 256,
                   "n_validation": 32, "warmup_steps": 50, "milestones": "1000", "max_epochs": 20},
         "full": {"n_train": 121266, "n_validation": 15158},
