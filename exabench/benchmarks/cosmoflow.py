@@ -11,15 +11,11 @@ layout) or are generated synthetically, untimed, into the run directory.
 
 from __future__ import annotations
 
-import math
-import shutil
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import ConfigError
 from . import register
-from .base import Benchmark, Check, Metric, Outcome, param
+from .base import Benchmark, Outcome, param
 
 
 @dataclass
@@ -80,169 +76,50 @@ class CosmoFlow(Benchmark):
         import torch
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        from .. import mlperf
         from ..data import cosmo
-        from ..distributed import init_torch, shutdown_torch
+        from ..mlperf import TrainingRun
         from ..models.cosmoflow import CosmoFlow as Net
         from ..models.optim import cosmoflow_lr
 
         decay = parse_decay(p.decay_schedule)
         torch.set_num_threads(ctx.threads)
-        world = ctx.world
-        device, default_backend = mlperf.torch_device(world)
-        backend = p.backend if p.backend != "auto" else default_backend
-        init_torch(world, backend, ctx.run_dir)
-        log_path = Path(ctx.run_dir) / "mlperf.log"
-        log = mlperf.MLPerfLog(log_path, world.rank, "cosmoflow", division=p.division,
-                               platform=mlperf.mlperf_platform(ctx))
-        barrier = ctx.collectives.barrier
-        staged = None
-        try:
-            root = Path(p.data_dir) if p.data_dir else Path(ctx.run_dir) / "data"
-            if not p.data_dir:  # synthetic data: generated before init_start, not timed
-                if world.rank == 0 and not (root / "validation").exists():
-                    cosmo.generate(root, p.n_train, p.n_validation, p.sample_size, seed=p.seed)
-                barrier()
-            barrier()
-            log.start("init_start")
-            log.event("cache_clear", True)
-            global_batch = p.batch_size * world.size
-            mlperf.log_common(log, ctx, global_batch, p.seed)
-            staging_time = 0.0
-            if p.stage_dir:
-                log.start("staging_start")
-                staged = Path(p.stage_dir) / f"exabench-cosmoflow-{Path(ctx.run_dir).name}"
-                t0 = time.perf_counter()
-                if world.local_rank == 0:
-                    files = [str(f) for f in root.rglob("*") if f.is_file() and f.parent.name in cosmo.SPLITS]
-                    mlperf.stage_files(files, root, staged)
-                barrier()
-                staging_time = mlperf.allreduce([time.perf_counter() - t0], "max")[0]
-                log.end("staging_stop", metadata={"staging_duration": staging_time})
-                root = staged
-            train_refs = cosmo.list_samples(root / "train", p.data_format, p.sample_size)
-            val_refs = cosmo.list_samples(root / "validation", p.data_format, p.sample_size)
-            # Shard by sample as the reference shards by file; equal counts keep DDP in lockstep.
-            n_local = len(train_refs) // world.size
-            my_train = train_refs[world.rank::world.size][:n_local]
-            my_val = val_refs[world.rank::world.size]
-            steps = n_local // p.batch_size
-            if steps < 1:
-                raise ConfigError("(params)", "batch_size", p.batch_size,
-                                  f"<= {n_local} (training samples per rank)", "leaves no step per epoch")
-            log.event("train_samples", len(train_refs))
-            log.event("eval_samples", len(val_refs))
-
+        with TrainingRun(ctx, "cosmoflow", p) as tr:
+            root = tr.data_root(lambda r: cosmo.generate(r, p.n_train, p.n_validation, p.sample_size, seed=p.seed),
+                                "validation")
+            tr.begin_init()
+            root = tr.stage(root, [str(f) for f in root.rglob("*") if f.is_file() and f.parent.name in cosmo.SPLITS])
+            tr.shard(cosmo.list_samples(root / "train", p.data_format, p.sample_size),
+                     cosmo.list_samples(root / "validation", p.data_format, p.sample_size))
+            gb = tr.global_batch
             torch.manual_seed(p.seed)
             model = Net(p.sample_size, conv_size=p.conv_size, kernel_size=p.kernel_size, fc1_size=p.fc1_size,
-                        fc2_size=p.fc2_size, dropout=p.dropout).to(device)
-            ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+                        fc2_size=p.fc2_size, dropout=p.dropout).to(tr.device)
+            ddp = DDP(model, device_ids=[tr.device.index] if tr.device.type == "cuda" else None)
             opt = torch.optim.SGD(ddp.parameters(), lr=p.base_lr, momentum=p.momentum,
                                   weight_decay=p.weight_decay)
-            peak = p.base_lr * global_batch / p.base_batch
+            peak = p.base_lr * gb / p.base_batch
+            # As the reference logs them: its "base" LR is the scaled one, the warmup factor the scaling.
             for key, value in (("opt_name", "SGD"), ("opt_base_learning_rate", peak),
                                ("opt_learning_rate_warmup_epochs", p.warmup_epochs),
-                               ("opt_learning_rate_warmup_factor", global_batch / p.base_batch),
+                               ("opt_learning_rate_warmup_factor", gb / p.base_batch),
                                ("opt_learning_rate_decay_boundary_epochs", sorted(decay)),
                                ("opt_learning_rate_decay_factor", max(decay.values()) if decay else 1.0),
                                ("dropout", p.dropout), ("opt_weight_decay", p.weight_decay)):
-                log.event(key, value)
+                tr.log.event(key, value)
 
             def batch(refs):
                 xs, ys = zip(*(cosmo.load_sample(r, p.data_format, p.sample_size) for r in refs))
-                x = torch.from_numpy(np.stack([cosmo.log_transform(x) for x in xs])).to(device)
-                return x, torch.from_numpy(np.stack(ys)).to(device)
-
-            losses: list[float] = []
+                x = torch.from_numpy(np.stack([cosmo.log_transform(x) for x in xs])).to(tr.device)
+                return x, torch.from_numpy(np.stack(ys)).to(tr.device)
 
             def train_epoch(epoch: int):
                 for g in opt.param_groups:  # Keras' LearningRateScheduler counts epochs from 0
-                    g["lr"] = cosmoflow_lr(epoch - 1, p.base_lr, global_batch, p.base_batch, p.warmup_epochs,
-                                           decay)
-                order = np.random.default_rng(p.seed + epoch).permutation(n_local)
-                ddp.train()
-                t0 = time.perf_counter()
-                total = 0.0
-                for s in range(steps):
-                    x, y = batch([my_train[i] for i in order[s * p.batch_size:(s + 1) * p.batch_size]])
-                    opt.zero_grad(set_to_none=True)
-                    loss = torch.nn.functional.mse_loss(ddp(x), y)
-                    loss.backward()
-                    opt.step()
-                    total += float(loss.detach())
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                seconds = mlperf.allreduce([time.perf_counter() - t0], "max")[0]
-                mean_loss = mlperf.allreduce([total / steps])[0] / world.size
-                losses.append(mean_loss)
-                return seconds, steps * global_batch, mean_loss
+                    g["lr"] = cosmoflow_lr(epoch - 1, p.base_lr, gb, p.base_batch, p.warmup_epochs, decay)
+                return tr.train_epoch(epoch, ddp, opt, batch, torch.nn.functional.mse_loss)
 
-            def evaluate(epoch: int) -> float:
-                ddp.eval()
-                abs_err, count = 0.0, 0
-                with torch.no_grad():
-                    for s in range(0, len(my_val), p.batch_size):
-                        x, y = batch(my_val[s:s + p.batch_size])
-                        abs_err += float((model(x) - y).abs().sum())
-                        count += y.numel()
-                abs_err, count = mlperf.allreduce([abs_err, float(count)])
-                return abs_err / count
+            def evaluate(epoch: int) -> float:  # MAE over samples and the 4 targets, as Keras'
+                return tr.evaluate(model, batch, lambda out, y: (float((out - y).abs().sum()), y.numel()))
 
-            log.end("init_stop")
-            result = mlperf.run_to_target(log, p.max_epochs, train_epoch, evaluate, "eval_error", p.target_mae,
-                                          higher_is_better=False, barrier=barrier)
-            spread, checksum = mlperf.weight_spread(model)
-            n_params = sum(x.numel() for x in model.parameters())
-        finally:
-            log.close()
-            if staged is not None and world.local_rank == 0:
-                shutil.rmtree(staged, ignore_errors=True)
-            shutdown_torch()
-        return _outcome("eval_error", "MAE", p.target_mae, False, result, log_path, world, ctx, losses,
-                        spread, checksum, {"parameters": n_params, "global_batch": global_batch,
-                                           "peak_lr": peak, "staging_time_s": staging_time,
-                                           "data_dir": str(root), "data_format": p.data_format,
-                                           "device": str(device), "backend": backend})
-
-
-def _outcome(quality_key: str, quality_name: str, target: float, higher_is_better: bool, result, log_path,
-             world, ctx, losses, spread, checksum, info) -> Outcome:
-    """Metrics, checks and info of a train-to-target run (shared by CosmoFlow and DeepCAM)."""
-    from .. import mlperf
-
-    epochs = result.epochs
-    train_times = [e.train_time for e in epochs]
-    samples = sum(e.train_samples for e in epochs)
-    metrics = {
-        "time_to_train": Metric(result.time_to_train, "s", higher_is_better=False, precision="fp32",
-                                description="run_start to run_stop (MLPerf time-to-train); "
-                                            "meaningful only when the target was reached"),
-        "throughput": Metric(samples / sum(train_times), "samples/s",
-                             [e.train_samples / e.train_time for e in epochs], "fp32",
-                             description="global training samples / training time of the slowest rank, "
-                                         "per epoch"),
-        "epoch_time": Metric(sum(train_times) / len(epochs), "s", train_times, "fp32", higher_is_better=False,
-                             description="training time of one epoch, slowest rank"),
-        f"eval_{quality_name.lower()}": Metric(epochs[-1].quality, quality_name, [e.quality for e in epochs],
-                                               "fp32", higher_is_better=higher_is_better,
-                                               description=f"validation {quality_name} after each epoch"),
-        "epochs": Metric(len(epochs), "epochs", higher_is_better=False, description="epochs run"),
-    }
-    if info.get("staging_time_s"):
-        metrics["staging_time"] = Metric(info["staging_time_s"], "s", higher_is_better=False,
-                                         description="copy of the data set to node-local storage")
-    checks = [
-        Check("quality_target_reached", result.reached,
-              f"{quality_key} {epochs[-1].quality:.4f} after {len(epochs)} epochs; target "
-              f"{'>=' if higher_is_better else '<='} {target}"),
-        Check("loss_finite", all(math.isfinite(x) for x in losses), f"epoch losses {losses}"),
-        Check("weights_in_sync", spread <= 1e-6 * max(1.0, abs(checksum)),
-              f"parameter checksum spread over ranks {spread:.3g}"),
-    ]
-    if world.rank == 0:
-        ok, output = mlperf.compliance_check(log_path)
-        checks.append(Check("mlperf_compliance", ok, f"compliance_checker --usage hpc --ruleset "
-                                                      f"{mlperf.HPC_RULESET}: {output.strip().splitlines()[-1:]}"))
-    info.update({"mlperf_log": str(log_path), "mlperf_ruleset": mlperf.HPC_RULESET, "losses": losses,
-                 "quality_per_epoch": [e.quality for e in epochs], "ranks": world.size})
-    return Outcome(metrics, checks, info)
+            result = tr.train(p.max_epochs, train_epoch, evaluate, "eval_error", p.target_mae, False)
+            return tr.outcome(result, model, "eval_error", "MAE", p.target_mae, False,
+                              {"peak_lr": peak, "data_dir": str(root), "data_format": p.data_format})

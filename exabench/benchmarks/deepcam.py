@@ -11,15 +11,11 @@ ranks. Data come from `data_dir` or are generated synthetically, untimed.
 
 from __future__ import annotations
 
-import shutil
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import ConfigError
 from . import register
 from .base import Benchmark, Outcome, param
-from .cosmoflow import _outcome
 
 
 @dataclass
@@ -78,9 +74,8 @@ class DeepCAM(Benchmark):
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        from .. import mlperf
         from ..data import climate
-        from ..distributed import init_torch, shutdown_torch
+        from ..mlperf import TrainingRun
         from ..models import segmentation as seg
         from ..models.deeplab import DeepLabV3Plus
         from ..models.optim import LAMB, deepcam_lr_factor
@@ -92,55 +87,19 @@ class DeepCAM(Benchmark):
             milestones = [int(m) for m in p.milestones.split()]
         except ValueError:
             raise ConfigError("(params)", "milestones", p.milestones, "space-separated step numbers") from None
-        torch.set_num_threads(ctx.threads)
-        world = ctx.world
-        if world.size % p.batchnorm_group_size:
+        if ctx.world.size % p.batchnorm_group_size:
             raise ConfigError("(params)", "batchnorm_group_size", p.batchnorm_group_size,
-                              f"a divisor of the {world.size} ranks")
-        device, default_backend = mlperf.torch_device(world)
-        backend = p.backend if p.backend != "auto" else default_backend
-        init_torch(world, backend, ctx.run_dir)
-        log_path = Path(ctx.run_dir) / "mlperf.log"
-        log = mlperf.MLPerfLog(log_path, world.rank, "deepcam", division=p.division,
-                               platform=mlperf.mlperf_platform(ctx))
-        barrier = ctx.collectives.barrier
-        staged = None
-        try:
-            root = Path(p.data_dir) if p.data_dir else Path(ctx.run_dir) / "data"
-            if not p.data_dir:
-                if world.rank == 0 and not (root / "stats.h5").exists():
-                    climate.generate(root, p.n_train, p.n_validation, p.height, p.width, seed=p.seed)
-                barrier()
-            barrier()
-            log.start("init_start")
-            log.event("cache_clear", True)
-            global_batch = p.batch_size * world.size
-            mlperf.log_common(log, ctx, global_batch, p.seed)
+                              f"a divisor of the {ctx.world.size} ranks")
+        torch.set_num_threads(ctx.threads)
+        with TrainingRun(ctx, "deepcam", p) as tr:
+            world, log = tr.world, tr.log
+            root = tr.data_root(lambda r: climate.generate(r, p.n_train, p.n_validation, p.height, p.width,
+                                                           seed=p.seed), "stats.h5")
+            tr.begin_init()
             log.event("batchnorm_group_size", p.batchnorm_group_size)
-            staging_time = 0.0
-            if p.stage_dir:
-                log.start("staging_start")
-                staged = Path(p.stage_dir) / f"exabench-deepcam-{Path(ctx.run_dir).name}"
-                t0 = time.perf_counter()
-                if world.local_rank == 0:
-                    files = [str(f) for f in root.rglob("*.h5")]
-                    mlperf.stage_files(files, root, staged)
-                barrier()
-                staging_time = mlperf.allreduce([time.perf_counter() - t0], "max")[0]
-                log.end("staging_stop", metadata={"staging_duration": staging_time})
-                root = staged
+            root = tr.stage(root, [str(f) for f in root.rglob("*.h5")])
             shift, scale = climate.read_stats(root / "stats.h5")
-            train_files = climate.list_samples(root / "train")
-            val_files = climate.list_samples(root / "validation")
-            n_local = len(train_files) // world.size
-            my_train = train_files[world.rank::world.size][:n_local]
-            my_val = val_files[world.rank::world.size]
-            steps = n_local // p.batch_size
-            if steps < 1:
-                raise ConfigError("(params)", "batch_size", p.batch_size,
-                                  f"<= {n_local} (training samples per rank)", "leaves no step per epoch")
-            log.event("train_samples", len(train_files))
-            log.event("eval_samples", len(val_files))
+            tr.shard(climate.list_samples(root / "train"), climate.list_samples(root / "validation"))
 
             # Batch-norm groups of consecutive ranks; every rank must create every group.
             group = None
@@ -151,10 +110,9 @@ class DeepCAM(Benchmark):
                         group = g
             torch.manual_seed(p.seed)
             model = DeepLabV3Plus(climate.CHANNELS, climate.CLASSES, p.model_width, p.middle_blocks,
-                                  process_group=group).to(device)
-            ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-            betas = (p.beta1, p.beta2)
-            eps = 1e-6  # fixed by the HPC rules (opt_eps)
+                                  process_group=group).to(tr.device)
+            ddp = DDP(model, device_ids=[tr.device.index] if tr.device.type == "cuda" else None)
+            betas, eps = (p.beta1, p.beta2), 1e-6  # eps is fixed by the HPC rules (opt_eps)
             if p.optimizer == "LAMB":
                 opt = LAMB(ddp.parameters(), lr=p.start_lr, betas=betas, eps=eps, weight_decay=p.weight_decay)
             else:
@@ -163,75 +121,33 @@ class DeepCAM(Benchmark):
             sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: deepcam_lr_factor(
                 step, p.warmup_steps, p.warmup_factor, p.lr_schedule, milestones, p.decay_rate, p.t_max,
                 p.eta_min / p.start_lr if p.start_lr else 0.0))
-            log.event("opt_name", p.optimizer)
-            log.event("opt_lr", p.start_lr)
-            log.event("opt_betas", list(betas))
-            log.event("opt_eps", eps)
-            log.event("opt_weight_decay", p.weight_decay)
+            keys = [("opt_name", p.optimizer), ("opt_lr", p.start_lr), ("opt_betas", list(betas)), ("opt_eps", eps),
+                    ("opt_weight_decay", p.weight_decay), ("scheduler_type", p.lr_schedule),
+                    ("scheduler_lr_warmup_steps", p.warmup_steps), ("scheduler_lr_warmup_factor", p.warmup_factor)]
             if p.optimizer == "LAMB":
-                log.event("opt_bias_correction", True)
-                log.event("opt_grad_averaging", True)
-                log.event("opt_max_grad_norm", 1.0)
-            log.event("scheduler_type", p.lr_schedule)
-            log.event("scheduler_lr_warmup_steps", p.warmup_steps)
-            log.event("scheduler_lr_warmup_factor", p.warmup_factor)
+                keys += [("opt_bias_correction", True), ("opt_grad_averaging", True), ("opt_max_grad_norm", 1.0)]
             if p.lr_schedule == "multistep":
-                log.event("scheduler_milestones", milestones)
-                log.event("scheduler_decay_rate", p.decay_rate)
+                keys += [("scheduler_milestones", milestones), ("scheduler_decay_rate", p.decay_rate)]
             else:
-                log.event("scheduler_t_max", p.t_max)
-                log.event("scheduler_eta_min", p.eta_min)
-            weights = torch.tensor(seg.class_weights(), dtype=torch.float32, device=device)
+                keys += [("scheduler_t_max", p.t_max), ("scheduler_eta_min", p.eta_min)]
+            for key, value in keys:
+                log.event(key, value)
+            weights = torch.tensor(seg.class_weights(), dtype=torch.float32, device=tr.device)
 
             def batch(files):
                 xs, ys = zip(*(climate.load_sample(f, shift, scale) for f in files))
-                return torch.from_numpy(np.stack(xs)).to(device), torch.from_numpy(np.stack(ys)).to(device)
-
-            losses: list[float] = []
+                return torch.from_numpy(np.stack(xs)).to(tr.device), torch.from_numpy(np.stack(ys)).to(tr.device)
 
             def train_epoch(epoch: int):
-                order = np.random.default_rng(p.seed + epoch).permutation(n_local)
-                ddp.train()
-                t0 = time.perf_counter()
-                total = 0.0
-                for s in range(steps):
-                    x, y = batch([my_train[i] for i in order[s * p.batch_size:(s + 1) * p.batch_size]])
-                    opt.zero_grad(set_to_none=True)
-                    loss = seg.weighted_cross_entropy(ddp(x), y, weights)
-                    loss.backward()
-                    opt.step()
-                    sched.step()
-                    total += float(loss.detach())
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                seconds = mlperf.allreduce([time.perf_counter() - t0], "max")[0]
-                mean_loss = mlperf.allreduce([total / steps])[0] / world.size
-                losses.append(mean_loss)
-                return seconds, steps * global_batch, mean_loss
+                return tr.train_epoch(epoch, ddp, opt, batch,
+                                      lambda out, y: seg.weighted_cross_entropy(out, y, weights), sched.step)
 
-            def evaluate(epoch: int) -> float:
-                ddp.eval()
-                iou_sum, count = 0.0, 0
-                with torch.no_grad():
-                    for s in range(0, len(my_val), p.batch_size):
-                        x, y = batch(my_val[s:s + p.batch_size])
-                        iou = seg.iou_per_sample(model(x).argmax(dim=1), y, climate.CLASSES)
-                        iou_sum += float(iou.sum())
-                        count += len(iou)
-                iou_sum, count = mlperf.allreduce([iou_sum, float(count)])
-                return iou_sum / count
+            def evaluate(epoch: int) -> float:  # mean over validation samples of the per-sample mean IoU
+                def score(out, y):
+                    iou = seg.iou_per_sample(out.argmax(dim=1), y, climate.CLASSES)
+                    return float(iou.sum()), len(iou)
+                return tr.evaluate(model, batch, score)
 
-            log.end("init_stop")
-            result = mlperf.run_to_target(log, p.max_epochs, train_epoch, evaluate, "eval_accuracy", p.target_iou,
-                                          higher_is_better=True, barrier=barrier)
-            spread, checksum = mlperf.weight_spread(model)
-            n_params = sum(x.numel() for x in model.parameters())
-        finally:
-            log.close()
-            if staged is not None and world.local_rank == 0:
-                shutil.rmtree(staged, ignore_errors=True)
-            shutdown_torch()
-        return _outcome("eval_accuracy", "IoU", p.target_iou, True, result, log_path, world, ctx, losses, spread,
-                        checksum, {"parameters": n_params, "global_batch": global_batch,
-                                   "staging_time_s": staging_time, "data_dir": str(root), "device": str(device),
-                                   "backend": backend, "batchnorm_group_size": p.batchnorm_group_size})
+            result = tr.train(p.max_epochs, train_epoch, evaluate, "eval_accuracy", p.target_iou, True)
+            return tr.outcome(result, model, "eval_accuracy", "IoU", p.target_iou, True,
+                              {"data_dir": str(root), "batchnorm_group_size": p.batchnorm_group_size})
