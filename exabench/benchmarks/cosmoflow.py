@@ -84,8 +84,8 @@ class CosmoFlow(Benchmark):
         decay = parse_decay(p.decay_schedule)
         torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "cosmoflow", p) as tr:
-            root = tr.data_root(lambda r: cosmo.generate(r, p.n_train, p.n_validation, p.sample_size, seed=p.seed),
-                                "validation")
+            root = tr.data_root(lambda r: cosmo.generate(r, p.n_train, p.n_validation, p.sample_size, seed=p.seed,
+                                                         formats=(p.data_format,)), "validation")
             tr.begin_init()
             root = tr.stage(root, [str(f) for f in root.rglob("*") if f.is_file() and f.parent.name in cosmo.SPLITS])
             tr.shard(cosmo.list_samples(root / "train", p.data_format, p.sample_size),
