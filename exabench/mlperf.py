@@ -332,46 +332,55 @@ class TrainingRun:
 
     def outcome(self, result: TrainResult, model, quality_key: str, quality_name: str, target: float,
                 higher_is_better: bool, info: dict):
-        """Metrics, checks and info of a train-to-target run."""
-        from .benchmarks.base import Check, Metric, Outcome
+        """Metrics, checks and info of the run, with the replicas' weights checked to agree."""
+        from .benchmarks.base import Check
         spread, checksum = weight_spread(model)
-        epochs = result.epochs
-        train_times = [e.train_time for e in epochs]
-        samples = sum(e.train_samples for e in epochs)
-        metrics = {
-            "time_to_train": Metric(result.time_to_train, "s", higher_is_better=False, precision="fp32",
-                                    description="run_start to run_stop (MLPerf time-to-train); "
-                                                "meaningful only when the target was reached"),
-            "throughput": Metric(samples / sum(train_times), "samples/s",
-                                 [e.train_samples / e.train_time for e in epochs], "fp32",
-                                 description="global training samples / training time of the slowest rank, "
-                                             "per epoch"),
-            "epoch_time": Metric(sum(train_times) / len(epochs), "s", train_times, "fp32", higher_is_better=False,
-                                 description="training time of one epoch, slowest rank"),
-            f"eval_{quality_name.lower()}": Metric(epochs[-1].quality, quality_name, [e.quality for e in epochs],
-                                                   "fp32", higher_is_better=higher_is_better,
-                                                   description=f"validation {quality_name} after each epoch"),
-            "epochs": Metric(len(epochs), "epochs", higher_is_better=False, description="epochs run"),
-        }
-        if self.p.stage_dir:
-            metrics["staging_time"] = Metric(self.staging_time, "s", higher_is_better=False,
-                                             description="copy of the data set to node-local storage")
-        losses = self.losses
-        checks = [
-            Check("quality_target_reached", result.reached,
-                  f"{quality_key} {epochs[-1].quality:.4f} after {len(epochs)} epochs; target "
-                  f"{'>=' if higher_is_better else '<='} {target}"),
-            Check("loss_finite", all(math.isfinite(x) for x in losses), f"epoch losses {losses}"),
-            Check("weights_in_sync", spread <= 1e-6 * max(1.0, abs(checksum)),
-                  f"parameter checksum spread over ranks {spread:.3g}"),
-        ]
-        self.log.close()  # complete before the checker reads it
-        if self.world.rank == 0:
-            ok, output = compliance_check(self.log_path)
-            checks.append(Check("mlperf_compliance", ok, f"compliance_checker --usage hpc --ruleset "
-                                                          f"{HPC_RULESET}: {output.strip().splitlines()[-1:]}"))
-        info.update({"mlperf_log": str(self.log_path), "mlperf_ruleset": HPC_RULESET, "losses": losses,
-                     "quality_per_epoch": [e.quality for e in epochs], "ranks": self.world.size,
-                     "parameters": sum(x.numel() for x in model.parameters()), "global_batch": self.global_batch,
-                     "staging_time_s": self.staging_time, "device": str(self.device), "backend": self.backend})
-        return Outcome(metrics, checks, info)
+        sync = Check("weights_in_sync", spread <= 1e-6 * max(1.0, abs(checksum)),
+                     f"parameter checksum spread over ranks {spread:.3g}")
+        info.update({"parameters": sum(x.numel() for x in model.parameters()), "global_batch": self.global_batch,
+                     "ranks": self.world.size,
+                     "device": str(self.device), "backend": self.backend})
+        return train_outcome(result, self.losses, self.log, self.world.rank, quality_key, quality_name, target,
+                             higher_is_better, info, self.staging_time if self.p.stage_dir else None, [sync])
+
+
+def train_outcome(result: TrainResult, losses: list[float], log: MLPerfLog, rank: int, quality_key: str,
+                  quality_name: str, target: float, higher_is_better: bool, info: dict,
+                  staging_time: float | None = None, extra_checks: list | None = None):
+    """Metrics, checks and info of a train-to-target run, whatever the framework; rank 0 also
+    runs the compliance checker on the (closed) log."""
+    from .benchmarks.base import Check, Metric, Outcome
+    epochs = result.epochs
+    train_times = [e.train_time for e in epochs]
+    samples = sum(e.train_samples for e in epochs)
+    metrics = {
+        "time_to_train": Metric(result.time_to_train, "s", higher_is_better=False, precision="fp32",
+                                description="run_start to run_stop (MLPerf time-to-train); "
+                                            "meaningful only when the target was reached"),
+        "throughput": Metric(samples / sum(train_times), "samples/s",
+                             [e.train_samples / e.train_time for e in epochs], "fp32",
+                             description="global training samples / training time of the slowest rank, per epoch"),
+        "epoch_time": Metric(sum(train_times) / len(epochs), "s", train_times, "fp32", higher_is_better=False,
+                             description="training time of one epoch, slowest rank"),
+        f"eval_{quality_name.lower()}": Metric(epochs[-1].quality, quality_name, [e.quality for e in epochs],
+                                               "fp32", higher_is_better=higher_is_better,
+                                               description=f"validation {quality_name} after each epoch"),
+        "epochs": Metric(len(epochs), "epochs", higher_is_better=False, description="epochs run"),
+    }
+    if staging_time is not None:
+        metrics["staging_time"] = Metric(staging_time, "s", higher_is_better=False,
+                                         description="copy of the data set to node-local storage")
+    checks = [
+        Check("quality_target_reached", result.reached,
+              f"{quality_key} {epochs[-1].quality:.4f} after {len(epochs)} epochs; target "
+              f"{'>=' if higher_is_better else '<='} {target}"),
+        Check("loss_finite", all(math.isfinite(x) for x in losses), f"epoch losses {losses}"),
+    ] + list(extra_checks or [])
+    log.close()  # complete before the checker reads it
+    if rank == 0:
+        ok, output = compliance_check(log.path)
+        checks.append(Check("mlperf_compliance", ok, f"compliance_checker --usage hpc --ruleset "
+                                                      f"{HPC_RULESET}: {output.strip().splitlines()[-1:]}"))
+    info.update({"mlperf_log": str(log.path), "mlperf_ruleset": HPC_RULESET, "losses": losses,
+                 "quality_per_epoch": [e.quality for e in epochs], "staging_time_s": staging_time or 0.0})
+    return Outcome(metrics, checks, info)

@@ -136,3 +136,37 @@ def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     assert '"key": "staging_start"' in log and '"key": "eval_error"' in log
     from exabench.mlperf import compliance_check
     assert compliance_check(rec["info"]["mlperf_log"])[0]
+
+
+def test_keras_network_has_the_reference_parameter_count():
+    pytest.importorskip("tensorflow")
+    from exabench.models.cosmoflow_keras import build_model
+    assert build_model(128).count_params() == 8_907_556
+    tiny = build_model(32, conv_size=4)
+    assert tiny.output_shape == (None, 4)
+
+
+@pytest.mark.timeout(300)
+def test_keras_version_runs_from_the_same_config_and_logs(tmp_path):
+    """One process, one epoch: the run goes through the MLPerf flow; missing the target in
+    one epoch is reported as a failed check, not hidden."""
+    pytest.importorskip("tensorflow")
+    import json
+
+    from helpers_mlperf import make_spec
+
+    from exabench import runner
+    from exabench.distributed import World
+    data = tmp_path / "data"
+    cosmo.generate(data, 16, 8, 32, seed=7, formats=("tfrecord",))
+    spec = json.loads(make_spec(tmp_path, "cosmoflow-keras", "tiny", {"data_dir": str(data), "max_epochs": 1},
+                                ranks=1).read_text())
+    rec = runner.run(spec, World(0, 1, 0, 1, "single", False))
+    assert rec["framework"] == "tensorflow" and rec["info"]["parameters"] > 0
+    assert rec["metrics"]["epochs"]["value"] == 1 and rec["metrics"]["throughput"]["value"] > 0
+    checks = {c["name"]: c["passed"] for c in rec["checks"]}
+    assert checks["loss_finite"]
+    assert checks["quality_target_reached"] == (rec["metrics"]["eval_mae"]["value"] <= 0.124)
+    log = open(rec["info"]["mlperf_log"]).read()
+    for key in ("init_stop", "run_start", "epoch_start", "eval_error", "run_stop", "opt_base_learning_rate"):
+        assert f'"key": "{key}"' in log

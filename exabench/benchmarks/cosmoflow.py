@@ -12,6 +12,7 @@ layout) or are generated synthetically, untimed, into the run directory.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import ConfigError
 from . import register
@@ -123,3 +124,85 @@ class CosmoFlow(Benchmark):
             result = tr.train(p.max_epochs, train_epoch, evaluate, "eval_error", p.target_mae, False)
             return tr.outcome(result, model, "eval_error", "MAE", p.target_mae, False,
                               {"peak_lr": peak, "data_dir": str(root), "data_format": p.data_format})
+
+
+@register
+class CosmoFlowKeras(CosmoFlow):
+    """The same workload and config in TensorFlow/Keras, the reference's framework: Keras
+    Sequential model, tf.data TFRecord pipeline, Keras SGD, MSE and MAE. One process only
+    (the reference scales with Horovod, which is not installed here): ConfigError otherwise."""
+
+    name = "cosmoflow-keras"
+    framework = "tensorflow"
+
+    def run(self, p: CosmoFlowParams, ctx) -> Outcome:
+        import time
+
+        from .. import mlperf
+        from ..data import cosmo
+        from ..models.cosmoflow_keras import build_model, tfrecord_dataset
+        from ..models.optim import cosmoflow_lr
+
+        if ctx.world.size != 1:
+            raise ConfigError("(params)", "ranks", ctx.world.size, "1 (the Keras version runs in one process; "
+                              "use 'cosmoflow' for data-parallel runs)")
+        if p.data_format != "tfrecord" or p.stage_dir:
+            raise ConfigError("(params)", "data_format/stage_dir", (p.data_format, p.stage_dir),
+                              "tfrecord without staging for the Keras version")
+        import tensorflow as tf
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(ctx.threads)
+        except RuntimeError:  # TensorFlow already started in this process: its thread pool stays
+            pass
+        tf.keras.utils.set_random_seed(p.seed)
+        decay = parse_decay(p.decay_schedule)
+        root = Path(p.data_dir) if p.data_dir else Path(ctx.run_dir) / "data"
+        if not p.data_dir and not (root / "validation").exists():
+            cosmo.generate(root, p.n_train, p.n_validation, p.sample_size, seed=p.seed, formats=("tfrecord",))
+        log = mlperf.MLPerfLog(Path(ctx.run_dir) / "mlperf.log", 0, "cosmoflow", division=p.division,
+                               platform=mlperf.mlperf_platform(ctx))
+        log.start("init_start")
+        log.event("cache_clear", True)
+        mlperf.log_common(log, ctx, p.batch_size, p.seed)
+        train_files = [str(f) for f in cosmo.list_files(root / "train")]
+        val_files = [str(f) for f in cosmo.list_files(root / "validation")]
+        steps = len(train_files) // p.batch_size
+        log.event("train_samples", len(train_files))
+        log.event("eval_samples", len(val_files))
+        model = build_model(p.sample_size, conv_size=p.conv_size, kernel_size=p.kernel_size, fc1_size=p.fc1_size,
+                            fc2_size=p.fc2_size, dropout=p.dropout)
+        opt = tf.keras.optimizers.SGD(learning_rate=p.base_lr, momentum=p.momentum)
+        model.compile(optimizer=opt, loss="mse", metrics=["mae"])
+        peak = p.base_lr * p.batch_size / p.base_batch
+        for key, value in (("opt_name", "SGD"), ("opt_base_learning_rate", peak),
+                           ("opt_learning_rate_warmup_epochs", p.warmup_epochs),
+                           ("opt_learning_rate_warmup_factor", p.batch_size / p.base_batch),
+                           ("opt_learning_rate_decay_boundary_epochs", sorted(decay)),
+                           ("opt_learning_rate_decay_factor", max(decay.values()) if decay else 1.0),
+                           ("dropout", p.dropout), ("opt_weight_decay", p.weight_decay)):
+            log.event(key, value)
+        train_ds = tfrecord_dataset(train_files, p.sample_size, p.batch_size, shuffle_seed=p.seed).repeat()
+        # A known length (one sample per file) lets Keras evaluate the whole set every epoch.
+        val_ds = tfrecord_dataset(val_files, p.sample_size, p.batch_size).apply(
+            tf.data.experimental.assert_cardinality(-(-len(val_files) // p.batch_size)))
+        losses: list[float] = []
+
+        def train_epoch(epoch: int):
+            opt.learning_rate.assign(cosmoflow_lr(epoch - 1, p.base_lr, p.batch_size, p.base_batch,
+                                                  p.warmup_epochs, decay))
+            t0 = time.perf_counter()
+            history = model.fit(train_ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False)
+            seconds = time.perf_counter() - t0
+            losses.append(float(history.history["loss"][-1]))
+            return seconds, steps * p.batch_size, losses[-1]
+
+        def evaluate(epoch: int) -> float:
+            return float(model.evaluate(val_ds, verbose=0, return_dict=True)["mae"])
+
+        log.end("init_stop")
+        result = mlperf.run_to_target(log, p.max_epochs, train_epoch, evaluate, "eval_error", p.target_mae,
+                                      higher_is_better=False, barrier=lambda: None)
+        return mlperf.train_outcome(result, losses, log, 0, "eval_error", "MAE", p.target_mae, False,
+                                    {"parameters": int(model.count_params()), "global_batch": p.batch_size,
+                                     "peak_lr": peak, "data_dir": str(root), "ranks": 1,
+                                     "tensorflow": tf.__version__})
