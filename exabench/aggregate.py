@@ -79,7 +79,8 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
     return "\n".join(lines) + "\n"
 
 
-HEADLINES = {"resnet50": "throughput", "kmeans": "time", "cosmoflow": "time_to_train", "deepcam": "time_to_train"}
+HEADLINES = {"resnet50": "throughput", "kmeans": "time", "cosmoflow": "time_to_train", "deepcam": "time_to_train",
+             "cosmoflow-keras": "time_to_train"}
 
 
 def aggregate(record_paths, csv_path: str | Path, md_path: str | Path, site: str) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""MLPerf-HPC CosmoFlow in PyTorch: regress 4 cosmological parameters from 3D dark-matter
+"""MLPerf-HPC CosmoFlow in PyTorch (and Keras, below): regress 4 cosmological parameters from 3D dark-matter
 volumes, trained to a validation MAE target, time-to-train measured as MLPerf does.
 
 Follows the MLCommons reference (Keras): the 5-layer 3D CNN (exabench.models.cosmoflow),
