@@ -87,7 +87,8 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
     return "\n".join(lines) + "\n"
 
 
-HEADLINES = {"resnet50": "throughput", "kmeans": "time"}
+HEADLINES = {"resnet50": "throughput", "kmeans": "time", "cosmoflow": "time_to_train", "deepcam": "time_to_train",
+             "cosmoflow-keras": "time_to_train"}
 HEADLINES.update(gemm="tflops", conv="tflops", rnn="tflops", allreduce="busbw", io_read="read_pfs", candle="throughput")
 
 

@@ -1,0 +1,1 @@
+"""The networks of the MLPerf-HPC workloads (PyTorch), built from the reference's settings."""

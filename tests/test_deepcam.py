@@ -1,0 +1,133 @@
+"""DeepCAM: the reference network's size and shapes, loss weights and IoU on hand-computed
+cases, the HDF5 reader, group batch norm over real Gloo ranks, and a 2-rank training run
+to the IoU target with a compliant MLPerf log."""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+
+from exabench.data import climate
+from exabench.data.tfrecord import CorruptFileError
+from exabench.models import segmentation as seg
+from exabench.models.deeplab import DeepLabV3Plus, GroupBatchNorm2d
+
+
+def test_full_size_network_is_within_one_percent_of_the_reference():
+    with torch.device("meta"):
+        model = DeepLabV3Plus(16, 3)
+        n = sum(p.numel() for p in model.parameters())
+        assert abs(n - 56.45e6) / 56.45e6 < 0.01, n
+        assert model(torch.empty(2, 16, 768, 1152)).shape == (2, 3, 768, 1152)
+
+
+def test_global_pool_branch_follows_the_input_size():
+    model = DeepLabV3Plus(16, 3, width=16, middle_blocks=1).eval()
+    for h, w in ((96, 144), (64, 96), (32, 48)):  # tiles 6x9, 4x6, 2x3: none is the reference's 48x72
+        assert model(torch.randn(1, 16, h, w)).shape == (1, 3, h, w)
+
+
+def test_class_weights_are_f_to_the_minus_one_eighth():
+    w = seg.class_weights()
+    assert w == pytest.approx([0.98627 ** -0.125, 0.000458 ** -0.125, 0.01327 ** -0.125], rel=1e-4)
+    # exp(-0.125 ln f) worked by hand: ln 0.000458 = -7.6886 -> exp(0.96108) = 2.6146
+    assert w == pytest.approx([1.001730, 2.614611, 1.716420], rel=1e-5)
+
+
+def test_weighted_cross_entropy_by_hand():
+    # Two pixels: class 1 with logits (0, ln 3, 0) -> p = 3/5; class 0 with logits (0, 0, 0) -> p = 1/3.
+    logits = torch.tensor([[0.0, math.log(3.0), 0.0], [0.0, 0.0, 0.0]]).T.reshape(1, 3, 1, 2)
+    labels = torch.tensor([[[1, 0]]])
+    w = seg.class_weights()
+    expected = (w[1] * -math.log(3 / 5) + w[0] * -math.log(1 / 3)) / 2  # plain mean over pixels
+    got = seg.weighted_cross_entropy(logits, labels, torch.tensor(w, dtype=torch.float32))
+    assert float(got) == pytest.approx(expected, rel=1e-6)
+
+
+def test_iou_by_hand_with_absent_classes_counting_one():
+    label = torch.tensor([[[0, 0, 1, 1]], [[0, 0, 0, 0]], [[2, 2, 0, 0]]])
+    pred = torch.tensor([[[0, 1, 1, 1]], [[0, 0, 0, 0]], [[0, 0, 0, 0]]])
+    iou = seg.iou_per_sample(pred, label, 3)
+    # sample 0: class 0 1/2, class 1 2/3, class 2 absent from both -> 1
+    # sample 1: class 0 1, classes 1 and 2 absent -> 1 each
+    # sample 2: class 0 2/4, class 1 absent -> 1, class 2 0/2
+    assert iou.tolist() == pytest.approx([(0.5 + 2 / 3 + 1) / 3, 1.0, (0.5 + 1 + 0) / 3])
+
+
+def test_generated_set_reads_back_normalised(tmp_path):
+    counts = climate.generate(tmp_path, 4, 2, 32, 48, seed=1)
+    assert counts == {"train": 4, "validation": 2}
+    shift, scale = climate.read_stats(tmp_path / "stats.h5")
+    files = climate.list_samples(tmp_path / "train")
+    import h5py
+    with h5py.File(files[0]) as f:
+        raw, labels_raw = f["climate/data"][...], f["climate/labels_0"][...]
+    assert raw.shape == (32, 48, 16) and raw.dtype == np.float32
+    data, labels = climate.load_sample(files[0], shift, scale)
+    assert data.shape == (16, 32, 48) and labels.dtype == np.int64
+    assert np.array_equal(labels, labels_raw) and set(np.unique(labels)) <= {0, 1, 2}
+    assert np.allclose(data, ((raw - shift) * scale).transpose(2, 0, 1), atol=1e-5)
+    all_train = np.stack([climate.load_sample(f, shift, scale)[0] for f in files])
+    assert all_train.min() == pytest.approx(0, abs=1e-5) and all_train.max() == pytest.approx(1, abs=1e-5)
+
+
+def test_truncated_sample_and_bad_stats_name_the_file(tmp_path):
+    climate.generate(tmp_path, 2, 1, 32, 48, seed=1)
+    shift, scale = climate.read_stats(tmp_path / "stats.h5")
+    path = climate.list_samples(tmp_path / "train")[0]
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:len(data) // 2])
+    with pytest.raises(CorruptFileError, match=os.path.basename(path)):
+        climate.load_sample(path, shift, scale)
+    (tmp_path / "stats.h5").write_bytes(b"not hdf5")
+    with pytest.raises(CorruptFileError, match="stats.h5"):
+        climate.read_stats(tmp_path / "stats.h5")
+
+
+def _group_bn_rank(rank: int, store: str, x: torch.Tensor, out: str):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    bn = GroupBatchNorm2d(3, dist.group.WORLD)
+    mine = x[rank * 2:(rank + 1) * 2].clone().requires_grad_(True)
+    y = bn(mine)
+    (y * torch.arange(1.0, 4.0)[None, :, None, None]).sum().backward()
+    torch.save({"y": y.detach(), "grad": mine.grad, "rm": bn.running_mean, "rv": bn.running_var}, f"{out}.{rank}")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.timeout(120)
+def test_group_batch_norm_over_two_gloo_ranks_equals_batch_norm_of_the_whole_batch(tmp_path):
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 5, 6) * 2 + 1
+    store = tempfile.mktemp(dir=tmp_path)
+    torch.multiprocessing.spawn(_group_bn_rank, args=(store, x, str(tmp_path / "out")), nprocs=2)
+    ref_in = x.clone().requires_grad_(True)
+    ref = torch.nn.BatchNorm2d(3)
+    y = ref(ref_in)
+    (y * torch.arange(1.0, 4.0)[None, :, None, None]).sum().backward()
+    parts = [torch.load(tmp_path / f"out.{r}") for r in (0, 1)]
+    assert torch.allclose(torch.cat([p["y"] for p in parts]), y, atol=1e-5)
+    assert torch.allclose(torch.cat([p["grad"] for p in parts]), ref_in.grad, atol=1e-5)
+    assert torch.allclose(parts[0]["rm"], ref.running_mean, atol=1e-6)
+    assert torch.allclose(parts[1]["rv"], ref.running_var, atol=1e-5)
+
+
+@pytest.mark.timeout(300)
+def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
+    """Real: mpirun -np 2, Gloo DDP, batch norm synchronised over both ranks."""
+    from helpers_mlperf import make_spec, run_mpi
+    spec = make_spec(tmp_path, "deepcam", "tiny", {"batchnorm_group_size": 2}, ranks=2)
+    rec = run_mpi(spec, 2)
+    checks = {c["name"]: c for c in rec["checks"]}
+    assert rec["status"] == "ok", rec["error"]
+    assert checks["quality_target_reached"]["passed"] and checks["mlperf_compliance"]["passed"]
+    assert rec["metrics"]["eval_iou"]["value"] >= 0.82
+    log = open(rec["info"]["mlperf_log"]).read()
+    for key in ("opt_betas", "scheduler_type", "batchnorm_group_size", "eval_accuracy"):
+        assert f'"key": "{key}"' in log
