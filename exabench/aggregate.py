@@ -79,7 +79,7 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
     return "\n".join(lines) + "\n"
 
 
-HEADLINES = {"resnet50": "throughput", "kmeans": "time"}
+HEADLINES = {"resnet50": "throughput", "kmeans": "fom", "pca": "fom", "svm": "fom"}
 
 
 def aggregate(record_paths, csv_path: str | Path, md_path: str | Path, site: str) -> pd.DataFrame:
