@@ -72,11 +72,12 @@ def test_generated_rows_do_not_depend_on_the_split():
     np.testing.assert_array_equal(single, (whole[4095:4097] - (np.arange(4095, 4097) % 3)[:, None]).astype(np.float32))
 
 
-def test_rand_index_matches_scikit_learn():
-    from sklearn.metrics import rand_score
+def test_rand_index_counts_agreeing_pairs():
     rng = np.random.default_rng(0)
-    a, b = rng.integers(0, 3, 200), rng.integers(0, 4, 200)
-    assert analytics.rand_index(a, b) == pytest.approx(rand_score(a, b), abs=1e-12)
+    a, b = rng.integers(0, 3, 60), rng.integers(0, 4, 60)
+    i, j = np.triu_indices(60, k=1)  # every pair once, counted by brute force
+    expected = np.mean((a[i] == a[j]) == (b[i] == b[j]))
+    assert analytics.rand_index(a, b) == pytest.approx(expected, abs=1e-12)
     assert analytics.rand_index(a, (a + 1) % 3) == 1.0  # a relabelling is the same clustering
 
 
@@ -172,8 +173,13 @@ def test_svm_reaches_scikit_learns_objective_and_beats_nelder_mead(mpi_results, 
     assert r["objective"] <= r["sklearn_objective"] * (1 + slack)
     assert r["objective"] == pytest.approx(r["sklearn_objective"], rel=2e-4)
     assert r["prediction_agreement"] >= 0.99 and r["accuracy"] >= r["sklearn_accuracy"] - 0.01
-    # The reference's Nelder-Mead, reading the data more often, stops at a worse objective.
-    assert r["objective"] < r["nelder_mead_objective"] - 1e-6
+
+
+@pytest.mark.timeout(300)
+def test_svm_solver_beats_the_references_nelder_mead(mpi_results):
+    r = mpi_results[1]["svm_iris"]
+    # Nelder-Mead from the same start, reading the data more often, stops at a worse objective.
+    assert r["objective"] < r["nelder_mead_objective"] - 1e-3
     assert r["passes"] < r["nelder_mead_evaluations"]
 
 

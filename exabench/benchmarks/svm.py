@@ -238,7 +238,7 @@ def accuracy(x: np.ndarray, y: np.ndarray, w: np.ndarray, b: float, tcomm: Timed
 class SVM(Benchmark):
     name = "svm"
     suite = SUITE
-    framework = "mpi4py-numpy-scipy"
+    framework = "mpi4py-numpy"
     launcher_needs = "mpi"
     Params = SVMParams
     id_params = ("dtype",)
