@@ -27,6 +27,7 @@ from .analytics import (SIZE_PRESETS, SUITE, AnalyticsParams, TimedComm, blas_th
 from .base import Benchmark, Check, Outcome, param
 
 CLASS_MEANS = (0.0, 2.0)  # class -1, class +1
+GRAM_CHUNK_ROWS = 8192  # rows per chunk when the Newton Hessian gathers rows
 IRIS_POSITIVE = 2         # validation: virginica (+1) against the two other species (-1)
 IRIS_MIN_ACCURACY = 0.80
 SOLVER = "Newton on a Huber-smoothed hinge (Chapelle 2007) with continuation"
@@ -100,15 +101,19 @@ class SVMFit:
         slope = np.clip(t / mu, 0.0, 1.0)               # h'(t)
         coeff = -slope * self.y                         # dF/d(x.w + b) per row
         corner = (t > 0) & (t < mu)
-        xq = self.x[corner]
         self.passes += 1
-        packed = np.empty(cols + 1 + (cols + 1) ** 2)
+        packed = np.zeros(cols + 1 + (cols + 1) ** 2)
         packed[:cols] = self.x.T @ coeff.astype(self.x.dtype)
         packed[cols] = coeff.sum()
         h = packed[cols + 1:].reshape(cols + 1, cols + 1)
-        h[:cols, :cols] = xq.T @ xq
-        h[:cols, cols] = h[cols, :cols] = xq.sum(0, dtype=np.float64)
-        h[cols, cols] = len(xq)
+        # Gram matrix of the corner rows, gathered chunk by chunk (at mu = 1 the corner can hold most
+        # rows: no copy of them all).
+        for lo in range(0, len(self.x), GRAM_CHUNK_ROWS):
+            xq = self.x[lo:lo + GRAM_CHUNK_ROWS][corner[lo:lo + GRAM_CHUNK_ROWS]]
+            h[:cols, :cols] += xq.T @ xq
+            h[cols, :cols] += xq.sum(0, dtype=np.float64)
+        h[:cols, cols] = h[cols, :cols]
+        h[cols, cols] = corner.sum()
         packed = self.tcomm.sum(packed)
         grad = packed[:cols + 1].copy()
         grad[:cols] += w
@@ -169,8 +174,8 @@ class SVMFit:
         tol = 1e-9
         for _ in range(rounds):
             self.passes += 1
-            packed = self.tcomm.sum(np.append(self.x[inside].T @ self.y[inside].astype(self.x.dtype),
-                                              self.y[inside].sum()))
+            y_in = np.where(inside, self.y, 0.0)
+            packed = self.tcomm.sum(np.append(self.x.T @ y_in.astype(self.x.dtype), y_in.sum()))
             v_inside, y_inside_sum = packed[:-1], packed[-1]
             parts = self.tcomm.allgather((self.x[on].astype(np.float64), self.y[on]))
             xs, ys = np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
