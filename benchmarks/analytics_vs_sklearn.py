@@ -12,6 +12,7 @@ A ratio above 1 means exabench was faster. Times are noisy on a shared machine.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 import warnings
@@ -32,13 +33,13 @@ def timed(fn, repeats: int):
     return statistics.median(seconds), result
 
 
-def compare_kmeans(rows, cols, dtype, repeats, seed):
+def compare_kmeans(rows, cols, dtype, repeats, seed, threads):
     from sklearn.cluster import KMeans
     x = analytics.generate_rows(0, rows, cols, seed, dtype, kmeans.mean_of_rows)
     alone = analytics.TimedComm(None)
 
     def ours():
-        fit = kmeans.KMeansFit(x, alone, seed)
+        fit = kmeans.KMeansFit(x, alone, seed, threads)
         centres, objectives = fit.converge(fit.init(3, "kmeans++"), tol=0.0)
         return objectives[-1]
 
@@ -51,7 +52,7 @@ def compare_kmeans(rows, cols, dtype, repeats, seed):
         f"inertia {q_sk:.8g}"
 
 
-def compare_pca(rows, cols, dtype, repeats, seed):
+def compare_pca(rows, cols, dtype, repeats, seed, threads):
     from sklearn.decomposition import PCA
     x = analytics.generate_rows(0, rows, cols, seed, dtype)
     alone = analytics.TimedComm(None)
@@ -64,7 +65,7 @@ def compare_pca(rows, cols, dtype, repeats, seed):
         f"sv {sk.singular_values_[0]:.6g}..{sk.singular_values_[-1]:.6g}, max rel diff {agree:.1e}"
 
 
-def compare_svm(rows, cols, dtype, repeats, seed, separation):
+def compare_svm(rows, cols, dtype, repeats, seed, threads, separation):
     from sklearn.svm import LinearSVC
     idx = np.arange(rows)
     x = analytics.generate_rows(0, rows, cols, seed, dtype, lambda r: separation * (r % 2))
@@ -88,20 +89,24 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=analytics.COLS)
     ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=0, help="BLAS/OpenMP threads for both (0: all)")
+    ap.add_argument("--threads", type=int, default=0, help="BLAS/OpenMP threads for both (0: all cores)")
+    ap.add_argument("--only", nargs="*", default=["kmeans", "pca", "svm", "svm-overlap"],
+                    choices=["kmeans", "pca", "svm", "svm-overlap"], help="workloads to run")
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args()
     import sklearn
     from threadpoolctl import threadpool_limits
     dtype = np.dtype(args.dtype)
-    limits = args.threads or None
+    threads = args.threads or os.cpu_count()
+    compares = {"kmeans": compare_kmeans, "pca": compare_pca,
+                "svm": lambda *a: compare_svm(*a, separation=2.0),
+                "svm-overlap": lambda *a: compare_svm(*a, separation=0.3)}
     lines = []
-    with threadpool_limits(limits=limits):
-        for compare in (compare_kmeans, compare_pca,
-                        lambda *a: compare_svm(*a, separation=2.0), lambda *a: compare_svm(*a, separation=0.3)):
-            lines.append(compare(args.rows, args.cols, dtype, args.repeats, args.seed))
+    with threadpool_limits(limits=threads):
+        for name in args.only:
+            lines.append(compares[name](args.rows, args.cols, dtype, args.repeats, args.seed, threads))
     print(f"{args.rows} rows x {args.cols} columns, {args.dtype}, median of {args.repeats}, "
-          f"scikit-learn {sklearn.__version__}, threads {args.threads or 'all'}")
+          f"scikit-learn {sklearn.__version__}, threads {threads}")
     print(f"{'workload':48s} {'exabench s':>10s} {'sklearn s':>10s} {'speedup':>8s}  quality (exabench | sklearn)")
     for name, t_ours, t_sk, q_ours, q_sk in lines:
         print(f"{name:48s} {t_ours:10.3f} {t_sk:10.3f} {t_sk / t_ours:8.2f}  {q_ours} | {q_sk}")

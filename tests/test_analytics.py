@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "tests" / "analytics_mpi_job.py"
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,vader,tcp",
            "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo", "OMP_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+           "OPENBLAS_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
+           "OMPI_MCA_mpi_yield_when_idle": "1"}  # oversubscribed ranks yield the core while they wait
 
 
 # -- sizes, splits, data ----------------------------------------------------------------------------

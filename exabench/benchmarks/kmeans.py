@@ -55,10 +55,25 @@ def _sq_dist(x: np.ndarray, x_sq: np.ndarray, centres: np.ndarray) -> np.ndarray
 class KMeansFit:
     """Distributed k-means over the rows of every rank (a TimedComm without MPI runs alone)."""
 
-    def __init__(self, x: np.ndarray, tcomm: TimedComm, seed: int):
-        self.x, self.tcomm = x, tcomm
-        self.x_sq = np.einsum("ij,ij->i", x, x)
+    def __init__(self, x: np.ndarray, tcomm: TimedComm, seed: int, threads: int = 1):
+        self.x, self.tcomm, self.threads = x, tcomm, max(1, int(threads))
+        self.x_sq = np.concatenate(self._chunked(lambda lo, hi: np.einsum("ij,ij->i", x[lo:hi], x[lo:hi])))
         self.rng = np.random.default_rng(seed)  # same stream on every rank: all draw the same numbers
+
+    def _chunked(self, fn) -> list:
+        """fn(lo, hi) over cache-sized row chunks, on `threads` threads with single-threaded BLAS
+        inside (as scikit-learn does): k is small, and a multi-threaded GEMM with 3 columns spends
+        its time synchronising threads, badly so on a loaded node."""
+        n = len(self.x)
+        chunks = [(lo, min(lo + LLOYD_CHUNK_ROWS, n)) for lo in range(0, n, LLOYD_CHUNK_ROWS)]
+        if self.threads == 1 or len(chunks) == 1:
+            return [fn(lo, hi) for lo, hi in chunks]
+        from concurrent.futures import ThreadPoolExecutor
+        with blas_threads(1), ThreadPoolExecutor(self.threads) as pool:  # numpy's BLAS calls release the GIL
+            return list(pool.map(lambda c: fn(*c), chunks))
+
+    def _sq_dist_all(self, centres: np.ndarray) -> np.ndarray:
+        return np.vstack(self._chunked(lambda lo, hi: _sq_dist(self.x[lo:hi], self.x_sq[lo:hi], centres)))
 
     def _rows_at(self, weights: np.ndarray, draws: np.ndarray) -> np.ndarray:
         """Rows picked with probability proportional to `weights`, over all ranks."""
@@ -81,10 +96,10 @@ class KMeansFit:
         """Greedy k-means++ (as scikit-learn): 2 + ln k candidates per centre, keep the best."""
         trials = 2 + int(math.log(k))
         centres = self.init_random(1)
-        d2 = _sq_dist(self.x, self.x_sq, centres)[:, 0]
+        d2 = self._sq_dist_all(centres)[:, 0]
         for _ in range(1, k):
             cands = self._rows_at(d2, self.rng.random(trials))
-            cd = np.minimum(d2[:, None], _sq_dist(self.x, self.x_sq, cands))
+            cd = np.minimum(d2[:, None], self._sq_dist_all(cands))
             pot = self.tcomm.sum(cd.sum(0, dtype=np.float64))
             best = int(np.argmin(pot))
             centres = np.vstack([centres, cands[best]])
@@ -95,7 +110,7 @@ class KMeansFit:
         return self.init_kmeanspp(k) if how == "kmeans++" else self.init_random(k)
 
     def labels(self, centres: np.ndarray) -> np.ndarray:
-        return _sq_dist(self.x, self.x_sq, centres).argmin(1)
+        return self._sq_dist_all(centres).argmin(1)
 
     def lloyd(self, centres: np.ndarray) -> tuple[np.ndarray, float]:
         """One iteration; returns new centres and the objective (sum of squared distances) before it.
@@ -104,11 +119,10 @@ class KMeansFit:
         per-cluster sums (one-hot GEMM) are computed while it is in cache.
         """
         k, cols = centres.shape
-        packed = np.zeros((k, cols + 2), dtype=np.float64)
         c_sq = (centres * centres).sum(1)
-        sums = np.zeros((k, cols), dtype=self.x.dtype)
-        for lo in range(0, len(self.x), LLOYD_CHUNK_ROWS):
-            xc = self.x[lo:lo + LLOYD_CHUNK_ROWS]
+
+        def chunk(lo: int, hi: int):
+            xc = self.x[lo:hi]
             d = xc @ centres.T
             d *= -2.0
             d += c_sq
@@ -116,10 +130,13 @@ class KMeansFit:
             rows = np.arange(len(labels))
             onehot = np.zeros((len(labels), k), dtype=self.x.dtype)
             onehot[rows, labels] = 1
-            sums += onehot.T @ xc
-            packed[:, cols] += np.bincount(labels, minlength=k)
-            packed[0, cols + 1] += (d[rows, labels] + self.x_sq[lo:lo + LLOYD_CHUNK_ROWS]).clip(0).sum(dtype=np.float64)
-        packed[:, :cols] = sums
+            part = np.zeros((k, cols + 2), dtype=np.float64)
+            part[:, :cols] = onehot.T @ xc
+            part[:, cols] = np.bincount(labels, minlength=k)
+            part[0, cols + 1] = (d[rows, labels] + self.x_sq[lo:hi]).clip(0).sum(dtype=np.float64)
+            return part
+
+        packed = np.sum(self._chunked(chunk), axis=0)
         packed = self.tcomm.sum(packed)
         counts = packed[:, cols]
         new = centres.copy()
@@ -156,7 +173,7 @@ class KMeans(Benchmark):
         k = 3 if p.data == "iris" else p.k  # iris has three species
 
         def fit_once(rep: int):
-            fit = KMeansFit(block.x, tcomm, p.seed + rep)
+            fit = KMeansFit(block.x, tcomm, p.seed + rep, ctx.threads)
             centres = fit.init(k, p.init)
             objectives = []
             for _ in range(p.maxiter):
