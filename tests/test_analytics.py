@@ -237,3 +237,12 @@ def test_campaign_runs_through_the_runner_and_scores(tmp_path):
     score = analytics.suite_score(records)
     ratios = [rec["metrics"]["fom"]["value"] / analytics.TITAN_FOM_TB_S[rec["benchmark"]] for rec in records]
     assert score["score"] == pytest.approx(math.prod(ratios) ** (1 / 3))
+
+
+def test_kmeans_on_two_threads_gives_the_same_fit_as_on_one():
+    from exabench.benchmarks import kmeans
+    x = analytics.generate_rows(0, 5000, 8, 1, np.float64, kmeans.mean_of_rows)  # 3 chunks of rows
+    fits = [kmeans.KMeansFit(x, analytics.TimedComm(None), 5, threads) for threads in (1, 2)]
+    results = [f.converge(f.init(3, "kmeans++"), tol=0.0) for f in fits]
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12)
+    assert results[0][1][-1] == pytest.approx(results[1][1][-1], rel=1e-12)
