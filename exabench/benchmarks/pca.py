@@ -126,7 +126,8 @@ class PCA(Benchmark):
     def checks(p: PCAParams, result: PCAResult, recon: float, cols: int) -> list[Check]:
         eps = float(np.finfo(np.dtype(p.dtype)).eps)
         sv = result.singular_values
-        checks = [Check("singular_values_finite", bool(np.all(np.isfinite(sv))), f"first {sv[0]:.6g}, last {sv[-1]:.6g}"),
+        checks = [Check("singular_values_finite", bool(np.all(np.isfinite(sv))),
+                        f"first {sv[0]:.6g}, last {sv[-1]:.6g}"),
                   Check("reconstruction_error", recon <= p.max_recon_error * eps,
                         f"relative error {recon:.3g} = {recon / eps:.3g} eps (limit {p.max_recon_error:g} eps)")]
         if p.data == "synthetic" and result.rows > cols:

@@ -127,7 +127,7 @@ class SVMFit:
         cols = len(w)
         t = 1.0 - self._margins_change(w, b)
         f = self._smoothed(t, w, mu)
-        for it in range(max_iter):
+        for _ in range(max_iter):
             grad, hess = self._newton_system(t, w, mu)
             step = np.linalg.solve(hess, -grad)
             slope0 = float(grad @ step)
