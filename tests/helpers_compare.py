@@ -30,7 +30,7 @@ repeats: 1
 timeout_s: 300
 benchmarks:
   - name: kmeans
-    params: {rows_per_rank: 2000, repeats: 2}
+    params: {size_per_node: 2000rows, repeats: 2}
     sweep:
       ranks_per_node: [1, 2]
       threads_per_rank: [1]

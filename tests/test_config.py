@@ -73,7 +73,7 @@ def test_unknown_benchmark_and_parameter(write_yaml, two_core_site):
         expand(cfg, two_core_site, "c.yaml")
     cfg = load_and_validate(write_yaml("c.yaml", {"benchmarks": [{"name": "kmeans", "params": {"kk": 1}}]}),
                             "config")
-    with pytest.raises(ConfigError, match=r"params\.kk' = 1 is not a parameter.*rows_per_rank"):
+    with pytest.raises(ConfigError, match=r"params\.kk. = 1 is not a parameter.*size_per_node"):
         expand(cfg, two_core_site, "c.yaml")
 
 

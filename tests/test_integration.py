@@ -29,13 +29,13 @@ def run_one(tmp_path, site, entry: dict) -> dict:
 @pytest.mark.timeout(300)
 def test_kmeans_two_ranks(tmp_path, two_core_site):
     rec = run_one(tmp_path, two_core_site, {"name": "kmeans", "sweep": {"ranks_per_node": [2], "k": [3]},
-                                            "params": {"rows_per_rank": 3000}})
+                                            "params": {"size_per_node": "6000rows"}})
     assert rec["status"] == "ok", rec["error"]
     assert rec["layout"]["ranks"] == 2 and rec["layout"]["launch_line"].startswith("mpirun -np 2")
     t = rec["metrics"]["time"]
     assert t["unit"] == "s" and len(t["samples"]) == 3 and t["value"] == pytest.approx(t["stats"]["median"])
     assert {c["name"]: c["passed"] for c in rec["checks"]}["centres_recovered"]
-    assert rec["info"]["rows"] == 6000  # each rank generated its own rows
+    assert rec["info"]["rows"] == 6000  # each rank generated its own share of the node's rows
     fom = rec["metrics"]["fom"]
     assert fom["unit"] == "TB/s" and fom["value"] == pytest.approx(6000 * 250 * 8 / 1e12 / t["value"])
     assert rec["provenance"]["environment"]["OMP_NUM_THREADS"] == "1"
@@ -74,7 +74,7 @@ def snakemake(*args, cwd, timeout=900):
 @pytest.fixture
 def campaign(tmp_path):
     cfg = {"campaign": "itest", "benchmarks": [
-        {"name": "kmeans", "sweep": {"ranks_per_node": [2], "k": [3, 4]}, "params": {"rows_per_rank": 2000}},
+        {"name": "kmeans", "sweep": {"ranks_per_node": [2], "k": [3, 4]}, "params": {"size_per_node": "4000rows"}},
         {"name": "resnet50", "label": "broken", "sweep": {"ranks_per_node": [2]},
          "params": {"image_size": 32, "steps": 2, "warmup_steps": 0, "fail_at_step": 0}},
     ]}

@@ -2,92 +2,90 @@
 
 Each rank generates its own rows (untimed) from three Gaussians N(0,1), N(2,1),
 N(10,1) in every column, as the suite does; the fit (initialisation and `maxiter`
-Lloyd iterations) is timed, and its time is the max over ranks. Local work is a
-BLAS distance computation; ranks combine per-cluster sums and counts with
-MPI Allreduce. The sanity check, apart from the timing, runs Lloyd to
-convergence and checks that the true centres are recovered.
+Lloyd iterations) is timed, and its time is the max over ranks. Local work is
+BLAS: distances as one GEMM, per-cluster sums as a one-hot GEMM; ranks combine
+sums, counts and the objective in one MPI reduction per iteration. The sanity
+check, apart from the timing, runs Lloyd to convergence and checks that the
+true centres are recovered (synthetic) or the Rand index with the species (iris).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import register
-from .base import Benchmark, Check, Metric, Outcome, param
+from .analytics import (SIZE_PRESETS, SUITE, AnalyticsParams, TimedComm, blas_threads, load_block, rand_index,
+                        timed_repeats, timing_metrics, world_comm)
+from .base import Benchmark, Check, Outcome, param
 
 TRUE_MEANS = (0.0, 2.0, 10.0)
+IRIS_MIN_RAND_INDEX = 0.75
+LLOYD_CHUNK_ROWS = 2048  # rows per chunk of a Lloyd pass (2048 x 250 float64 = 4 MB)
 
 
 @dataclass
-class KMeansParams:
-    rows_per_rank: int = param(100_000, "rows each rank generates (num_local_rows)", minimum=1)
-    cols: int = param(250, "columns (num_global_cols; 250 in the suite)", minimum=1)
+class KMeansParams(AnalyticsParams):
     k: int = param(3, "clusters (the suite runs 2, 3 and 4)", minimum=1)
     maxiter: int = param(2, "Lloyd iterations timed (2 in the suite)", minimum=1)
     init: str = param("kmeans++", "initial centres: greedy distributed k-means++ or random rows (the reference)",
                       choices=("kmeans++", "random"))
-    dtype: str = param("float64", "storage and arithmetic precision", choices=("float64", "float32"))
-    repeats: int = param(3, "timed fits (each a sample)", minimum=1)
-    seed: int = param(1234, "seed of the data (offset by rank) and of the initialisation")
     tolerance: float = param(0.25, "sanity: max |found - true| per coordinate (mean over columns)", minimum=0.0)
 
 
-def generate(rows: int, cols: int, rank: int, seed: int, dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of this rank: component c = global row index mod 3 (so every rank has all three)."""
-    rng = np.random.default_rng([seed, rank])
-    comp = (np.arange(rows) + rank * rows) % len(TRUE_MEANS)
-    x = rng.standard_normal((rows, cols), dtype=np.float64)
-    x += np.asarray(TRUE_MEANS)[comp][:, None]
-    return x.astype(dtype, copy=False), comp
+def component_of_rows(rows: np.ndarray) -> np.ndarray:
+    """Generating Gaussian of each global row: row index mod 3 (so every rank holds all three)."""
+    return rows % len(TRUE_MEANS)
+
+
+def mean_of_rows(rows: np.ndarray) -> np.ndarray:
+    return np.asarray(TRUE_MEANS)[component_of_rows(rows)]
 
 
 def _sq_dist(x: np.ndarray, x_sq: np.ndarray, centres: np.ndarray) -> np.ndarray:
-    d = x_sq[:, None] - 2.0 * (x @ centres.T) + (centres * centres).sum(1)[None, :]
+    d = x @ centres.T
+    d *= -2.0
+    d += x_sq[:, None]
+    d += (centres * centres).sum(1)[None, :]
     return np.maximum(d, 0.0, out=d)
 
 
-class _Fit:
-    """Distributed k-means over an mpi4py communicator (or alone, when comm is None)."""
+class KMeansFit:
+    """Distributed k-means over the rows of every rank (a TimedComm without MPI runs alone)."""
 
-    def __init__(self, x: np.ndarray, comm, seed: int):
-        self.x, self.comm = x, comm
-        self.x_sq = np.einsum("ij,ij->i", x, x)
+    def __init__(self, x: np.ndarray, tcomm: TimedComm, seed: int, threads: int = 1):
+        self.x, self.tcomm, self.threads = x, tcomm, max(1, int(threads))
+        self.x_sq = np.concatenate(self._chunked(lambda lo, hi: np.einsum("ij,ij->i", x[lo:hi], x[lo:hi])))
         self.rng = np.random.default_rng(seed)  # same stream on every rank: all draw the same numbers
-        self.comm_time = 0.0
 
-    def _allreduce(self, a: np.ndarray) -> np.ndarray:
-        if self.comm is None:
-            return a
-        from mpi4py import MPI
-        t = time.perf_counter()
-        out = np.empty_like(a)
-        self.comm.Allreduce(a, out, op=MPI.SUM)
-        self.comm_time += time.perf_counter() - t
-        return out
+    def _chunked(self, fn) -> list:
+        """fn(lo, hi) over cache-sized row chunks, on `threads` threads with single-threaded BLAS
+        inside (as scikit-learn does): k is small, and a multi-threaded GEMM with 3 columns spends
+        its time synchronising threads, badly so on a loaded node."""
+        n = len(self.x)
+        chunks = [(lo, min(lo + LLOYD_CHUNK_ROWS, n)) for lo in range(0, n, LLOYD_CHUNK_ROWS)]
+        if self.threads == 1 or len(chunks) == 1:
+            return [fn(lo, hi) for lo, hi in chunks]
+        from concurrent.futures import ThreadPoolExecutor
+        with blas_threads(1), ThreadPoolExecutor(self.threads) as pool:  # numpy's BLAS calls release the GIL
+            return list(pool.map(lambda c: fn(*c), chunks))
 
-    def _allgather(self, obj):
-        if self.comm is None:
-            return [obj]
-        t = time.perf_counter()
-        out = self.comm.allgather(obj)
-        self.comm_time += time.perf_counter() - t
-        return out
+    def _sq_dist_all(self, centres: np.ndarray) -> np.ndarray:
+        return np.vstack(self._chunked(lambda lo, hi: _sq_dist(self.x[lo:hi], self.x_sq[lo:hi], centres)))
 
     def _rows_at(self, weights: np.ndarray, draws: np.ndarray) -> np.ndarray:
         """Rows picked with probability proportional to `weights`, over all ranks."""
         local = float(weights.sum())
-        totals = np.asarray(self._allgather(local))
-        offset = totals[: (self.comm.Get_rank() if self.comm else 0)].sum()
+        totals = np.asarray(self.tcomm.allgather(local))
+        offset = totals[: self.tcomm.rank].sum()
         targets = draws * totals.sum() - offset
         cum = np.cumsum(weights)
         mine = {i: self.x[min(np.searchsorted(cum, t, side="right"), len(cum) - 1)]
                 for i, t in enumerate(targets) if 0 <= t < local}
         picked = {}
-        for part in self._allgather(mine):
+        for part in self.tcomm.allgather(mine):
             picked.update(part)
         return np.stack([picked[i] for i in range(len(draws))])
 
@@ -98,98 +96,120 @@ class _Fit:
         """Greedy k-means++ (as scikit-learn): 2 + ln k candidates per centre, keep the best."""
         trials = 2 + int(math.log(k))
         centres = self.init_random(1)
-        d2 = _sq_dist(self.x, self.x_sq, centres)[:, 0]
+        d2 = self._sq_dist_all(centres)[:, 0]
         for _ in range(1, k):
             cands = self._rows_at(d2, self.rng.random(trials))
-            cd = np.minimum(d2[:, None], _sq_dist(self.x, self.x_sq, cands))
-            pot = self._allreduce(cd.sum(0))
+            cd = np.minimum(d2[:, None], self._sq_dist_all(cands))
+            pot = self.tcomm.sum(cd.sum(0, dtype=np.float64))
             best = int(np.argmin(pot))
             centres = np.vstack([centres, cands[best]])
             d2 = cd[:, best]
         return centres
 
+    def init(self, k: int, how: str) -> np.ndarray:
+        return self.init_kmeanspp(k) if how == "kmeans++" else self.init_random(k)
+
+    def labels(self, centres: np.ndarray) -> np.ndarray:
+        return self._sq_dist_all(centres).argmin(1)
+
     def lloyd(self, centres: np.ndarray) -> tuple[np.ndarray, float]:
-        """One iteration; returns new centres and the objective (sum of squared distances) before it."""
-        d = _sq_dist(self.x, self.x_sq, centres)
-        labels = d.argmin(1)
+        """One iteration; returns new centres and the objective (sum of squared distances) before it.
+
+        One pass over the rows in cache-sized chunks: a chunk's distances (GEMM), labels and
+        per-cluster sums (one-hot GEMM) are computed while it is in cache.
+        """
         k, cols = centres.shape
-        packed = np.zeros((k, cols + 2), dtype=np.float64)
-        for j in range(k):
-            members = labels == j
-            packed[j, :cols] = self.x[members].sum(0)
-            packed[j, cols] = members.sum()
-        packed[0, cols + 1] = d[np.arange(len(labels)), labels].sum()
-        packed = self._allreduce(packed)
+        c_sq = (centres * centres).sum(1)
+
+        def chunk(lo: int, hi: int):
+            xc = self.x[lo:hi]
+            d = xc @ centres.T
+            d *= -2.0
+            d += c_sq
+            labels = d.argmin(1)
+            rows = np.arange(len(labels))
+            onehot = np.zeros((len(labels), k), dtype=self.x.dtype)
+            onehot[rows, labels] = 1
+            part = np.zeros((k, cols + 2), dtype=np.float64)
+            part[:, :cols] = onehot.T @ xc
+            part[:, cols] = np.bincount(labels, minlength=k)
+            part[0, cols + 1] = (d[rows, labels] + self.x_sq[lo:hi]).clip(0).sum(dtype=np.float64)
+            return part
+
+        packed = np.sum(self._chunked(chunk), axis=0)
+        packed = self.tcomm.sum(packed)
         counts = packed[:, cols]
         new = centres.copy()
         nonempty = counts > 0  # an empty cluster keeps its centre
         new[nonempty] = (packed[nonempty, :cols] / counts[nonempty, None]).astype(centres.dtype)
         return new, float(packed[0, cols + 1])
 
+    def converge(self, centres: np.ndarray, max_iter: int = 300, tol: float = 1e-9):
+        """Lloyd until centres move less than `tol` (absolute); returns centres and objectives."""
+        objectives = []
+        for _ in range(max_iter):
+            new, obj = self.lloyd(centres)
+            objectives.append(obj)
+            moved = np.abs(new - centres).max()
+            centres = new
+            if moved <= tol:
+                break
+        return centres, objectives
+
 
 @register
 class KMeans(Benchmark):
     name = "kmeans"
-    suite = "coral2-bdas"
+    suite = SUITE
     framework = "mpi4py-numpy"
     launcher_needs = "mpi"
     Params = KMeansParams
     id_params = ("dtype",)
-    presets = {
-        "tiny": {"rows_per_rank": 20_000, "repeats": 3},
-        "small": {"rows_per_rank": 400_000, "repeats": 3},
-        # 8 GB per node of float64 at 250 columns is 4 M rows: split over the ranks of a node by the user.
-        "full": {"rows_per_rank": 4_000_000, "repeats": 3},
-    }
+    presets = SIZE_PRESETS
 
     def run(self, p: KMeansParams, ctx) -> Outcome:
-        world = ctx.world
-        comm = None
-        if world.size > 1:
-            from mpi4py import MPI
-            comm = MPI.COMM_WORLD
-        x, _ = generate(p.rows_per_rank, p.cols, world.rank, p.seed, np.dtype(p.dtype))
-        times, comm_times = [], []
-        for rep in range(p.repeats):
-            fit = _Fit(x, comm, p.seed + rep)
-            if comm is not None:
-                comm.Barrier()
-            t0 = time.perf_counter()
-            centres = fit.init_kmeanspp(p.k) if p.init == "kmeans++" else fit.init_random(p.k)
+        block = load_block(p, ctx, shift_of_rows=mean_of_rows, label_of_rows=component_of_rows)
+        tcomm = TimedComm(world_comm(ctx.world))
+        k = 3 if p.data == "iris" else p.k  # iris has three species
+
+        def fit_once(rep: int):
+            fit = KMeansFit(block.x, tcomm, p.seed + rep, ctx.threads)
+            centres = fit.init(k, p.init)
             objectives = []
             for _ in range(p.maxiter):
                 centres, obj = fit.lloyd(centres)
                 objectives.append(obj)
-            local = time.perf_counter() - t0
-            times.append(ctx.collectives.allreduce(local, "max"))
-            comm_times.append(ctx.collectives.allreduce(fit.comm_time, "max"))
-        # Sanity, untimed: continue to convergence from the last timed state.
-        for _ in range(100):
-            new, obj = fit.lloyd(centres)
-            objectives.append(obj)
-            if np.allclose(new, centres, rtol=0, atol=1e-9):
-                break
-            centres = new
-        rows = p.rows_per_rank * world.size
-        tb = rows * p.cols * np.dtype(p.dtype).itemsize / 1e12
-        med = float(np.median(times))
-        metrics = {
-            "time": Metric(med, "s", times, p.dtype, higher_is_better=False,
-                           description=f"init + {p.maxiter} Lloyd iterations, max over ranks"),
-            "comm_time": Metric(float(np.median(comm_times)), "s", comm_times, p.dtype, higher_is_better=False,
-                                description="time inside MPI collectives, max over ranks"),
-            "fom": Metric(tb / med, "TB/s", [tb / t for t in times], p.dtype,
-                          description="CORAL-2 figure of merit: input TB / runtime"),
-        }
-        return Outcome(metrics, self.checks(p, centres, objectives), {"rows": rows, "input_tb": tb})
+            return fit, centres, objectives
+
+        with blas_threads(ctx.threads):
+            samples, (fit, centres, objectives) = timed_repeats(fit_once, p.repeats, p.warmup, tcomm,
+                                                                ctx.collectives)
+            # Sanity, untimed: continue to convergence from the last timed state.
+            centres, more = fit.converge(centres)
+            objectives += more
+            found = truth = None
+            if p.data == "iris":  # 150 rows: the Rand index needs every pair, so gather the labels
+                found = np.concatenate(tcomm.allgather(fit.labels(centres)))
+                truth = np.concatenate(tcomm.allgather(block.labels))
+        metrics = timing_metrics(samples, block.input_bytes, p.dtype,
+                                 f"{p.init} init + {p.maxiter} Lloyd iterations")
+        checks = self.checks(p, centres, objectives, found, truth)
+        info = {"rows": block.total_rows, "input_tb": block.input_bytes / 1e12, "k": k,
+                "objective": objectives[-1], "iterations_to_converge": len(objectives)}
+        return Outcome(metrics, checks, info)
 
     @staticmethod
-    def checks(p: KMeansParams, centres: np.ndarray, objectives: list[float]) -> list[Check]:
+    def checks(p: KMeansParams, centres: np.ndarray, objectives: list[float], found: np.ndarray,
+               truth: np.ndarray) -> list[Check]:
         finite = all(math.isfinite(o) for o in objectives)
         monotone = all(b <= a * (1 + 1e-9) for a, b in zip(objectives, objectives[1:]))
         checks = [Check("objective_finite", finite, f"final objective {objectives[-1]:.6g}"),
                   Check("objective_non_increasing", monotone, f"{len(objectives)} iterations")]
-        if p.k >= len(TRUE_MEANS):  # with fewer clusters than components, merged centres are expected
+        if p.data == "iris":
+            ri = rand_index(found, truth)
+            checks.append(Check("iris_rand_index", ri > IRIS_MIN_RAND_INDEX,
+                                f"Rand index with the species {ri:.4f} (floor {IRIS_MIN_RAND_INDEX})"))
+        elif p.k >= len(TRUE_MEANS):  # with fewer clusters than components, merged centres are expected
             means = centres.mean(1)
             errors = [float(np.abs(centres[np.argmin(np.abs(means - m))] - m).mean()) for m in TRUE_MEANS]
             detail = ", ".join(f"{m:g}: {e:.3f}" for m, e in zip(TRUE_MEANS, errors))
