@@ -9,6 +9,7 @@ LABEL org.exabench.os ubuntu-24.04
 LABEL org.exabench.python 3.12
 LABEL org.exabench.torch 2.14.1
 LABEL org.exabench.torchvision 0.29.1
+LABEL org.exabench.tensorflow none
 LABEL org.exabench.cuda 13.0.1
 LABEL org.exabench.nccl 2.30.7
 LABEL org.exabench.mpi openmpi-4.1.6

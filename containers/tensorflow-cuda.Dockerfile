@@ -13,6 +13,7 @@ LABEL org.exabench.mpi openmpi-4.1.2
 LABEL org.exabench.mpi4py 4.1.2
 LABEL org.exabench.horovod 0.28.1
 LABEL org.exabench.torch none
+LABEL org.exabench.torchvision none
 LABEL org.exabench.rocm none
 ENV PATH=/opt/venv/bin:$PATH
 ENV PYTHONPATH=/opt/exabench

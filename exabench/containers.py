@@ -358,7 +358,8 @@ def exec_prefix(site, image: str, binds: list[str], env: dict[str, str]) -> list
         argv += [f"--volume={b}:{b}" if ":" not in b else f"--volume={b}" for b in binds]
         return argv + [f"--env={k}={v}" for k, v in env_items] + [image]
     if rt == "shifter":
-        argv = ["shifter", f"--image={image}"] + ([f"--module={gpu.lstrip('-')}"] if gpu else [])
+        ref = image if re.match(r"^(docker|custom|id):", image) else f"docker:{image}"  # Shifter's type:name
+        argv = ["shifter", f"--image={ref}"] + ([f"--module={gpu.lstrip('-')}"] if gpu else [])
         argv += [f"--volume={b}:{b}" if ":" not in b else f"--volume={b}" for b in binds]
         return argv + [f"--env={k}={v}" for k, v in env_items]
     raise ConfigError(site.path or site.name, "container.runtime", rt,
@@ -404,6 +405,27 @@ def build_argv(site, stack: str, image: str | Path) -> list[str]:
     return [rt, "build", *fake, "--force", str(image), str(recipe_path(stack))]
 
 
+def needed_images(site, frameworks, results_root: str | Path) -> list[str]:
+    """The images this site builds from the recipes for runs of these frameworks (none for a
+    native site or one that names a prebuilt image)."""
+    if runtime(site) not in ("apptainer", "singularity") or (site.container or {}).get("image"):
+        return []
+    return sorted({str(built_image_path(site, stack_for(site, f), results_root)) for f in frameworks})
+
+
+def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> str:
+    """Build containers/<stack>.def into `image` with the site's runtime, record its digest beside
+    it, and check it against the site's pin (a stack-specific pin only makes sense with `stack`)."""
+    Path(image).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        log.write("+ " + shlex.join(build_argv(site, stack, image)) + "\n")
+        log.flush()
+        subprocess.run(build_argv(site, stack, image), check=True, stdout=log, stderr=subprocess.STDOUT,
+                       cwd=REPO_ROOT)  # %files sources are relative to the repository
+    write_digest(image)
+    return verified_digest(site, str(image)) or ""
+
+
 def build_directory_image(recipe: Recipe, dest: str | Path, layers: tuple[str, ...] | None = None,
                           mirror: str = "http://deb.debian.org/debian", log=None, timeout_s: int = 900) -> str:
     """Build a Debian-based recipe as a Charliecloud directory image, without Apptainer:
@@ -424,8 +446,11 @@ def build_directory_image(recipe: Recipe, dest: str | Path, layers: tuple[str, .
 
     if not (dest / "etc" / "debian_version").exists():
         run(["debootstrap", "--variant=minbase", "bookworm", str(dest), mirror])
-    # ch-run maps the caller to root in a single-uid namespace: apt's sandbox user cannot exist.
-    (dest / "etc/apt/apt.conf.d/99exabench-ch").write_text('APT::Sandbox::User "root";\n')
+    # %post runs as real root in a private mount+pid namespace (unshare + chroot): `ch-run -w`
+    # maps the caller to root in a single-uid namespace, where dpkg's postinst `groupadd`
+    # (openssh-client, libibverbs1) fails with code 10. ch-run then runs the image unprivileged.
+    import shutil
+    shutil.copy("/etc/resolv.conf", dest / "etc" / "resolv.conf")
     for src, target in recipe.files:
         run(["mkdir", "-p", str(dest / Path(target).parent.relative_to("/"))])
         run(["cp", "-r", str(REPO_ROOT / src), str(dest / Path(target).relative_to("/"))])
@@ -433,8 +458,9 @@ def build_directory_image(recipe: Recipe, dest: str | Path, layers: tuple[str, .
     (dest / "ch" / "environment").write_text(
         "".join(f"{k}={v}\n" for k, v in recipe.environment.items()))
     for cmd in recipe.commands(layers):
-        run(["ch-run", "-w", "--uid=0", "--gid=0", "--bind=/etc/resolv.conf", str(dest), "--",
-             "/bin/sh", "-ec", cmd])
+        run(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={dest / 'proc'}", "chroot", str(dest),
+             "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+             "DEBIAN_FRONTEND=noninteractive", "/bin/sh", "-ec", cmd])
     return write_digest(dest)
 
 
