@@ -25,5 +25,5 @@ RUN /opt/venv/bin/pip install --no-cache-dir numpy==2.4.6 mpi4py==4.1.2 PyYAML==
 RUN /opt/venv/bin/pip install --no-cache-dir h5py==3.14.0 pandas==3.1.1 scikit-learn==1.9.1
 RUN /opt/venv/bin/pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu torch==2.14.1 torchvision==0.29.1
 RUN /opt/venv/bin/pip install --no-cache-dir tensorflow-cpu==2.21.0
-RUN /opt/venv/bin/python -c "import exabench, numpy, mpi4py.MPI"
+RUN env PYTHONPATH=/opt/exabench /opt/venv/bin/python -c "import exabench, numpy, mpi4py.MPI"
 CMD exec /opt/venv/bin/python -m exabench "$@"

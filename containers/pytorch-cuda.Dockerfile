@@ -31,5 +31,5 @@ RUN sed -i 's/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STANDARD 17/' /opt/src/horovod-0.2
 RUN /opt/venv/bin/pip install --no-cache-dir setuptools==80.9.0 wheel==0.45.1
 RUN HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 /opt/venv/bin/pip install --no-cache-dir --no-build-isolation /opt/src/horovod-0.28.1
 RUN rm -rf /opt/src
-RUN /opt/venv/bin/python -c "import exabench, torch, horovod.torch, mpi4py.MPI"
+RUN env PYTHONPATH=/opt/exabench /opt/venv/bin/python -c "import exabench, torch, horovod.torch, mpi4py.MPI"
 CMD exec /opt/venv/bin/python -m exabench "$@"

@@ -280,7 +280,7 @@ def verified_digest(site, image: str) -> str | None:
     """The image's digest, checked against the site's pin; raises ContainerError on a mismatch.
 
     A file or directory image is hashed when its recorded digest (`<image>.sha256`) is missing
-    or older than the image; an image not built yet gives None (nothing to check). A URI is trusted to resolve to the digest it names
+    or older than the image (for a directory, than anything in it); an image not built yet gives None (nothing to check). A URI is trusted to resolve to the digest it names
     (`docker://name@sha256:...`) or the site's pin; with neither, the digest is unknown (None).
     """
     where, pinned = site.path or site.name, (site.container or {}).get("digest", "")
@@ -296,7 +296,7 @@ def verified_digest(site, image: str) -> str | None:
         # travels unverified; the container rules build the image before a real run renders.
         return None
     side = digest_file(path)
-    fresh = side.exists() and side.stat().st_mtime >= path.stat().st_mtime
+    fresh = side.exists() and side.stat().st_mtime >= _newest_mtime(path)
     actual = recorded_digest(path) if fresh else None
     actual = actual or write_digest(path)
     if pinned and actual != pinned:
@@ -304,6 +304,16 @@ def verified_digest(site, image: str) -> str | None:
                              f"does not match {image}: the image changed since it was pinned; refusing to run "
                              "(rebuild or re-pull the pinned image, or pin the new digest on purpose)")
     return actual
+
+
+def _newest_mtime(path: Path) -> float:
+    """A file's mtime; for a directory image the newest over its tree (stat only, no reading)."""
+    newest = path.lstat().st_mtime
+    if path.is_dir():
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                newest = max(newest, (Path(dirpath) / name).lstat().st_mtime)
+    return newest
 
 
 def _literal_prefix(path: str) -> str:
@@ -457,10 +467,21 @@ def build_directory_image(recipe: Recipe, dest: str | Path, layers: tuple[str, .
     (dest / "ch").mkdir(exist_ok=True)
     (dest / "ch" / "environment").write_text(
         "".join(f"{k}={v}\n" for k, v in recipe.environment.items()))
-    for cmd in recipe.commands(layers):
-        run(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={dest / 'proc'}", "chroot", str(dest),
-             "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-             "DEBIAN_FRONTEND=noninteractive", "/bin/sh", "-ec", cmd])
+    # A build machine behind a TLS-intercepting proxy trusts its own CA (PIP_CERT, as here): lend
+    # that bundle to pip for the build only; it is removed before the digest is taken.
+    host_ca = os.environ.get("PIP_CERT") or os.environ.get("REQUESTS_CA_BUNDLE") or ""
+    lent_ca = dest / "tmp" / "exabench-build-ca.crt"
+    ca_env = []
+    if host_ca and Path(host_ca).is_file():
+        shutil.copy(host_ca, lent_ca)
+        ca_env = ["PIP_CERT=/tmp/exabench-build-ca.crt"]
+    try:
+        for cmd in recipe.commands(layers):
+            run(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={dest / 'proc'}", "chroot", str(dest),
+                 "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+                 "DEBIAN_FRONTEND=noninteractive", *ca_env, "/bin/sh", "-ec", cmd])
+    finally:
+        lent_ca.unlink(missing_ok=True)
     return write_digest(dest)
 
 
