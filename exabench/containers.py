@@ -280,7 +280,8 @@ def verified_digest(site, image: str) -> str | None:
     """The image's digest, checked against the site's pin; raises ContainerError on a mismatch.
 
     A file or directory image is hashed when its recorded digest (`<image>.sha256`) is missing
-    or older than the image (for a directory, than anything in it); an image not built yet gives None (nothing to check). A URI is trusted to resolve to the digest it names
+    or older than the image (for a directory, than anything in it); an image not built yet
+    gives None (nothing to check). A URI is trusted to resolve to the digest it names
     (`docker://name@sha256:...`) or the site's pin; with neither, the digest is unknown (None).
     """
     where, pinned = site.path or site.name, (site.container or {}).get("digest", "")

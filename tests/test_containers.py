@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from exabench import __version__, containers
-from exabench.config import load_and_validate, validate
+from exabench.config import validate
 from exabench.execute import execute
 from exabench.launch import RunPaths, render_script, write_run_files
 from exabench.plan import Run, expand
