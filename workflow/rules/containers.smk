@@ -1,11 +1,16 @@
-# Container images a site needs, when it names a runtime (exabench/containers.py):
-#   apptainer/singularity: `apptainer build [--fakeroot] <image_dir>/<stack>.sif containers/<stack>.def`,
-#   with the digest recorded beside it (<stack>.sif.sha256) and checked against container.digest.
+# Container images a site needs, when it names a runtime (exabench/containers.py). With Apptainer
+# (or Singularity) each stack the planned runs need is built from containers/<stack>.def:
+#   apptainer build [--fakeroot] --force <image_dir>/<stack>.sif containers/<stack>.def
+# with its digest recorded beside it (<stack>.sif.sha256) and checked against container.digest.
 # A site with a prebuilt container.image (path or oras:// / docker:// URI) builds nothing; a native
-# site (runtime: none, the local profile) builds nothing. Target: `snakemake --profile profiles/<site> containers`.
+# site (runtime none, the local profile) builds nothing. Target: `snakemake --profile profiles/<site> containers`.
 from exabench import containers as containers_mod
 
 IMAGE_DIR = str(containers_mod.image_dir(SITE, Path(RESULTS).resolve()).resolve())
+# Every image the planned runs need (empty for native or prebuilt): render's input on such sites.
+CONTAINER_IMAGES = containers_mod.needed_images(
+    SITE, sorted({run.framework for run in RUNS.values()}), Path(RESULTS).resolve()
+)
 
 
 wildcard_constraints:
@@ -16,15 +21,9 @@ localrules:
     containers,
 
 
-def get_container_images(wildcards=None):
-    # Render inputs for sites with a runtime: every stack the planned runs need, built first.
-    frameworks = sorted({run.framework for run in RUNS.values()})
-    return containers_mod.needed_images(SITE, frameworks, Path(RESULTS).resolve())
-
-
 rule containers:
     input:
-        get_container_images,
+        CONTAINER_IMAGES,
 
 
 rule container_image:
