@@ -12,6 +12,7 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/containers.smk"
 include: "workflow/rules/render.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/aggregate.smk"

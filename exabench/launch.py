@@ -20,6 +20,7 @@ from pathlib import Path
 
 import jinja2
 
+from . import containers
 from .config import REPO_ROOT
 from .errors import ConfigError, LayoutError
 from .launchers import launch_argv, thread_env
@@ -108,7 +109,13 @@ def run_environment(site: Site, layout: Layout, run_id: str) -> dict[str, str]:
     return env
 
 
-def program_argv(site: Site, spec_path: Path) -> list[str]:
+def program_argv(site: Site, spec_path: Path, run: Run | None = None, env: dict | None = None) -> list[str]:
+    """What the launcher starts on every rank: the runner, natively or inside the site's image
+    (exabench.containers: exec line, binds, env, digest checked against the site's pin)."""
+    if containers.uses_container(site):
+        # spec_path is <results root>/runs/<run_id>/spec.json (RunPaths): the root is bound in.
+        root = Path(spec_path).resolve().parents[2]
+        return containers.wrap_program(site, spec_path, run.framework if run else None, env, root)
     return [site.python_executable, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]
 
 
@@ -228,7 +235,7 @@ def render_script(run: Run, site: Site, paths: RunPaths) -> tuple[str, str]:
     for key in env:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise ConfigError(site.path or site.name, "env", key, "a variable name ([A-Za-z_][A-Za-z0-9_]*)")
-    line = _launch_line(site, run.layout, program_argv(site, paths.spec), env)
+    line = _launch_line(site, run.layout, program_argv(site, paths.spec, run, env), env)
     run_dir = paths.run_dir.resolve()
     request = batch_request(site, run.layout, run.run_id, walltime_min(site, run.timeout_s), run_dir)
     text = _env().get_template(f"batch/{site.scheduler}.sh.j2").render(

@@ -130,10 +130,16 @@ def hardware() -> dict:
     return hw
 
 
+def _container_provenance() -> dict:
+    # Inside an image the exec line set EXABENCH_CONTAINER_* (runtime, image, stack, digest).
+    from .containers import provenance_from_env
+    return provenance_from_env() or {"runtime": None, "image": None, "digest": None}
+
+
 def provenance(start_time: str, end_time: str, hosts: list[str], container: dict | None = None,
                env_names: tuple[str, ...] = ()) -> dict:
     return {"exabench_version": __version__, "git": git_state(), "python": sys.version.split()[0],
-            "container": container or {"runtime": None, "image": None, "digest": None},
+            "container": container or _container_provenance(),
             "packages": package_versions(), "hosts": sorted(set(hosts)), "hardware": hardware(),
             "environment": allowed_env(extra=env_names), "start_time": start_time, "end_time": end_time,
             "hostname": socket.gethostname()}

@@ -18,4 +18,4 @@ export OMP_PLACES=cores
 export OMP_PROC_BIND=close
 export EXABENCH_RUN_ID=resnet50.full.bf16.n2r6t7g1
 cd /scratch/exabench/results/summit/runs/resnet50.full.bf16.n2r6t7g1
-jsrun -n12 -r6 -a1 -c7 -g1 -bpacked:7 python3 -m exabench.runner --spec /scratch/exabench/results/summit/runs/resnet50.full.bf16.n2r6t7g1/spec.json
+jsrun -n12 -r6 -a1 -c7 -g1 -bpacked:7 singularity exec --nv --bind=/scratch/exabench/results/summit --bind=/gpfs/alpine/scratch --bind=/mnt/bb --env=EXABENCH_CONTAINER_DIGEST= --env=EXABENCH_CONTAINER_IMAGE=/scratch/exabench/results/summit/images/pytorch-cuda.sif --env=EXABENCH_CONTAINER_RUNTIME=singularity --env=EXABENCH_CONTAINER_STACK=pytorch-cuda --env=EXABENCH_CONTAINER_VERIFIED=0 --env=EXABENCH_RUN_ID=resnet50.full.bf16.n2r6t7g1 --env=MKL_NUM_THREADS=7 --env=OMP_NUM_THREADS=7 --env=OMP_PLACES=cores --env=OMP_PROC_BIND=close --env=OPENBLAS_NUM_THREADS=7 /scratch/exabench/results/summit/images/pytorch-cuda.sif python3 -m exabench.runner --spec /scratch/exabench/results/summit/runs/resnet50.full.bf16.n2r6t7g1/spec.json

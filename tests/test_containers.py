@@ -1,0 +1,289 @@
+"""Containers: recipes parsed and linted with spython, pins checked against the project's,
+generated Dockerfiles in sync, rendered exec lines per site profile, digest pinning, and a
+real build + run of the `cpu` stack (debootstrap + chroot build, Charliecloud's ch-run)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exabench import __version__, containers
+from exabench.config import validate
+from exabench.execute import execute
+from exabench.launch import RunPaths, render_script, write_run_files
+from exabench.plan import Run, expand
+from exabench.results import provenance
+from exabench.site import load_site, resolve_layout
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILES = sorted(p.parent.name for p in (REPO / "profiles").glob("*/site.yaml"))
+CONTAINER_PROFILES = [n for n in PROFILES
+                      if load_site(REPO / "profiles" / n / "site.yaml").container.get("runtime", "none") != "none"]
+ROOT = Path("/scratch/exabench/results")
+
+
+def project_pins() -> dict[str, str]:
+    pins = {}
+    for name in ("requirements.lock", "requirements.txt"):
+        for line in (REPO / name).read_text().splitlines():
+            m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;#]+)", line.strip())
+            if m:
+                pins[containers.normalise(m.group(1))] = m.group(2)
+    return pins
+
+
+# --- recipes ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack", containers.STACKS)
+def test_recipe_parses_with_spython_and_lints_clean(stack):
+    rec = containers.parse_recipe(containers.recipe_path(stack))
+    assert containers.lint_recipe(rec.path) == []
+    assert rec.stack == stack and rec.labels["org.exabench.version"] == __version__
+    assert ("exabench", "/opt/exabench/exabench") in rec.files
+    assert rec.environment["PYTHONPATH"] == "/opt/exabench"
+    assert {"base", "core", "check"} <= set(rec.layers)
+    assert rec.commands(("check",)) and all("import exabench" in c for c in rec.commands(("check",)))
+
+
+@pytest.mark.parametrize("stack", containers.STACKS)
+def test_recipe_pins_match_the_projects_pins(stack):
+    rec = containers.parse_recipe(containers.recipe_path(stack))
+    pins, project = rec.pins(), project_pins()
+    project.setdefault("tensorflow", project["tensorflow-cpu"])  # the CUDA stack's name for the same release
+    checked = {name: ver for name, ver in pins.items() if name in project}
+    assert {"numpy", "mpi4py", "pyyaml", "jsonschema"} <= set(checked)
+    assert {n: (v, project[n]) for n, v in checked.items() if v != project[n]} == {}
+    for pkg in ("torch", "torchvision", "tensorflow", "mpi4py"):
+        label = rec.labels.get(f"org.exabench.{pkg}")
+        assert label in ("none", project[pkg]), f"{stack}: label {pkg}={label}, project pins {project[pkg]}"
+
+
+@pytest.mark.parametrize("stack", containers.STACKS)
+def test_generated_dockerfile_matches_the_recipe(stack):
+    committed = containers.dockerfile_path(stack).read_text()
+    assert committed == containers.dockerfile(containers.recipe_path(stack)), \
+        "regenerate with: python -m exabench.containers dockerfiles"
+    rec = containers.parse_recipe(containers.recipe_path(stack))
+    runs = [line[4:] for line in committed.splitlines() if line.startswith("RUN ")]
+    assert runs == rec.commands()  # one RUN per %post command, same order, nothing lost
+    assert f"FROM {rec.base} " in committed
+
+
+def test_lint_names_each_problem(tmp_path):
+    bad = tmp_path / "cpu.def"
+    bad.write_text("Bootstrap: docker\nFrom: debian:latest\n\n%labels\n    org.exabench.stack cpu\n\n"
+                   "%post\n    # exabench-layer: base\n    cd /opt\n    /opt/venv/bin/pip install numpy \\\n"
+                   "        torch==2.14.1\n")
+    problems = "\n".join(containers.lint_recipe(bad))
+    assert "label org.exabench.version missing" in problems and "not pinned to a tag" in problems
+    assert "'cd /opt' does not stand alone" in problems and "'numpy' is not pinned" in problems
+
+
+# --- exec lines per site ---------------------------------------------------------------------
+
+def _run(site, benchmark="resnet50", framework="pytorch"):
+    return Run(run_id="probe", benchmark=benchmark, suite="x", framework=framework, preset="tiny", params={},
+               layout=resolve_layout(site, nodes=1), timeout_s=600)
+
+
+def _exec_argv(line: str, runtime: str) -> list[str]:
+    argv = shlex.split(line)
+    word = {"apptainer": "apptainer", "singularity": "singularity", "podman": "podman-hpc",
+            "shifter": "shifter", "charliecloud": "ch-run"}[runtime]
+    return argv[argv.index(word):]
+
+
+@pytest.mark.parametrize("name", CONTAINER_PROFILES)
+def test_rendered_exec_line_per_site(name):
+    s = load_site(REPO / "profiles" / name / "site.yaml")
+    c = s.container
+    _, line = render_script(_run(s), s, RunPaths(ROOT / name, "probe"))
+    argv = _exec_argv(line, c["runtime"])
+    assert shlex.split(line)[0] == {"local": "python3"}.get(s.launcher, s.launcher)  # launcher outside
+    assert argv[-5:] == ["python3", "-m", "exabench.runner", "--spec", f"{ROOT}/{name}/runs/probe/spec.json"]
+    opts = argv[:-5]
+    if c.get("gpu_flag"):
+        assert c["gpu_flag"] in opts or f"--module={c['gpu_flag'].lstrip('-')}" in opts
+    else:
+        assert not {"--nv", "--rocm", "--gpu"} & set(opts)
+    binds = {o.split("=", 1)[1].split(":")[0] for o in opts if o.startswith(("--bind=", "--volume="))}
+    assert f"{ROOT}/{name}" in binds and set(c.get("binds", [])) <= binds
+    for key in ("pfs", "node_local"):
+        if s.storage.get(key):
+            assert containers._literal_prefix(s.storage[key]) in binds | {""}
+    env = dict(o.split("=", 2)[1:] for o in opts if o.startswith(("--env=", "--set-env=")))
+    assert env["EXABENCH_CONTAINER_RUNTIME"] == c["runtime"] and env["EXABENCH_RUN_ID"] == "probe"
+    assert env["OMP_NUM_THREADS"] == str(resolve_layout(s, nodes=1).threads_per_rank)
+    assert all(env[k] == str(v) for k, v in c.get("env", {}).items())
+    image = env["EXABENCH_CONTAINER_IMAGE"]
+    assert image in argv or f"--image=docker:{image}" in argv
+    if not c.get("image"):  # built from the recipes under results/<site>/images
+        stack = {"amd": "pytorch-rocm", "nvidia": "pytorch-cuda"}.get(s.node.gpu_vendor, "cpu")
+        assert image == f"{ROOT}/{name}/images/{stack}.sif" and env["EXABENCH_CONTAINER_STACK"] == stack
+
+
+def test_stack_follows_gpu_vendor_and_framework():
+    polaris = load_site(REPO / "profiles/polaris/site.yaml")
+    assert containers.stack_for(polaris, "tensorflow") == "tensorflow-cuda"
+    assert containers.stack_for(polaris, "mpi4py-numpy") == "pytorch-cuda"
+    assert containers.stack_for(load_site(REPO / "profiles/frontier/site.yaml"), "pytorch") == "pytorch-rocm"
+    assert containers.stack_for(load_site(REPO / "profiles/theta/site.yaml"), "pytorch") == "cpu"
+
+
+def test_local_profile_stays_native(tmp_path):
+    s = load_site(REPO / "profiles/local/site.yaml")
+    _, line = render_script(_run(s, "kmeans", "mpi4py-numpy"), s, RunPaths(tmp_path, "probe"))
+    assert "apptainer" not in line and "EXABENCH_CONTAINER" not in line
+    assert shlex.split(line)[-4:-2] == ["-m", "exabench.runner"]
+    rec = provenance("a", "b", ["h"])
+    assert rec["container"]["runtime"] is None and "numpy" in rec["packages"]
+
+
+# --- digests ---------------------------------------------------------------------------------
+
+def _pinned_site(tmp_path, image: Path, digest: str = ""):
+    raw = yaml.safe_load((REPO / "profiles/polaris/site.yaml").read_text())
+    raw["container"] = {**raw["container"], "image": str(image), "digest": digest}
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_site(path)
+
+
+def test_pinned_digest_verified_and_mismatch_refused(tmp_path):
+    image = tmp_path / "img.sif"
+    image.write_bytes(b"pretend squashfs " * 1000)
+    good = containers.file_digest(image)
+    s = _pinned_site(tmp_path, image, good)
+    _, line = render_script(_run(s), s, RunPaths(tmp_path / "r", "probe"))
+    assert f"--env=EXABENCH_CONTAINER_DIGEST={good}" in line and "--env=EXABENCH_CONTAINER_VERIFIED=1" in line
+    assert containers.recorded_digest(image) == good
+    image.write_bytes(b"another image")  # changed after it was pinned
+    os.utime(image, (image.stat().st_atime, containers.digest_file(image).stat().st_mtime + 5))
+    with pytest.raises(containers.ContainerError, match=r"container.digest.*does not match .*refusing to run"):
+        render_script(_run(s), s, RunPaths(tmp_path / "r", "probe"))
+
+
+def test_uri_digest_must_agree_with_the_pin(tmp_path):
+    d1, d2 = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    s = _pinned_site(tmp_path, Path("/x"), d2)
+    s = dataclasses.replace(s, container={**s.container, "image": f"docker://reg.example/exabench/cpu@{d1}"})
+    with pytest.raises(containers.ContainerError, match="does not match container.image"):
+        render_script(_run(s), s, RunPaths(tmp_path / "r", "probe"))
+    s = dataclasses.replace(s, container={**s.container, "digest": d1})
+    _, line = render_script(_run(s), s, RunPaths(tmp_path / "r", "probe"))
+    assert f"EXABENCH_CONTAINER_DIGEST={d1}" in line
+
+
+def test_directory_digest_follows_content_not_times(tmp_path):
+    img = tmp_path / "img"
+    (img / "bin").mkdir(parents=True)
+    (img / "bin" / "x").write_text("hello")
+    (img / "lnk").symlink_to("bin/x")
+    d = containers.directory_digest(img)
+    os.utime(img / "bin" / "x", (0, 0))
+    assert containers.directory_digest(img) == d
+    (img / "bin" / "x").write_text("hellp")
+    assert containers.directory_digest(img) != d
+
+
+def test_provenance_reads_the_container_the_exec_line_named(monkeypatch):
+    monkeypatch.setenv("EXABENCH_CONTAINER_RUNTIME", "apptainer")
+    monkeypatch.setenv("EXABENCH_CONTAINER_IMAGE", "/i/cpu.sif")
+    monkeypatch.setenv("EXABENCH_CONTAINER_DIGEST", "sha256:" + "c" * 64)
+    monkeypatch.setenv("EXABENCH_CONTAINER_STACK", "cpu")
+    monkeypatch.setenv("EXABENCH_CONTAINER_VERIFIED", "1")
+    c = provenance("a", "b", ["h"])["container"]
+    assert c == {"runtime": "apptainer", "image": "/i/cpu.sif", "stack": "cpu", "digest": "sha256:" + "c" * 64,
+                 "digest_verified": True}
+
+
+def test_build_command_and_snakemake_plan_images(tmp_path):
+    s = load_site(REPO / "profiles/frontier/site.yaml")
+    assert containers.build_argv(s, "pytorch-rocm", "/i/p.sif") == [
+        "apptainer", "build", "--fakeroot", "--force", "/i/p.sif", str(REPO / "containers/pytorch-rocm.def")]
+    raw = yaml.safe_load((REPO / "profiles/local/site.yaml").read_text())
+    raw["container"] = {"runtime": "apptainer", "image_dir": str(tmp_path / "images")}
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run(["snakemake", "--profile", "profiles/local", "--config", f"site={tmp_path / 'site.yaml'}",
+                          "-n", "containers"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "container_image" in res.stdout and str(tmp_path / "images" / "cpu.sif") in res.stdout
+    res = subprocess.run(["snakemake", "--profile", "profiles/local", "-n", "containers"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0 and "container_image" not in res.stdout  # native: nothing to build
+
+
+# --- the real thing --------------------------------------------------------------------------
+
+def _real_build_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (debootstrap and the chroot build of %post)"
+    for tool in ("debootstrap", "ch-run", "unshare", "mpirun"):
+        if not shutil.which(tool):
+            return f"{tool} not installed (apt-get install -y debootstrap charliecloud-runtime)"
+    try:
+        subprocess.run(["unshare", "-U", "-r", "true"], check=True, timeout=30, capture_output=True)
+    except (subprocess.SubprocessError, OSError) as exc:
+        return f"user namespaces unavailable (unshare -U -r true: {exc})"
+    return None
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_real_cpu_image_build_and_kmeans_run_record_the_digest(tmp_path):
+    """Build the cpu stack's base, core and check layers from containers/cpu.def (the frameworks
+    layer, 5 GB of torch + TensorFlow, is left out here), then run K-Means tiny on 2 ranks
+    inside it through the rendered launch line (host mpirun -> ch-run per rank) and check the
+    record carries the image's digest."""
+    reason = _real_build_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    os.environ.setdefault("USER", "root")  # ch-run refuses to start without $USER
+    image = Path(os.environ.get("EXABENCH_CI_IMAGE_DIR", tmp_path)) / "cpu.d"
+    rec = containers.parse_recipe(containers.recipe_path("cpu"))
+    with open(tmp_path / "build.log", "w") as log:
+        try:
+            digest = containers.build_directory_image(rec, image, ("base", "core", "check"), log=log)
+        except subprocess.SubprocessError as exc:
+            pytest.fail(f"build failed: {exc}; log tail:\n{(tmp_path / 'build.log').read_text()[-3000:]}")
+    assert containers.recorded_digest(image) == digest == containers.directory_digest(image)
+
+    raw = yaml.safe_load((REPO / "profiles/local/site.yaml").read_text())
+    raw["node"]["cores_per_socket"] = 2
+    raw["container"] = {"runtime": "charliecloud", "image": str(image), "digest": digest}
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(raw))
+    site = load_site(tmp_path / "site.yaml")
+    config = validate({"timeout_s": 300, "benchmarks": [{"name": "kmeans", "preset": "tiny",
+                                                         "sweep": {"ranks_per_node": [2]}}]}, "config", "c.yaml")
+    [run] = expand(config, site, "c.yaml")
+    paths = RunPaths(tmp_path / "results" / "ci", run.run_id)
+    write_run_files(run, site, paths)
+    line = json.loads(paths.spec.read_text())["launch_line"]
+    assert shlex.split(line)[0] == "mpirun" and "ch-run" in line and str(image) in line
+    record = execute(paths.spec)
+    assert record["status"] == "ok", (record.get("error"), (paths.run_dir / "output.log").read_text()[-3000:])
+    c = record["provenance"]["container"]
+    assert c == {"runtime": "charliecloud", "image": str(image), "stack": "cpu", "digest": digest,
+                 "digest_verified": True}
+    # The image's own Python environment ran the benchmark, not the host's venv (which has torch).
+    assert "torch" not in record["provenance"]["packages"] and record["provenance"]["packages"]["numpy"] == "2.4.6"
+    assert record["layout"]["ranks"] == 2 and record["metrics"]
+
+    # The same image, changed after it was pinned, is refused before anything runs.
+    (image / "opt" / "exabench" / "tampered").write_text("x")
+    with pytest.raises(containers.ContainerError, match="refusing to run"):
+        write_run_files(run, site, paths)
+    (image / "opt" / "exabench" / "tampered").unlink()
+    if "EXABENCH_CI_IMAGE_DIR" not in os.environ:
+        shutil.rmtree(image, ignore_errors=True)  # about 400 MB; pytest keeps old tmp dirs
