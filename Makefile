@@ -17,5 +17,6 @@ dry-run: setup
 lint: setup
 	$(VENV)/bin/snakemake --profile $(PROFILE) --lint
 
-test: setup
+test:
+	bash scripts/setup.sh --test
 	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)

@@ -3,8 +3,12 @@
 #   - Debian packages: OpenMPI (mpirun + headers for mpi4py),
 #   - .venv with the exact pinned set from requirements.lock, exabench installed editable.
 # A second run checks stamps and installs nothing when nothing changed.
+#   --test: also what the test suite drives for real: a two-node Slurm on loopback (munge,
+#           slurmctld, slurmd, PMIx) and a container build (debootstrap, charliecloud's ch-run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_test_tools=0
+[ "${1:-}" = "--test" ] && with_test_tools=1
 root=$(pwd)
 venv=${EXABENCH_VENV:-$root/.venv}
 python=${PYTHON:-python3}
@@ -17,6 +21,11 @@ need_apt=()
 command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 [ -e /usr/include/x86_64-linux-gnu/mpi/mpi.h ] || [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] \
   || dpkg -s libopenmpi-dev >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
+if [ "$with_test_tools" = 1 ]; then
+  for pkg in munge slurmctld slurmd slurm-client libpmix-dev debootstrap charliecloud-runtime; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+  done
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   as_root apt-get update -qq

@@ -23,6 +23,7 @@ rule render:
         spec=f"{RESULTS}/runs/{{run_id}}/spec.json",
     input:
         templates=get_templates,
+        images=CONTAINER_IMAGES,  # the digest check at render time needs the built image
     params:
         spec=get_run_spec_params,
     log:
