@@ -19,7 +19,7 @@ def test_sweep_is_a_cartesian_product_with_readable_ids(two_core_site):
     assert [r.run_id for r in runs] == [
         "kmeans.tiny.float64.k-2.n1r1t2", "kmeans.tiny.float64.k-3.n1r1t2", "kmeans.tiny.float64.k-4.n1r1t2",
         "kmeans.tiny.float64.k-2.n1r2t1", "kmeans.tiny.float64.k-3.n1r2t1", "kmeans.tiny.float64.k-4.n1r2t1"]
-    assert runs[4].params["k"] == 3 and runs[4].params["rows_per_rank"] == 20_000  # tiny preset applied
+    assert runs[4].params["k"] == 3 and runs[4].params["size_per_node"] == "20000rows"  # tiny preset applied
     assert runs[4].swept == {"k": 3}
     assert runs[0].layout.threads_per_rank == 2  # one rank gets both cores
 
