@@ -22,4 +22,4 @@ def get(name: str, file: str = "(config)", key: str = "name") -> type[Benchmark]
 
 
 # Importing the modules registers them; they import heavy frameworks lazily, in run().
-from . import kmeans, resnet  # noqa: E402,F401
+from . import image_classification, kmeans  # noqa: E402,F401

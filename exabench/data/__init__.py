@@ -1,0 +1,1 @@
+"""Synthetic data sets in the real formats, and their readers."""
