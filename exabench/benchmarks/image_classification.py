@@ -156,7 +156,7 @@ class ImageClassification(Benchmark):
             scaler = precision.grad_scaler(device)
             run = _Loop(p, world, dp, device, memory_format, net, opt, sched, scaler, precision, local_batch)
             result = run.synthetic() if p.data == "synthetic" else run.epochs(ctx.run_dir)
-            checksum = float(sum(x.double().sum() for x in model.parameters()))
+            checksum = float(sum(x.detach().double().sum() for x in model.parameters()))
             grad_sum = float(sum(x.grad.double().sum() for x in model.parameters() if x.grad is not None))
             sums = dp.allgather((checksum, grad_sum))
         finally:
