@@ -101,7 +101,7 @@ def training_flops(model, image_size: int, device) -> float:
 def train_step(model, optimizer, scaler, precision, dp, device, images, labels):
     """One optimizer step; returns the loss (a device tensor)."""
     import torch.nn.functional as F
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad()  # set_to_none by default in torch 2; Horovod's takes no arguments
     with precision.autocast(device):
         loss = F.cross_entropy(model(images), labels)
     scaler.scale(loss).backward()
