@@ -31,8 +31,10 @@ def warmup_factor(step: int, warmup_steps: int, start: float) -> float:
     return start + (1.0 - start) * step / warmup_steps
 
 
-def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, start: float):
-    """A LambdaLR applying `warmup_factor` per optimizer step."""
+def warmup_schedule(optimizer, warmup_steps: int, start: float):
+    """A LambdaLR applying `warmup_factor` per optimizer step (on the torch optimizer inside any wrapper)."""
+    while not isinstance(optimizer, torch.optim.Optimizer):
+        optimizer = optimizer.base  # LARC and the Horovod LARC wrapper name what they wrap
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_factor(step, warmup_steps, start))
 
 
@@ -48,7 +50,7 @@ class LARC:
 
     def __init__(self, optimizer: torch.optim.Optimizer, trust_coefficient: float = 0.02, clip: bool = True,
                  eps: float = 1e-8):
-        self.optim = optimizer
+        self.optim = self.base = optimizer
         self.trust_coefficient = trust_coefficient
         self.clip = clip
         self.eps = eps
@@ -233,6 +235,7 @@ class _HorovodLARC:
 
     def __init__(self, dist_opt, larc: LARC):
         self.dist_opt, self.larc = dist_opt, larc
+        self.base = dist_opt
 
     def __getattr__(self, name):
         return getattr(self.dist_opt, name)

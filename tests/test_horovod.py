@@ -55,9 +55,11 @@ def test_distributed_optimizer_step_equals_single_process_step(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_exabench_run_over_horovod_with_fp16_compression(tmp_path):
+def test_exabench_run_over_horovod_with_fp16_compression_and_larc(tmp_path):
     rec = run_benchmark(tmp_path, "convnet_cifar10", {"data": "synthetic", "backend": "horovod",
-                                                      "compression": "fp16", "fusion_threshold_mb": 16.0})
+                                                      "compression": "fp16", "fusion_threshold_mb": 16.0,
+                                                      "optimizer": "lars", "lr": 0.05, "reference_batch": 32,
+                                                      "lr_warmup_steps": 2})
     assert rec["status"] == "ok", rec["error"]
     assert rec["info"]["backend"] == "horovod"
     assert all(c["passed"] for c in rec["checks"]), rec["checks"]

@@ -151,8 +151,7 @@ class ImageClassification(Benchmark):
             net, opt = dp.wrap(model, opt)
             if p.compile:
                 net = torch.compile(net)
-            sched = training.warmup_schedule(opt.optim if isinstance(opt, training.LARC) else opt,
-                                             p.lr_warmup_steps, start=min(1.0, p.reference_batch / global_batch))
+            sched = training.warmup_schedule(opt, p.lr_warmup_steps, start=min(1.0, p.reference_batch / global_batch))
             scaler = precision.grad_scaler(device)
             run = _Loop(p, world, dp, device, memory_format, net, opt, sched, scaler, precision, local_batch)
             result = run.synthetic() if p.data == "synthetic" else run.epochs(ctx.run_dir)
