@@ -5,7 +5,9 @@ process, alternating the two so drifting machine load hits both alike.
 
     PYTHONPATH=. python benchmarks/resnet_overhead.py [--image-size 64 --batch 8 --steps 20]
 
-Prints both throughputs per round, the median ratio, and whether the harness costs < 2 %.
+Both sides report the median over their timed steps' throughputs (robust to bursts of load
+from other processes); prints both per round, the median ratio, and whether the harness
+costs < 2 %. On a shared machine the per-round ratios scatter: read the spread too.
 """
 
 from __future__ import annotations
@@ -39,11 +41,11 @@ def exabench_throughput(args, run_root: Path) -> float:
     record = run(run_spec(planned, site, paths, "(in process)"), World(0, 1, 0, 1, "single", False))
     if record["status"] != "ok":
         raise RuntimeError(f"exabench run {record['status']}: {record['error']}")
-    return record["metrics"]["throughput"]["value"]
+    return record["metrics"]["throughput"]["stats"]["median"]  # median over the timed steps
 
 
 def bare_throughput(args) -> float:
-    """The loop anyone would write: no harness, one clock around the timed steps."""
+    """The loop anyone would write, with a clock around each timed step; median step throughput."""
     import torch
     import torch.nn.functional as F
     import torchvision
@@ -65,10 +67,12 @@ def bare_throughput(args) -> float:
 
     for _ in range(args.warmup):
         step()
-    t0 = time.perf_counter()
+    times = []
     for _ in range(args.steps):
+        t0 = time.perf_counter()
         step()
-    return args.batch * args.steps / (time.perf_counter() - t0)
+        times.append(time.perf_counter() - t0)
+    return args.batch / statistics.median(times)
 
 
 def main(argv=None) -> int:
@@ -84,8 +88,12 @@ def main(argv=None) -> int:
     ratios = []
     with tempfile.TemporaryDirectory(prefix="exabench-overhead-") as tmp:
         for i in range(args.rounds):
-            bare = bare_throughput(args)
-            exa = exabench_throughput(args, Path(tmp) / f"round{i}")
+            if i % 2:  # alternate which goes first, so neither always inherits the other's allocator state
+                exa = exabench_throughput(args, Path(tmp) / f"round{i}")
+                bare = bare_throughput(args)
+            else:
+                bare = bare_throughput(args)
+                exa = exabench_throughput(args, Path(tmp) / f"round{i}")
             ratios.append(exa / bare)
             print(f"round {i + 1}: bare {bare:.2f} images/s, exabench {exa:.2f} images/s, ratio {exa / bare:.4f}",
                   flush=True)
