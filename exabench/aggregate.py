@@ -91,6 +91,7 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
 # analytics suite shows its runtime, as the CORAL-2 reference reports; its FOM is beside it.
 HEADLINES = {"resnet50": "throughput", "kmeans": "time", "pca": "time", "svm": "time",
              "cosmoflow": "time_to_train", "deepcam": "time_to_train", "cosmoflow-keras": "time_to_train"}
+HEADLINES.update(alexnet="throughput", googlenet="throughput", caffenet="throughput", convnet_cifar10="throughput")
 HEADLINES.update(gemm="tflops", conv="tflops", rnn="tflops", allreduce="busbw", io_read="read_pfs", candle="throughput")
 
 

@@ -22,7 +22,7 @@ command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 [ -e /usr/include/x86_64-linux-gnu/mpi/mpi.h ] || [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] \
   || dpkg -s libopenmpi-dev >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
 if [ "$with_test_tools" = 1 ]; then
-  for pkg in munge slurmctld slurmd slurm-client libpmix-dev debootstrap charliecloud-runtime; do
+  for pkg in munge slurmctld slurmd slurm-client libpmix-dev debootstrap charliecloud-runtime cmake g++; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
   done
 fi
@@ -33,10 +33,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # --- Python virtual environment -------------------------------------------
+install_test_tools() { # Horovod is built from source against this torch (scripts/install_horovod.sh)
+  if [ "$with_test_tools" = 1 ]; then bash scripts/install_horovod.sh "$venv"; fi
+  return 0
+}
 stamp="$venv/.exabench-installed"
 want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$venv/bin/python" -c "import exabench" 2>/dev/null; then
   echo "setup: $venv is up to date (requirements.lock unchanged)"
+  install_test_tools
   exit 0
 fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
@@ -52,4 +57,5 @@ pip_install -r requirements.lock
 pip_install --no-deps --no-build-isolation -e .
 "$venv/bin/python" -c "import exabench, torch, mpi4py, snakemake" # fail loudly if anything is missing
 echo "$want" > "$stamp"
+install_test_tools
 echo "setup: done"

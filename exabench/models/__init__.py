@@ -1,1 +1,2 @@
-"""The networks of the MLPerf-HPC workloads (PyTorch), built from the reference's settings."""
+"""Model definitions not found in torchvision: the MLPerf-HPC networks (built from the references'
+settings) and the Caffe-era image classifiers."""
