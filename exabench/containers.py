@@ -392,6 +392,30 @@ def wrap_program(site, spec_path: str | Path, framework: str | None, env: dict |
     return exec_prefix(site, image, binds, cenv) + program
 
 
+def pin_for_run(site, framework: str | None, results_root: str | Path) -> dict | None:
+    """The image and digest a run was rendered against (kept in its spec), or None when native."""
+    if not uses_container(site):
+        return None
+    image = site_image(site, stack_for(site, framework), results_root)
+    digest = verified_digest(site, image) or (site.container or {}).get("digest", "") or None
+    return {"image": image, "digest": digest, "site_file": site.path or site.name}
+
+
+def check_before_start(pin: dict | None) -> None:
+    """Refuse to start a run whose local image no longer has the digest it was rendered with
+    (the image was rebuilt or replaced between rendering and the job starting)."""
+    if not pin or not pin.get("digest") or is_uri(pin["image"]) or not Path(pin["image"]).exists():
+        return
+    path = Path(pin["image"])
+    side = digest_file(path)
+    fresh = side.exists() and side.stat().st_mtime >= _newest_mtime(path)
+    actual = (recorded_digest(path) if fresh else None) or write_digest(path)
+    if actual != pin["digest"]:
+        raise ContainerError(pin["site_file"], "container.digest", pin["digest"], f"the image's actual digest {actual}",
+                             f"does not match {pin['image']} at job start: the image changed after the job "
+                             "script was rendered; refusing to run (re-render, or pin the new digest on purpose)")
+
+
 def provenance_from_env(environ=None) -> dict | None:
     """The container a rank runs in, as the exec line told it; None when native."""
     environ = os.environ if environ is None else environ

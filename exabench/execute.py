@@ -15,6 +15,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from . import containers
+from .containers import ContainerError
 from .results import failed_record, now_iso, read_record, write_record
 from .runner import error_dir
 
@@ -54,6 +56,12 @@ def execute(spec_path: str | Path, script: str | Path | None = None, log=None) -
         record_path.unlink()
     start = now_iso()
     t0 = time.monotonic()
+    try:
+        containers.check_before_start(spec.get("container"))
+    except ContainerError as exc:
+        record = failed_record(spec, "failed", str(exc), start, now_iso())
+        write_record(record, record_path, spec["paths"]["archive_dir"])
+        return record
     out_path = run_dir / "output.log"
     with open(out_path, "w") as out:
         proc = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

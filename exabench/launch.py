@@ -247,8 +247,9 @@ def render_script(run: Run, site: Site, paths: RunPaths) -> tuple[str, str]:
 def run_spec(run: Run, site: Site, paths: RunPaths, launch_line: str) -> dict:
     """Everything the runner needs, resolved: it reads no config or site file itself."""
     env = run_environment(site, run.layout, run.run_id)
+    pin = containers.pin_for_run(site, run.framework, paths.root.resolve())
     return {"spec_version": 1, **run.to_dict(), "site": site.name, "launch_line": launch_line, "env": env,
-            "paths": {"run_dir": str(paths.run_dir.resolve()), "record": str(paths.record.resolve()),
+            "container": pin, "paths": {"run_dir": str(paths.run_dir.resolve()), "record": str(paths.record.resolve()),
                       "archive_dir": str(paths.archive_dir.resolve())}}
 
 

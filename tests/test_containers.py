@@ -11,6 +11,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,24 @@ def test_pinned_digest_verified_and_mismatch_refused(tmp_path):
         render_script(_run(s), s, RunPaths(tmp_path / "r", "probe"))
 
 
+def test_image_changed_after_rendering_refuses_to_start(tmp_path):
+    from exabench.execute import execute
+    from exabench.launch import write_run_files
+
+    image = tmp_path / "img.sif"
+    image.write_bytes(b"pretend squashfs " * 1000)
+    s = _pinned_site(tmp_path, image, containers.file_digest(image))
+    paths = RunPaths(tmp_path / "r", "probe")
+    write_run_files(_run(s), s, paths)
+    marker = tmp_path / "launched"
+    paths.script.write_text(f"#!/usr/bin/env bash\ntouch {marker}\n")  # would show that the job started
+    image.write_bytes(b"rebuilt image")  # replaced between rendering and the job's start
+    os.utime(image, (image.stat().st_atime, containers.digest_file(image).stat().st_mtime + 5))
+    rec = execute(paths.spec)
+    assert rec["status"] == "failed" and "at job start" in rec["error"] and "refusing to run" in rec["error"]
+    assert not marker.exists()
+
+
 def test_uri_digest_must_agree_with_the_pin(tmp_path):
     d1, d2 = "sha256:" + "a" * 64, "sha256:" + "b" * 64
     s = _pinned_site(tmp_path, Path("/x"), d2)
@@ -214,12 +233,12 @@ def test_build_command_and_snakemake_plan_images(tmp_path):
     raw["container"] = {"runtime": "apptainer", "image_dir": str(tmp_path / "images")}
     (tmp_path / "site.yaml").write_text(yaml.safe_dump(raw))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    res = subprocess.run(["snakemake", "--profile", "profiles/local", "--config", f"site={tmp_path / 'site.yaml'}",
-                          "-n", "containers"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    smk = [sys.executable, "-m", "snakemake", "--profile", "profiles/local"]
+    res = subprocess.run([*smk, "--config", f"site={tmp_path / 'site.yaml'}", "-n", "containers"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "container_image" in res.stdout and str(tmp_path / "images" / "cpu.sif") in res.stdout
-    res = subprocess.run(["snakemake", "--profile", "profiles/local", "-n", "containers"], cwd=REPO,
-                         capture_output=True, text=True, timeout=300, env=env)
+    res = subprocess.run([*smk, "-n", "containers"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0 and "container_image" not in res.stdout  # native: nothing to build
 
 
