@@ -51,7 +51,7 @@ def test_resnet50_two_ranks_gloo(tmp_path, two_core_site):
     assert thr["unit"] == "images/s" and thr["precision"] == "fp32" and len(thr["samples"]) == 3
     # Total throughput is measured: global batch x steps / sum of the slowest rank's step times.
     assert thr["value"] == pytest.approx(4 * 2 * 3 / sum(step["samples"]))
-    assert rec["metrics"]["throughput_per_rank"]["value"] == pytest.approx(thr["value"] / 2)
+    assert rec["metrics"]["throughput_per_device"]["value"] == pytest.approx(thr["value"] / 2)
     assert all(c["passed"] for c in rec["checks"]), rec["checks"]
 
 
