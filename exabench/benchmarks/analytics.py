@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from .base import Metric, param
+from .base import Benchmark, Metric, param
 
 SUITE = "coral2-bdas"
 COLS = 250  # num_global_cols of the suite
@@ -261,6 +261,17 @@ class AnalyticsParams:
 # Sizes per node: the slides compare 8 GB and 64 GB per node (Titan's baseline is about 8 GB/node).
 SIZE_PRESETS = {"tiny": {"size_per_node": "20000rows"}, "small": {"size_per_node": "8GB"},
                 "full": {"size_per_node": "64GB"}}
+
+
+class AnalyticsBenchmark(Benchmark):
+    """What the three CORAL-2 analytics benchmarks share: SPMD over MPI with numpy kernels,
+    sized per node, run ids keyed by storage precision."""
+
+    suite = SUITE
+    framework = "mpi4py-numpy"
+    launcher_needs = "mpi"
+    id_params = ("dtype",)
+    presets = SIZE_PRESETS
 
 
 @dataclass

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import register
-from .analytics import (SIZE_PRESETS, SUITE, AnalyticsParams, TimedComm, blas_threads, load_block, rand_index,
+from .analytics import (AnalyticsBenchmark, AnalyticsParams, TimedComm, blas_threads, load_block, rand_index,
                         timed_repeats, timing_metrics, world_comm)
-from .base import Benchmark, Check, Outcome, param
+from .base import Check, Outcome, param
 
 TRUE_MEANS = (0.0, 2.0, 10.0)
 IRIS_MIN_RAND_INDEX = 0.75
@@ -164,14 +164,9 @@ def centre_errors(centres: np.ndarray) -> list[float]:
 
 
 @register
-class KMeans(Benchmark):
+class KMeans(AnalyticsBenchmark):
     name = "kmeans"
-    suite = SUITE
-    framework = "mpi4py-numpy"
-    launcher_needs = "mpi"
     Params = KMeansParams
-    id_params = ("dtype",)
-    presets = SIZE_PRESETS
 
     def run(self, p: KMeansParams, ctx) -> Outcome:
         block = load_block(p, ctx, shift_of_rows=mean_of_rows, label_of_rows=component_of_rows)

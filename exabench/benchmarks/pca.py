@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import register
-from .analytics import (SIZE_PRESETS, SUITE, AnalyticsParams, TimedComm, blas_threads, load_block,
+from .analytics import (AnalyticsBenchmark, AnalyticsParams, TimedComm, blas_threads, load_block,
                         timed_repeats, timing_metrics, world_comm)
-from .base import Benchmark, Check, Outcome, param
+from .base import Check, Outcome, param
 
 
 @dataclass
@@ -96,14 +96,9 @@ def reconstruction_error(x: np.ndarray, result: PCAResult, tcomm: TimedComm) -> 
 
 
 @register
-class PCA(Benchmark):
+class PCA(AnalyticsBenchmark):
     name = "pca"
-    suite = SUITE
-    framework = "mpi4py-numpy"
-    launcher_needs = "mpi"
     Params = PCAParams
-    id_params = ("dtype",)
-    presets = SIZE_PRESETS
 
     def run(self, p: PCAParams, ctx) -> Outcome:
         block = load_block(p, ctx)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import register
-from .analytics import (SIZE_PRESETS, SUITE, AnalyticsParams, TimedComm, blas_threads, load_block,
+from .analytics import (AnalyticsBenchmark, AnalyticsParams, TimedComm, blas_threads, load_block,
                         timed_repeats, timing_metrics, world_comm)
-from .base import Benchmark, Check, Outcome, param
+from .base import Check, Outcome, param
 
 CLASS_MEANS = (0.0, 2.0)  # class -1, class +1
 GRAM_CHUNK_ROWS = 8192  # rows per chunk when the Newton Hessian gathers rows
@@ -240,14 +240,9 @@ def accuracy(x: np.ndarray, y: np.ndarray, w: np.ndarray, b: float, tcomm: Timed
 
 
 @register
-class SVM(Benchmark):
+class SVM(AnalyticsBenchmark):
     name = "svm"
-    suite = SUITE
-    framework = "mpi4py-numpy"
-    launcher_needs = "mpi"
     Params = SVMParams
-    id_params = ("dtype",)
-    presets = SIZE_PRESETS
 
     def run(self, p: SVMParams, ctx) -> Outcome:
         block = load_block(p, ctx, shift_of_rows=mean_of_rows, label_of_rows=class_of_rows)
