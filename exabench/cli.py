@@ -38,20 +38,9 @@ def cmd_launch_lines(args) -> int:
 
 def cmd_execute(args) -> int:
     from .execute import execute
-    rec = execute(args.spec)
-    print(f"{rec['run_id']}: {rec['status']}" + (f" ({rec['error']})" if rec.get("error") else ""))
-    _print_progress(args.spec, rec)
+    from .pipeline import status_lines
+    print("\n".join(status_lines(args.spec, execute(args.spec))))
     return 0
-
-
-def _print_progress(spec_path, rec) -> None:
-    """One line on the campaign's progress (the run rule shows its log's last line)."""
-    import json
-    from pathlib import Path
-    from .report import progress_line
-    record = Path(json.loads(Path(spec_path).read_text())["paths"]["record"])
-    if record.parent.name == "records":  # a campaign run (not an every-node one under records/nodes)
-        print(progress_line(record.parent.parent, rec["run_id"], rec["status"]))
 
 
 def cmd_aggregate(args) -> int:

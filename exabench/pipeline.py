@@ -79,14 +79,27 @@ def write_bundle_script(runs, site, results_dir, campaign, path, log_path) -> No
         write_bundle(runs, site, Path(results_dir), campaign, Path(path))
 
 
-def execute_run(spec_path: str, log_path: str) -> str:
-    """Execute one run, its output in `log_path`; returns the one-line status printed for the user."""
+def status_lines(spec_path: str, rec: dict) -> list[str]:
+    """What a user sees when a run ends: its status, and the campaign's progress (done/failed/remaining)."""
+    import json
+
+    from .report import progress_line
+
+    lines = [f"{rec['run_id']}: {rec['status']}" + (f" ({rec['error']})" if rec.get("error") else "")]
+    record = Path(json.loads(Path(spec_path).read_text())["paths"]["record"])
+    if record.parent.name == "records":  # a campaign run (not an every-node one under records/nodes)
+        lines.append(progress_line(record.parent.parent, rec["run_id"], rec["status"]))
+    return lines
+
+
+def execute_run(spec_path: str, log_path: str) -> list[str]:
+    """Execute one run, its output in `log_path`; prints and returns the status lines."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
         rec = execute(spec_path, log=log)
-    line = f"{rec['run_id']}: {rec['status']}" + (f" ({rec['error']})" if rec.get("error") else "")
-    print(line, flush=True)
-    return line
+    lines = status_lines(spec_path, rec)
+    print("\n".join(lines), flush=True)
+    return lines
 
 
 def aggregate_site(records: list[str], csv: str, markdown: str, site: str, log_path: str) -> None:
