@@ -102,6 +102,7 @@ def test_campaign_goes_on_after_a_broken_run(tmp_path, campaign):
     summary = (tmp_path / "results/local/tables/summary.md").read_text()
     assert "| resnet50.broken.tiny.fp32.n1r2t1 | resnet50 |" in summary and "2 of 3 runs ok" in summary
     assert "2 of 3 runs ok" in done.stdout  # printed at the end of the job
+    assert "3 of 3 runs finished (2 done, 1 failed), 0 remaining" in done.stdout  # one progress line per run
 
     # Nothing changed: a second run does nothing; the plan is on disk.
     again = snakemake("--configfile", str(campaign), "-n", cwd=tmp_path)
