@@ -19,6 +19,7 @@ builds it from allreduce records (metrics `time.<bytes>B`, unit us/ms/s) or thei
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -158,7 +159,8 @@ _SIZE_METRIC = re.compile(r"^time\.(\d+)B$")
 
 
 def allreduce_table(records_or_df, benchmark: str = "allreduce") -> pd.DataFrame:
-    """Allreduce records (or their tidy table) -> columns n, nodes, ranks_per_node, bytes, time_s, run_id.
+    """Allreduce records (or their tidy table) -> columns run_id, backend, hierarchical, n, nodes,
+    ranks_per_node, bytes, time_s.
 
     Reads the per-size metrics `time.<bytes>B` of ok runs (the allreduce micro-benchmark's naming),
     converting their unit (us, ms, s) to seconds."""
@@ -176,10 +178,13 @@ def allreduce_table(records_or_df, benchmark: str = "allreduce") -> pd.DataFrame
         if r["unit"] not in TIME_UNITS:
             raise ExabenchError(f"run {r['run_id']}: metric {r['metric']} unit {r['unit']!r}; valid: "
                                 f"{', '.join(TIME_UNITS)}")
-        out.append({"run_id": r["run_id"], "n": int(r["ranks"]), "nodes": int(r["nodes"]),
-                    "ranks_per_node": int(r["ranks_per_node"]), "bytes": int(m.group(1)),
+        params = json.loads(r["params"]) if isinstance(r.get("params"), str) and r["params"] else {}
+        out.append({"run_id": r["run_id"], "backend": params.get("backend", ""),
+                    "hierarchical": bool(params.get("hierarchical", False)), "n": int(r["ranks"]),
+                    "nodes": int(r["nodes"]), "ranks_per_node": int(r["ranks_per_node"]), "bytes": int(m.group(1)),
                     "time_s": float(r["value"]) * TIME_UNITS[r["unit"]]})
-    return pd.DataFrame(out, columns=["run_id", "n", "nodes", "ranks_per_node", "bytes", "time_s"])
+    return pd.DataFrame(out, columns=["run_id", "backend", "hierarchical", "n", "nodes", "ranks_per_node", "bytes",
+                                      "time_s"])
 
 
 # --- step time and scaling ----------------------------------------------------------------------

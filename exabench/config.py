@@ -75,10 +75,13 @@ def _describe_valid(error) -> str:
         return f"{v} {error.validator_value}"
     if v == "pattern":
         return f"a string matching {error.validator_value}"
-    if v == "type":
-        return f"type {error.validator_value}"
+    if v == "type":  # an object's description says its shape (e.g. {value, source})
+        shape = s.get("description") if error.validator_value == "object" and s.get("description") else ""
+        return f"type {error.validator_value}" + (f": {shape}" if shape else "")
     if v == "oneOf":
         return " or ".join(_describe_branch(b) for b in error.validator_value)
+    if v in ("minLength", "maxLength"):
+        return f"a string of {v} {error.validator_value}" + (f": {s['description']}" if s.get("description") else "")
     if v in ("minItems", "maxItems"):
         return f"{v} {error.validator_value}"
     return s.get("description", v)
@@ -119,7 +122,9 @@ def validate(data: Any, schema_name: str, file: str) -> dict:
         if err.validator == "required":
             missing = [k for k in err.validator_value if k not in err.instance]
             path.append(missing[0] if missing else "?")
-            raise ConfigError(file, key_path(path), None, _describe_valid(err), "is missing")
+            what = err.schema.get("properties", {}).get(missing[0], {}).get("description") if missing else None
+            valid = _describe_valid(err) + (f" ({what})" if what else "")
+            raise ConfigError(file, key_path(path), None, valid, "is missing")
         raise ConfigError(file, key_path(path), value, _describe_valid(err))
     return data
 

@@ -266,13 +266,6 @@ def local_scaling_check(df: pd.DataFrame, link: Link, benchmark: str = "kmeans")
     return pd.DataFrame(rows)
 
 
-def comm_fit_markdown(fit: LinkFit, sweep_source: str) -> str:
-    t = fit.table.copy()
-    t["time_us"], t["model_us"] = 1e6 * t["time_s"], 1e6 * t["time_model_s"]
-    return "\n".join([f"# Allreduce latency-bandwidth fit ({sweep_source})", "", fit.summary(), "",
-                      _md_table(t[["n", "bytes", "time_us", "model_us", "rel_error"]]), ""])
-
-
 # --- writers the pipeline rules and the CLI call (files in, files out) ----------------------------
 
 def _logged(log_path):
@@ -314,21 +307,41 @@ def _write_projection(reference, csv, markdown, plot) -> str:
     return text
 
 
-def write_comm_fit(sweep_csv: str | Path, markdown: str | Path, split_bytes: int, log: str | None = None) -> str:
-    """Fits of the measured sweep: one (alpha, beta) over all sizes, and one per protocol regime."""
+def write_comm_fit(sweep_csv: str | Path, markdown: str | Path, split_bytes: int, log: str | None = None,
+                   csv: str | Path | None = None) -> str:
+    """Fits of the measured sweep, per backend and level: one (alpha, beta) over all sizes and one per
+    protocol regime (below and from split_bytes), with the error against the measured times."""
     with _logged(log):
-        return _write_comm_fit(sweep_csv, markdown, split_bytes)
+        return _write_comm_fit(sweep_csv, markdown, split_bytes, csv)
 
 
-def _write_comm_fit(sweep_csv, markdown, split_bytes) -> str:
-    from .commmodel import fit_link, fit_regimes
+def _write_comm_fit(sweep_csv, markdown, split_bytes, csv=None) -> str:
+    from .commparams import error_by_range, fit_table
     from .results import atomic_write_text
-    sweep = pd.read_csv(sweep_csv)
-    text = comm_fit_markdown(fit_link(sweep), f"{sweep_csv}, all sizes")
-    for label, f in zip(("below", "from"), fit_regimes(sweep, split_bytes)):
-        text += "\n" + comm_fit_markdown(f, f"{sweep_csv}, sizes {label} {split_bytes} B")
+    params, fits = fit_table(pd.read_csv(sweep_csv), split_bytes)
+    lines = [f"# Allreduce latency-bandwidth fits ({sweep_source_label(sweep_csv)})", "",
+             "time = 2(n-1) alpha + 2(n-1)/n x bytes / bandwidth (ring), fitted by non-negative least squares in "
+             f"relative terms; `small` = messages below {split_bytes} B, `large` = from it (Open MPI and Gloo change "
+             "protocol around there). Errors are |model / measured - 1| over the fitted points.", "",
+             _md_table(params), ""]
+    for (backend, level, regime), f in fits.items():
+        lines += [f"## {backend}, {level}, {regime} messages", "", f.summary(), "", "Error by message size:", "",
+                  _md_table(error_by_range(f)), ""]
+        if regime == "all":
+            t = f.table.copy()
+            t["time_us"], t["model_us"] = 1e6 * t["time_s"], 1e6 * t["time_model_s"]
+            lines += [_md_table(t[["n", "bytes", "time_us", "model_us", "rel_error"]]), ""]
+    text = "\n".join(lines)
+    if csv:
+        atomic_write_text(csv, params.to_csv(index=False))
     atomic_write_text(markdown, text)
     return text
+
+
+def sweep_source_label(sweep_csv) -> str:
+    sweep = pd.read_csv(sweep_csv)
+    runs = sweep["run_id"].nunique() if "run_id" in sweep else 0
+    return f"{sweep_csv}: {runs} allreduce records" if runs else f"{sweep_csv}: scripts/allreduce_sweep.py"
 
 
 def write_local_check(table_csv: str | Path, sweep_csv: str | Path, csv: str | Path, markdown: str | Path,
@@ -408,3 +421,58 @@ def write_sweep(records: list[str], out_csv: str | Path, python: str, env: dict,
             write_sweep_from_records(records, out_csv)
         else:
             run_allreduce_sweep(out_csv, 2, python, env, str(log) + ".mpirun")
+
+
+# --- the site's communication parameters (fitted, else from its site file) ------------------------
+
+RESNET50_FP32_GRADIENT_BYTES = 102_228_128  # 25,557,032 parameters (resnet50_params in the reference file)
+
+
+def site_comm_table(site, sweep: pd.DataFrame | None, split_bytes: int, sweep_label: str = "") -> pd.DataFrame:
+    """resolve_links for a site: fits of its allreduce sweep (data-parallel backend first, large messages)
+    where it measures a level, the site file's network figures otherwise."""
+    from .commparams import fit_table, preferred_fits, resolve_links
+    fits, label = {}, ""
+    if sweep is not None and len(sweep):
+        _, all_fits = fit_table(sweep, split_bytes)
+        fits, label = preferred_fits(all_fits)
+    return resolve_links(site, fits, f"{sweep_label} ({label})" if label else sweep_label)
+
+
+def site_allreduce_projection(site, table: pd.DataFrame, nbytes: float = RESNET50_FP32_GRADIENT_BYTES) -> pd.DataFrame:
+    """Hierarchical allreduce time of nbytes at doubling node counts up to the site's max_nodes (PROJECTED)."""
+    from .commparams import site_machine
+    m = site_machine(site, table)
+    rows = []
+    for nodes in doubling_counts(1, max(1, m.max_nodes or 1)):
+        t = allreduce_time(m.algorithm, nodes, m.devices_per_node, nbytes, m.intra, m.inter, m.inter_algorithm)
+        rows.append({"status": "PROJECTED", "nodes": nodes, "ranks": nodes * m.devices_per_node, "bytes": int(nbytes),
+                     "allreduce_ms": 1e3 * t, "busbw_GBps": (nbytes / t / 1e9 * 2 * (nodes * m.devices_per_node - 1)
+                                                             / (nodes * m.devices_per_node)) if t > 0 else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def write_site_comm(site_path: str | Path, sweep_csv: str | None, csv: str | Path, markdown: str | Path,
+                    split_bytes: int, log: str | None = None) -> str:
+    with _logged(log):
+        from .results import atomic_write_text
+        from .site import load_site
+        site = load_site(site_path)
+        sweep = pd.read_csv(sweep_csv) if sweep_csv else None
+        table = site_comm_table(site, sweep, split_bytes, sweep_source_label(sweep_csv) if sweep_csv else "")
+        lines = [f"# Communication parameters of site {site.name}", "",
+                 "Per network level, the latency and bandwidth the communication model uses. `fitted`: from this "
+                 "site's allreduce records (they win); `site`: from the site file's `network` figures, each with its "
+                 "source; `none`: neither exists.", "", _md_table(table), ""]
+        try:
+            proj = site_allreduce_projection(site, table)
+            lines += [f"## ResNet-50 fp32 gradient allreduce on {site.name} ({PROJECTED_BANNER})", "",
+                      f"Hierarchical allreduce of {RESNET50_FP32_GRADIENT_BYTES} bytes, "
+                      f"{site.node.gpus or 1} rank(s) per node, ring inside and between nodes, with the parameters "
+                      "above; no contention, full bisection.", "", _md_table(proj), ""]
+        except ExabenchError as exc:
+            lines += [f"No projection: {exc}", ""]
+        text = "\n".join(lines)
+        atomic_write_text(csv, table.to_csv(index=False))
+        atomic_write_text(markdown, text)
+        return text

@@ -80,6 +80,7 @@ class Site:
     launcher_options: dict = field(default_factory=dict)
     container: dict = field(default_factory=dict)
     storage: dict = field(default_factory=dict)
+    network: dict = field(default_factory=dict)   # {interconnect, <level>_<bandwidth|latency>: {value, source}}
     path: str = ""
 
     @property
@@ -141,7 +142,8 @@ def load_site(path: str | Path) -> Site:
                 sources=tuple(raw["sources"]), mpi=raw["mpi"], account=raw["account"],
                 partition=raw["partition"], qos=raw["qos"], constraint=raw["constraint"],
                 scheduler_options=dict(raw["scheduler_options"]), launcher_options=dict(raw["launcher_options"]),
-                container=dict(raw["container"]), storage=dict(raw["storage"]), path=path)
+                container=dict(raw["container"]), storage=dict(raw["storage"]), network=dict(raw["network"]),
+                path=path)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ localrules:
     model_projection,
     model_allreduce_sweep,
     model_comm_fit,
+    model_site_comm,
     model_fit,
     model_local_check,
     models,
@@ -62,11 +63,34 @@ rule model_comm_fit:
     input:
         f"{RESULTS}/models/allreduce_sweep.csv",
     output:
-        f"{RESULTS}/models/comm_fit.md",
+        markdown=f"{RESULTS}/models/comm_fit.md",
+        csv=f"{RESULTS}/models/comm_fit.csv",
     log:
         f"{LOGS}/models/comm_fit.log",
     run:
-        projection.write_comm_fit(input[0], output[0], SPLIT_BYTES, log[0])
+        projection.write_comm_fit(input[0], output.markdown, SPLIT_BYTES, log[0], csv=output.csv)
+
+
+def get_site_sweep(wildcards):
+    """The sweep when this site has allreduce records, or is this machine (measured here); a cluster
+    site without records uses its site file's network figures instead."""
+    if projection.allreduce_records(RUNS, RESULTS) or SITE.scheduler == "none":
+        return [f"{RESULTS}/models/allreduce_sweep.csv"]
+    return []
+
+
+rule model_site_comm:
+    # The latency and bandwidth the model uses on this site: fitted (they win) or the site file's.
+    input:
+        get_site_sweep,
+    output:
+        csv=f"{RESULTS}/models/comm_params.csv",
+        markdown=f"{RESULTS}/models/comm_params.md",
+    log:
+        f"{LOGS}/models/site_comm.log",
+    run:
+        projection.write_site_comm(SITE.path, input[0] if input else None, output.csv, output.markdown,
+                                   SPLIT_BYTES, log[0])
 
 
 rule model_fit:
@@ -103,5 +127,6 @@ rule models:
         rules.model_validation.output,
         rules.model_projection.output,
         rules.model_comm_fit.output,
+        rules.model_site_comm.output,
         rules.model_fit.output,
         rules.model_local_check.output,
