@@ -239,7 +239,7 @@ def cmd_model_project(args) -> int:
 
 def cmd_model_local_check(args) -> int:
     from .projection import write_local_check
-    print(write_local_check(args.table, args.sweep, args.csv, args.markdown, args.split_bytes))
+    print(write_local_check(args.table, args.sweep, args.csv, args.markdown, args.split_bytes, site_path=args.site))
     return 0
 
 
@@ -295,8 +295,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "machines"), "csv", "markdown", "plot")
     p.add_argument("--reference", default=ref)
     p.set_defaults(fn=cmd_model_project)
-    with_files(sub.add_parser("model-local-check", help="measured 1 -> n rank K-Means scaling vs the model"),
-               "table", "sweep", "csv", "markdown", split=True).set_defaults(fn=cmd_model_local_check)
+    p = with_files(sub.add_parser("model-local-check", help="measured 1 -> n rank (node) K-Means and ResNet-50 "
+                                                            "scaling vs the model"),
+                   "table", "sweep", "csv", "markdown", split=True)
+    p.add_argument("--site", default=None, help="site.yaml: usable cores per node, network figures where no fit")
+    p.set_defaults(fn=cmd_model_local_check)
     p = sub.add_parser("compare", help="records -> comparison tables (Markdown, CSV, Parquet)")
     p.add_argument("--out", required=True, help="directory of the tables")
     p.add_argument("--plan", default=None,

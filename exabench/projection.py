@@ -205,67 +205,6 @@ def projection_plot(table: pd.DataFrame, path: str | Path) -> None:
     plt.close(fig)
 
 
-# --- measured local scaling vs the model ---------------------------------------------------------
-
-def kmeans_collectives(params: dict) -> list[tuple[str, int]]:
-    """(kind, bytes per rank) of the collectives inside one timed K-Means fit, read from
-    exabench/benchmarks/kmeans.py: picking rows costs two allgathers (weights, picked rows), each
-    k-means++ centre one allreduce of its candidates' potentials, each Lloyd iteration one allreduce of
-    k x (cols + 2) float64. Pickled Python objects are counted at their payload size."""
-    k, cols, maxiter = int(params["k"]), int(params["cols"]), int(params["maxiter"])
-    item = 4 if params.get("dtype") == "float32" else 8
-    out = []
-
-    def rows_at(n_rows):
-        out.extend([("allgather", 8), ("allgather", n_rows * cols * item)])
-
-    if params.get("init", "kmeans++") == "kmeans++":
-        trials = 2 + int(np.log(k))
-        rows_at(1)
-        for _ in range(1, k):
-            rows_at(trials)
-            out.append(("allreduce", trials * 8))
-    else:
-        rows_at(k)
-    out += [("allreduce", k * (cols + 2) * 8)] * maxiter
-    return out
-
-
-def local_scaling_check(df: pd.DataFrame, link: Link, benchmark: str = "kmeans") -> pd.DataFrame:
-    """For each measured K-Means run on more than one rank, the model's time for the same layout:
-    the time measured on one rank (same parameters, same threads per rank: weak scaling) plus its
-    collectives at the fitted link's cost. Every rank is on this one node, so `link` is the intra link."""
-    ok = df[(df["benchmark"] == benchmark) & (df["status"] == "ok")]
-    comm = ok[ok["metric"] == "comm_time"]
-    comm_measured = dict(zip(comm["run_id"], comm["value"]))
-    runs = ok[ok["metric"] == "time"].copy()
-    if runs.empty:
-        raise ExabenchError(f"local_scaling_check: no ok {benchmark} run with a `time` metric in the table")
-    runs["key"] = runs["params"] + "|" + runs["threads_per_rank"].astype(str) + "|" + runs["nodes"].astype(str)
-    rows = []
-    for _, g in runs.groupby("key"):
-        one = g[g["ranks"] == 1]
-        if one.empty:
-            continue
-        t1 = float(one["value"].median())
-        import json
-        params = json.loads(g["params"].iloc[0])
-        for _, r in g[g["ranks"] > 1].iterrows():
-            n = int(r["ranks"])
-            comm = sum(allreduce_time("ring", 1, n, b, link) if kind == "allreduce" else allgather_time(n, b, link)
-                       for kind, b in kmeans_collectives(params))
-            predicted = t1 + comm
-            rows.append({"run_id": r["run_id"], "ranks": n, "threads_per_rank": int(r["threads_per_rank"]),
-                         "measured_1_rank_s": t1, "model_comm_s": comm,
-                         "measured_comm_s": comm_measured.get(r["run_id"], np.nan), "predicted_s": predicted,
-                         "measured_s": float(r["value"]), "rel_error": predicted / float(r["value"]) - 1.0,
-                         "measured_efficiency": t1 / float(r["value"]), "predicted_efficiency": t1 / predicted})
-    if not rows:
-        raise ExabenchError(f"local_scaling_check: no {benchmark} run on >1 rank has a 1-rank twin with the same "
-                            "parameters and threads per rank")
-    return pd.DataFrame(rows)
-
-
 # --- writers the pipeline rules and the CLI call (files in, files out) ----------------------------
 
 def _logged(log_path):
@@ -345,28 +284,73 @@ def sweep_source_label(sweep_csv) -> str:
 
 
 def write_local_check(table_csv: str | Path, sweep_csv: str | Path, csv: str | Path, markdown: str | Path,
-                      split_bytes: int, log: str | None = None) -> str:
-    """Measured 1 -> n rank scaling of the local campaign vs the model fed with the local fit (the
-    small-message regime: the collectives of these runs are all below split_bytes)."""
+                      split_bytes: int, log: str | None = None, site_path: str | Path | None = None) -> str:
+    """Measured 1 -> n rank (and 1 -> n node) scaling of the campaign vs the model for the same layout, with
+    the latency and bandwidth fitted from the campaign's allreduce records (the site file's where none)."""
     with _logged(log):
-        return _write_local_check(table_csv, sweep_csv, csv, markdown, split_bytes)
+        return _write_local_check(table_csv, sweep_csv, csv, markdown, split_bytes, site_path)
 
 
-def _write_local_check(table_csv, sweep_csv, csv, markdown, split_bytes) -> str:
-    from .commmodel import fit_regimes
+def check_links(sweep: pd.DataFrame, split_bytes: int, site=None) -> dict:
+    """{(backend, level, regime): (Link, origin)}: every fit of the sweep, then the site file's figures for
+    the (backend, level) pairs no fit covers."""
+    from .commparams import LEVELS, fit_table, site_link
+    _, fits = fit_table(sweep, split_bytes)
+    links = {k: (f.link, f"fitted ({f.summary()})") for k, f in fits.items()}
+    if site is not None:
+        for backend in ("mpi", "gloo"):
+            for level in LEVELS:
+                got = site_link(site.network, level)
+                for regime in ("small", "large"):
+                    if got and (backend, level, regime) not in links:
+                        links[(backend, level, regime)] = (got[0], f"site ({got[1]})")
+    return links
+
+
+def record_info(table: pd.DataFrame, records_dir: Path) -> dict:
+    """Per run: the model's parameter count and the load average, from the records beside the table."""
+    import json
+    out = {}
+    for run_id in table["run_id"].unique():
+        path = records_dir / f"{run_id}.json"
+        if path.exists():
+            rec = json.loads(path.read_text())
+            out[run_id] = {"parameters": (rec.get("info") or {}).get("parameters"),
+                           "load_average": ((rec.get("provenance") or {}).get("hardware") or {}).get("load_average")}
+    return out
+
+
+def _write_local_check(table_csv, sweep_csv, csv, markdown, split_bytes, site_path=None) -> str:
     from .results import atomic_write_text
-    small, _ = fit_regimes(pd.read_csv(sweep_csv), split_bytes)
-    check = local_scaling_check(pd.read_csv(table_csv), small.link)
-    text = "\n".join([
-        "# Measured local scaling vs the model (same layout)", "",
-        f"Link from the local allreduce sweep ({small.summary()}). Model: time on n ranks = time measured on "
-        "1 rank (same parameters, same threads per rank: weak scaling) + the run's collectives at the fitted "
-        "cost. On a shared 2-core machine the ranks also compete for cores and memory bandwidth, which the "
-        "model does not represent. measured_comm_s is the run's own time inside MPI collectives (max over "
-        "ranks): well above model_comm_s, it is waiting for a slower rank (load imbalance from CPU sharing), "
-        "not data transfer.", "", _md_table(check), "",
-        f"Median |relative error| {check['rel_error'].abs().median():.1%}, max {check['rel_error'].abs().max():.1%}.",
-        ""])
+    from .scalingcheck import scaling_check
+    from .site import load_site
+    site = load_site(site_path) if site_path else None
+    table = pd.read_csv(table_csv)
+    links = check_links(pd.read_csv(sweep_csv), split_bytes, site)
+    cores = site.node.usable_cores if site else 1
+    check = scaling_check(table, links, cores, record_info(table, Path(table_csv).resolve().parents[1] / "records"))
+    used = sorted({(r["comm_link"], r["link_origin"]) for _, r in check.iterrows()})
+    summary = []
+    for bench, g in check.dropna(subset=["gap"]).groupby("benchmark"):
+        summary.append(f"- {bench}: {len(g)} runs, |gap| median {g['gap'].abs().median():.0%}, "
+                       f"max {g['gap'].abs().max():.0%}")
+    shown = check.drop(columns=["link_origin", "why"])
+    lines = [f"# Measured scaling vs the model, same layout ({site.name if site else 'this site'})", "",
+             "projected_s = measured_1_rank_s x work_per_rank x core_share_factor + model_comm_s. measured_1_rank_s is "
+             "the median time of the 1-rank twins (same benchmark, parameters and threads per rank): K-Means' `time` "
+             "(one fit), ResNet-50's `step_time`. work_per_rank: K-Means splits size_per_node over a node's ranks "
+             "(nodes / ranks), ResNet-50 keeps its batch per rank (1). model_comm_s: K-Means' collectives (MPI, small messages), ResNet-50's fp32 "
+             "gradients in DDP's 25 MiB buckets (Gloo, large messages, no overlap with backward), each a ring at "
+             "the latency and bandwidth of the level the run crosses (intra_node: ranks of one node; inter_node: "
+             "one rank per node). core_share_factor assumes each rank owns threads_per_rank cores (it is above 1 "
+             f"only when a node's ranks hold more threads than its {cores} usable cores); other jobs on the machine "
+             "are not modelled, and load_1m (1-minute load average when the record was written) says how busy it "
+             "was. gap = measured / projected - 1.", "", "Latency and bandwidth used:", ""]
+    lines += [f"- {link}: {origin}" for link, origin in used]
+    lines += ["", _md_table(shown), "", "Why, per run:", ""]
+    lines += [f"- {r['run_id']}: {r['why']}" for _, r in check.iterrows()]
+    lines += ["", "Summary:", ""] + (summary or ["- no run had a projection"]) + [""]
+    text = "\n".join(lines)
     atomic_write_text(csv, check.to_csv(index=False))
     atomic_write_text(markdown, text)
     return text

@@ -119,6 +119,8 @@ def cpu_model() -> str:
 
 def hardware() -> dict:
     hw = {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "machine": platform.machine()}
+    if hasattr(os, "getloadavg"):  # how busy the node was when the record was written (1, 5, 15 min)
+        hw["load_average"] = [round(x, 2) for x in os.getloadavg()]
     torch = sys.modules.get("torch")  # only describe GPUs if the workload brought torch in
     if torch is not None and torch.cuda.is_available():
         hw["gpu_count"] = torch.cuda.device_count()

@@ -216,30 +216,72 @@ def test_fitted_link_reproduces_a_measured_two_rank_sweep(tmp_path):
     assert fit.median_rel_error < 0.35, fit.table.to_string()
 
 
-def kmeans_rows(run_id, ranks, time_s, comm_s):
+def kmeans_rows(run_id, ranks, time_s, comm_s, compute_s=None, nodes=1):
     params = json.dumps({"k": 3, "cols": 250, "maxiter": 2, "init": "kmeans++", "dtype": "float64"}, sort_keys=True)
-    base = {"run_id": run_id, "benchmark": "kmeans", "status": "ok", "nodes": 1, "ranks_per_node": ranks,
+    base = {"run_id": run_id, "benchmark": "kmeans", "status": "ok", "nodes": nodes, "ranks_per_node": ranks // nodes,
             "threads_per_rank": 1, "ranks": ranks, "params": params}
-    return [{**base, "metric": "time", "value": time_s}, {**base, "metric": "comm_time", "value": comm_s}]
+    return [{**base, "metric": "time", "value": time_s}, {**base, "metric": "comm_time", "value": comm_s},
+            {**base, "metric": "compute_time", "value": time_s - comm_s if compute_s is None else compute_s}]
+
+
+def resnet_rows(run_id, nodes, rpn, threads, step_s):
+    params = json.dumps({"image_size": 64, "batch_size": 4, "precision": "fp32"}, sort_keys=True)
+    return [{"run_id": run_id, "benchmark": "resnet50", "status": "ok", "nodes": nodes, "ranks_per_node": rpn,
+             "threads_per_rank": threads, "ranks": nodes * rpn, "params": params, "metric": "step_time",
+             "value": step_s}]
 
 
 def test_local_check_adds_the_collectives_to_the_one_rank_time():
-    from exabench.projection import kmeans_collectives, local_scaling_check
+    from exabench.scalingcheck import kmeans_collectives, scaling_check
     params = {"k": 3, "cols": 250, "maxiter": 2, "init": "kmeans++", "dtype": "float64"}
     coll = kmeans_collectives(params)
     # k-means++ with k = 3: 3 row picks (2 allgathers each), 2 candidate allreduces, 2 Lloyd allreduces.
     assert [kind for kind, _ in coll].count("allgather") == 6 and [kind for kind, _ in coll].count("allreduce") == 4
     assert coll[-1] == ("allreduce", 3 * 252 * 8)
     link = Link(1e-6, 1e9)
-    df = pd.DataFrame(kmeans_rows("one", 1, 0.10, 0.0) + kmeans_rows("two", 2, 0.15, 0.04))
-    check = local_scaling_check(df, link).iloc[0]
+    links = {("mpi", "intra_node", "small"): (link, "fitted (test)")}
+    df = pd.DataFrame(kmeans_rows("one", 1, 0.10, 0.0) + kmeans_rows("two", 2, 0.15, 0.04, compute_s=0.12))
+    check = scaling_check(df, links, usable_cores=2).iloc[0]
     comm = sum(allreduce_time("ring", 1, 2, b, link) if k == "allreduce" else allgather_time(2, b, link)
                for k, b in coll)
-    assert check["predicted_s"] == pytest.approx(0.10 + comm)
-    assert check["rel_error"] == pytest.approx((0.10 + comm) / 0.15 - 1)
-    assert check["measured_comm_s"] == 0.04
+    # size_per_node is split over the node's 2 ranks: half the work each.
+    assert check["work_per_rank"] == 0.5 and check["projected_s"] == pytest.approx(0.05 + comm)
+    assert check["gap"] == pytest.approx(0.15 / (0.05 + comm) - 1)
+    assert check["measured_comm_s"] == 0.04 and check["compute_vs_model"] == pytest.approx(0.12 / 0.05)
+    assert "2.40x what the model expects" in check["why"]
+    # Two nodes, one rank each, weak scaling: each node adds size_per_node, the work per rank stays.
+    df2 = pd.DataFrame(kmeans_rows("one", 1, 0.10, 0.0) + kmeans_rows("n2", 2, 0.12, 0.01, nodes=2))
+    inter = {("mpi", "inter_node", "small"): (Link(5e-6, 1e8), "fitted (test)")}
+    check2 = scaling_check(df2, inter, usable_cores=2).iloc[0]
+    assert check2["work_per_rank"] == 1 and check2["layout"] == "n2r1t1"
+    assert check2["projected_s"] == pytest.approx(0.10 + sum(
+        allreduce_time("ring", 1, 2, b, Link(5e-6, 1e8)) if k == "allreduce" else allgather_time(2, b, Link(5e-6, 1e8))
+        for k, b in coll))
     with pytest.raises(ExabenchError, match="1-rank twin"):
-        local_scaling_check(pd.DataFrame(kmeans_rows("two", 2, 0.15, 0.04)), link)
+        scaling_check(pd.DataFrame(kmeans_rows("two", 2, 0.15, 0.04)), links, usable_cores=2)
+
+
+def test_local_check_of_ddp_steps_uses_buckets_levels_and_core_sharing():
+    from exabench.scalingcheck import DDP_BUCKET_BYTES, core_share_factor, ddp_buckets, scaling_check
+    params = 25_557_032
+    assert ddp_buckets(params * 4) == [params * 4 / 4] * 4 and max(ddp_buckets(params * 4)) <= DDP_BUCKET_BYTES
+    intra, inter = Link(300e-6, 1.5e9), Link(500e-6, 0.5e9)
+    links = {("gloo", "intra_node", "large"): (intra, "fitted"), ("gloo", "inter_node", "large"): (inter, "site")}
+    df = pd.DataFrame(resnet_rows("r1", 1, 1, 1, 0.4) + resnet_rows("r2", 1, 2, 1, 0.6)
+                      + resnet_rows("n2", 2, 1, 1, 0.7) + resnet_rows("r1t2", 1, 1, 2, 0.25)
+                      + resnet_rows("r2t2", 1, 2, 2, 0.6))
+    info = {r: {"parameters": params, "load_average": [1.5, 1, 1]} for r in ("r2", "n2", "r2t2")}
+    check = scaling_check(df, links, usable_cores=2, info=info).set_index("run_id")
+    ring = lambda link: sum(allreduce_time("ring", 1, 2, b, link) for b in ddp_buckets(params * 4))  # noqa: E731
+    assert check.loc["r2", "projected_s"] == pytest.approx(0.4 + ring(intra))
+    assert check.loc["n2", "projected_s"] == pytest.approx(0.4 + ring(inter)) and check.loc["n2", "link_origin"] == "site"
+    # 2 ranks x 2 threads on 2 cores: compute per rank twice as long as alone.
+    assert core_share_factor(2, 2, 2) == 2 and check.loc["r2t2", "core_share_factor"] == 2
+    assert check.loc["r2t2", "projected_s"] == pytest.approx(0.25 * 2 + ring(intra))
+    assert check.loc["r2", "load_1m"] == 1.5 and "DDP step" in check.loc["r2", "why"]
+    # A level with no parameters: no projection, and the row says why.
+    check = scaling_check(df, {("gloo", "intra_node", "large"): (intra, "fitted")}, 2, info).set_index("run_id")
+    assert np.isnan(check.loc["n2", "projected_s"]) and "no gloo inter_node large" in check.loc["n2", "why"]
 
 
 @pytest.mark.timeout(300)

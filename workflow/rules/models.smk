@@ -119,7 +119,8 @@ rule model_local_check:
     log:
         f"{LOGS}/models/local_check.log",
     run:
-        projection.write_local_check(input.table, input.sweep, output.csv, output.markdown, SPLIT_BYTES, log[0])
+        projection.write_local_check(input.table, input.sweep, output.csv, output.markdown, SPLIT_BYTES, log[0],
+                                     site_path=SITE.path)
 
 
 rule models:
