@@ -159,6 +159,14 @@ def validation_markdown(table: pd.DataFrame, ref: Reference) -> str:
         lines.append(f"- **{r['case']}** ({r['verdict']}, {r['gap_pp']:+.0f} pp): {r['why']}")
     if (table["verdict"] == "match").all():
         lines.append("- none")
+    unverified = [(c["id"], c["published_efficiency"]) for c in ref.data["cases"]
+                  if not c["published_efficiency"].get("verified", True)]
+    if unverified:
+        lines += ["", "## Published values not found in a primary source", ""]
+        lines += [f"- **{case}** ({pub['value']:.0%}): {' '.join(str(pub.get('note', '')).split())}"
+                  for case, pub in unverified]
+        for _, pub in unverified:  # sources named in those notes are written out too
+            used += [k for k in ref.sources if k in str(pub.get("note", "")) and k not in used]
     lines += ["", f"## Sources (from {Path(ref.path).name})", ""]
     lines += [f"- `{k}`: {' '.join(str(ref.sources[k]).split())}" for k in used]
     return "\n".join(lines) + "\n"
@@ -334,7 +342,7 @@ def _write_local_check(table_csv, sweep_csv, csv, markdown, split_bytes, site_pa
     for bench, g in check.dropna(subset=["gap"]).groupby("benchmark"):
         summary.append(f"- {bench}: {len(g)} runs, |gap| median {g['gap'].abs().median():.0%}, "
                        f"max {g['gap'].abs().max():.0%}")
-    shown = check.drop(columns=["link_origin", "why"])
+    shown = check.drop(columns=["link_origin", "why", "usable_cores"])
     lines = [f"# Measured scaling vs the model, same layout ({site.name if site else 'this site'})", "",
              "projected_s = measured_1_rank_s x work_per_rank x core_share_factor + model_comm_s. measured_1_rank_s is "
              "the median time of the 1-rank twins (same benchmark, parameters and threads per rank): K-Means' `time` "
@@ -344,8 +352,8 @@ def _write_local_check(table_csv, sweep_csv, csv, markdown, split_bytes, site_pa
              "the latency and bandwidth of the level the run crosses (intra_node: ranks of one node; inter_node: "
              "one rank per node). core_share_factor assumes each rank owns threads_per_rank cores (it is above 1 "
              f"only when a node's ranks hold more threads than its {cores} usable cores); other jobs on the machine "
-             "are not modelled, and load_1m (1-minute load average when the record was written) says how busy it "
-             "was. gap = measured / projected - 1.", "", "Latency and bandwidth used:", ""]
+             "are not modelled: load_1m and load_1m_1_rank (1-minute load average when the records of the run and "
+             "of its 1-rank twins were written) say how busy the machine was. gap = measured / projected - 1.", "", "Latency and bandwidth used:", ""]
     lines += [f"- {link}: {origin}" for link, origin in used]
     lines += ["", _md_table(shown), "", "Why, per run:", ""]
     lines += [f"- {r['run_id']}: {r['why']}" for _, r in check.iterrows()]

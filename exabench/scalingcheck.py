@@ -119,8 +119,13 @@ def scaling_check(df: pd.DataFrame, links: dict, usable_cores: int, info: dict |
         c1 = [extra["compute_time"][r] for r in one["run_id"] if r in extra["compute_time"]]
         compute1 = float(np.median(c1)) if c1 else float("nan")
         params = json.loads(g["params"].iloc[0])
+        loads1 = [(info.get(r) or {}).get("load_average") for r in one["run_id"]]
+        load1 = float(np.median([x[0] for x in loads1 if x])) if any(loads1) else float("nan")
         for _, r in g[g["ranks"] > 1].iterrows():
-            rows.append(_row(r, params, t1, compute1, links, usable_cores, extra, info.get(r["run_id"], {})))
+            row = _row(r, params, t1, compute1, links, usable_cores, extra, info.get(r["run_id"], {}))
+            row["load_1m_1_rank"] = load1
+            row["why"] = _why(row, row["benchmark"])
+            rows.append(row)
     if not rows:
         raise ExabenchError("scaling check: no run on >1 rank has a 1-rank twin (same benchmark, parameters and "
                             "threads per rank, one node)")
@@ -142,7 +147,7 @@ def _row(r, params, t1, compute1, links, usable_cores, extra, run_info) -> dict:
            "link_origin": got[1] if got else "none", "model_comm_s": float("nan"), "projected_s": float("nan"),
            "measured_s": measured, "gap": float("nan"), "measured_compute_s": extra["compute_time"].get(run_id, np.nan),
            "compute_vs_model": float("nan"), "measured_comm_s": extra["comm_time"].get(run_id, np.nan),
-           "load_1m": float(load[0])}
+           "load_1m": float(load[0]), "usable_cores": usable_cores}
     if not math.isnan(row["measured_compute_s"]) and not math.isnan(compute1) and compute1 > 0:
         row["compute_vs_model"] = row["measured_compute_s"] / (compute1 * work * share)
     if got:
@@ -150,7 +155,6 @@ def _row(r, params, t1, compute1, links, usable_cores, extra, run_info) -> dict:
         row["model_comm_s"] = comm
         row["projected_s"] = t1 * work * share + comm
         row["gap"] = measured / row["projected_s"] - 1.0
-    row["why"] = _why(row, bench)
     return row
 
 
@@ -169,6 +173,8 @@ def _why(row: dict, bench: str) -> str:
     elif bench in DDP_BENCHMARKS:
         implied = (row["measured_s"] - row["model_comm_s"]) / (row["measured_1_rank_s"] * row["work_per_rank"])
         parts.append(f"DDP step, compute not timed apart: if the allreduce costs what the model says, compute per rank "
-                     f"took {implied:.2f}x the 1-rank step (cores shared with the other rank and other jobs, "
-                     f"load {row['load_1m']:.2f})")
+                     f"took {implied:.2f}x the 1-rank step (cores shared with the other rank and other jobs)")
+    if not math.isnan(row["load_1m"]):
+        parts.append(f"load average {row['load_1m']:.2f} on {row['usable_cores']} cores after this run, "
+                     f"{row.get('load_1m_1_rank', float('nan')):.2f} after the 1-rank twins")
     return "; ".join(parts)
