@@ -1,6 +1,7 @@
 """The communication parameters fitted end to end from the allreduce micro-benchmark's own records:
-a real local campaign (2 ranks, a few sizes) through Snakemake, then model_comm_fit and model_site_comm
-read those records (not the stand-in sweep script)."""
+a real local campaign (allreduce on 2 ranks at a few sizes, K-Means at 1 and 2 ranks) through Snakemake,
+then model_comm_fit, model_site_comm and model_local_check read those records (not the stand-in sweep
+script)."""
 
 from __future__ import annotations
 
@@ -29,16 +30,21 @@ benchmarks:
       ranks_per_node: [2]
       threads_per_rank: [1]
       backend: [mpi]
+  - name: kmeans
+    params: {k: 3, repeats: 2}
+    sweep:
+      ranks_per_node: [1, 2]
+      threads_per_rank: [1]
 """
 
 
-@pytest.mark.timeout(300)
-def test_comm_fit_reads_the_allreduce_benchmarks_records(tmp_path):
+@pytest.mark.timeout(400)
+def test_comm_fit_and_local_check_read_the_campaigns_records(tmp_path):
     (tmp_path / "comm.yaml").write_text(CONFIG)
     cmd = SNAKEMAKE + ["--snakefile", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles/local"),
                        "--config", f"site={REPO}/profiles/local/site.yaml", "--configfile", "comm.yaml",
-                       "--cores", "2", "model_comm_fit", "model_site_comm"]
-    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=280, start_new_session=True)
+                       "--cores", "2", "model_comm_fit", "model_site_comm", "model_local_check"]
+    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=380, start_new_session=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     results = tmp_path / "results/local"
     record = json.loads((results / "records/allreduce.tiny.mpi.n1r2t1.json").read_text())
@@ -61,3 +67,11 @@ def test_comm_fit_reads_the_allreduce_benchmarks_records(tmp_path):
     assert "1 allreduce records" in text and "Error by message size" in text and "| >= 1 MiB" in text
     params = pd.read_csv(results / "models/comm_params.csv").set_index("level")
     assert params.loc["intra_node", "origin"] == "fitted" and params.loc["inter_node", "origin"] == "none"
+    # The measured 1 -> 2 rank K-Means scaling against the model fed with that fit, same layout.
+    check = pd.read_csv(results / "models/local_scaling.csv")
+    row = check[check["benchmark"] == "kmeans"].iloc[0]
+    assert row["layout"] == "n1r2t1" and row["work_per_rank"] == 0.5 and row["comm_link"] == "mpi intra_node small"
+    assert row["projected_s"] == pytest.approx(row["measured_1_rank_s"] * 0.5 + row["model_comm_s"])
+    assert row["measured_s"] > 0 and row["model_comm_s"] > 0 and row["load_1m"] >= 0
+    assert "fitted" in row["link_origin"]
+    assert "Why, per run" in (results / "models/local_scaling.md").read_text()
