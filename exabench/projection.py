@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import yaml
 
-from .commmodel import (Assumptions, Link, LinkFit, Machine, Workload, allgather_time, allreduce_time, assumptions,
+from .commmodel import (Assumptions, Link, Machine, Workload, allreduce_time, assumptions,
                         doubling_counts, project)
 from .errors import ConfigError, ExabenchError
 
@@ -344,16 +343,17 @@ def _write_local_check(table_csv, sweep_csv, csv, markdown, split_bytes, site_pa
                        f"max {g['gap'].abs().max():.0%}")
     shown = check.drop(columns=["link_origin", "why", "usable_cores"])
     lines = [f"# Measured scaling vs the model, same layout ({site.name if site else 'this site'})", "",
-             "projected_s = measured_1_rank_s x work_per_rank x core_share_factor + model_comm_s. measured_1_rank_s is "
-             "the median time of the 1-rank twins (same benchmark, parameters and threads per rank): K-Means' `time` "
-             "(one fit), ResNet-50's `step_time`. work_per_rank: K-Means splits size_per_node over a node's ranks "
-             "(nodes / ranks), ResNet-50 keeps its batch per rank (1). model_comm_s: K-Means' collectives (MPI, small messages), ResNet-50's fp32 "
-             "gradients in DDP's 25 MiB buckets (Gloo, large messages, no overlap with backward), each a ring at "
-             "the latency and bandwidth of the level the run crosses (intra_node: ranks of one node; inter_node: "
-             "one rank per node). core_share_factor assumes each rank owns threads_per_rank cores (it is above 1 "
-             f"only when a node's ranks hold more threads than its {cores} usable cores); other jobs on the machine "
-             "are not modelled: load_1m and load_1m_1_rank (1-minute load average when the records of the run and "
-             "of its 1-rank twins were written) say how busy the machine was. gap = measured / projected - 1.", "", "Latency and bandwidth used:", ""]
+             "projected_s = measured_1_rank_s x work_per_rank x core_share_factor + model_comm_s. measured_1_rank_s "
+             "is the median time of the 1-rank twins (same benchmark, parameters and threads per rank): K-Means' "
+             "`time` (one fit), ResNet-50's `step_time`. work_per_rank: K-Means splits size_per_node over a node's "
+             "ranks (nodes / ranks), ResNet-50 keeps its batch per rank (1). model_comm_s: K-Means' collectives "
+             "(MPI, small messages), ResNet-50's fp32 gradients in DDP's 25 MiB buckets (Gloo, large messages, no "
+             "overlap with backward), each a ring at the latency and bandwidth of the level the run crosses "
+             "(intra_node: ranks of one node; inter_node: one rank per node). core_share_factor assumes each rank "
+             "owns threads_per_rank cores (it is above 1 only when a node's ranks hold more threads than its "
+             f"{cores} usable cores); other jobs on the machine are not modelled: load_1m and load_1m_1_rank "
+             "(1-minute load average when the records of the run and of its 1-rank twins were written) say how busy "
+             "the machine was. gap = measured / projected - 1.", "", "Latency and bandwidth used:", ""]
     lines += [f"- {link}: {origin}" for link, origin in used]
     lines += ["", _md_table(shown), "", "Why, per run:", ""]
     lines += [f"- {r['run_id']}: {r['why']}" for _, r in check.iterrows()]
@@ -438,9 +438,10 @@ def site_allreduce_projection(site, table: pd.DataFrame, nbytes: float = RESNET5
     rows = []
     for nodes in doubling_counts(1, max(1, m.max_nodes or 1)):
         t = allreduce_time(m.algorithm, nodes, m.devices_per_node, nbytes, m.intra, m.inter, m.inter_algorithm)
-        rows.append({"status": "PROJECTED", "nodes": nodes, "ranks": nodes * m.devices_per_node, "bytes": int(nbytes),
-                     "allreduce_ms": 1e3 * t, "busbw_GBps": (nbytes / t / 1e9 * 2 * (nodes * m.devices_per_node - 1)
-                                                             / (nodes * m.devices_per_node)) if t > 0 else float("nan")})
+        ranks = nodes * m.devices_per_node
+        busbw = nbytes / t / 1e9 * 2 * (ranks - 1) / ranks if t > 0 else float("nan")  # nccl-tests' busbw
+        rows.append({"status": "PROJECTED", "nodes": nodes, "ranks": ranks, "bytes": int(nbytes),
+                     "allreduce_ms": 1e3 * t, "busbw_GBps": busbw})
     return pd.DataFrame(rows)
 
 

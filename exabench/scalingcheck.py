@@ -143,13 +143,17 @@ def _row(r, params, t1, compute1, links, usable_cores, extra, run_info) -> dict:
     got = links.get((backend, level, regime))
     load = run_info.get("load_average") or [float("nan")]
     row = {"benchmark": bench, "run_id": run_id, "layout": f"n{nodes}r{rpn}t{threads}", "ranks": int(r["ranks"]),
-           "measured_1_rank_s": t1, "work_per_rank": work, "core_share_factor": share, "comm_link": f"{backend} {level} {regime}",
-           "link_origin": got[1] if got else "none", "model_comm_s": float("nan"), "projected_s": float("nan"),
+           "measured_1_rank_s": t1, "work_per_rank": work, "core_share_factor": share,
+           "comm_link": f"{backend} {level} {regime}", "link_origin": got[1] if got else "none",
+           "model_comm_s": float("nan"), "projected_s": float("nan"),
            "measured_s": measured, "gap": float("nan"), "measured_compute_s": extra["compute_time"].get(run_id, np.nan),
            "compute_vs_model": float("nan"), "measured_comm_s": extra["comm_time"].get(run_id, np.nan),
            "load_1m": float(load[0]), "usable_cores": usable_cores}
     if not math.isnan(row["measured_compute_s"]) and not math.isnan(compute1) and compute1 > 0:
         row["compute_vs_model"] = row["measured_compute_s"] / (compute1 * work * share)
+    if got and bench in DDP_BENCHMARKS and not run_info.get("parameters"):
+        row["link_origin"] = "none (the record has no `parameters` count to size the gradients)"
+        got = None
     if got:
         comm = comm_time(bench, params, run_info.get("parameters"), nodes, rpn, got[0])
         row["model_comm_s"] = comm
@@ -159,6 +163,8 @@ def _row(r, params, t1, compute1, links, usable_cores, extra, run_info) -> dict:
 
 
 def _why(row: dict, bench: str) -> str:
+    if row["link_origin"].startswith("none ("):
+        return f"no projection: {row['link_origin'][6:-1]}"
     if row["link_origin"] == "none":
         return f"no {row['comm_link']} latency/bandwidth: no allreduce records fit it and the site file gives none"
     parts = []
@@ -169,7 +175,8 @@ def _why(row: dict, bench: str) -> str:
                      f"{row['work_per_rank']:.2g} work x {row['core_share_factor']:.2g} core sharing)")
         if not math.isnan(row["measured_comm_s"]):
             parts.append(f"time inside collectives {row['measured_comm_s'] * 1e3:.3g} ms vs "
-                         f"{row['model_comm_s'] * 1e3:.3g} ms modelled transfer: the rest is waiting for the slower rank")
+                         f"{row['model_comm_s'] * 1e3:.3g} ms modelled transfer: the rest is waiting for the slower "
+                         "rank")
     elif bench in DDP_BENCHMARKS:
         implied = (row["measured_s"] - row["model_comm_s"]) / (row["measured_1_rank_s"] * row["work_per_rank"])
         parts.append(f"DDP step, compute not timed apart: if the allreduce costs what the model says, compute per rank "

@@ -274,7 +274,8 @@ def test_local_check_of_ddp_steps_uses_buckets_levels_and_core_sharing():
     check = scaling_check(df, links, usable_cores=2, info=info).set_index("run_id")
     ring = lambda link: sum(allreduce_time("ring", 1, 2, b, link) for b in ddp_buckets(params * 4))  # noqa: E731
     assert check.loc["r2", "projected_s"] == pytest.approx(0.4 + ring(intra))
-    assert check.loc["n2", "projected_s"] == pytest.approx(0.4 + ring(inter)) and check.loc["n2", "link_origin"] == "site"
+    assert check.loc["n2", "projected_s"] == pytest.approx(0.4 + ring(inter))
+    assert check.loc["n2", "link_origin"] == "site"
     # 2 ranks x 2 threads on 2 cores: compute per rank twice as long as alone.
     assert core_share_factor(2, 2, 2) == 2 and check.loc["r2t2", "core_share_factor"] == 2
     assert check.loc["r2t2", "projected_s"] == pytest.approx(0.25 * 2 + ring(intra))
@@ -282,6 +283,10 @@ def test_local_check_of_ddp_steps_uses_buckets_levels_and_core_sharing():
     # A level with no parameters: no projection, and the row says why.
     check = scaling_check(df, {("gloo", "intra_node", "large"): (intra, "fitted")}, 2, info).set_index("run_id")
     assert np.isnan(check.loc["n2", "projected_s"]) and "no gloo inter_node large" in check.loc["n2", "why"]
+    # A DDP record without its parameter count: no projection, said, and the other runs still checked.
+    check = scaling_check(df, links, 2, {**info, "r2": {"load_average": [1, 1, 1]}}).set_index("run_id")
+    assert np.isnan(check.loc["r2", "projected_s"]) and "parameters" in check.loc["r2", "why"]
+    assert not np.isnan(check.loc["n2", "projected_s"])
 
 
 @pytest.mark.timeout(300)
