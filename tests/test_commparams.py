@@ -134,3 +134,16 @@ def test_write_site_comm_files(tmp_path):
     table = pd.read_csv(tmp_path / "c.csv")
     assert list(table["origin"]) == ["site", "site"] and not table["bandwidth_GBps"].isna().any()
     assert math.isclose(table.set_index("level").loc["inter_node", "bandwidth_GBps"], 25)
+
+
+@pytest.mark.parametrize("site_name, machine", [("summit", "summit"), ("frontier", "frontier"),
+                                                ("stampede2", "stampede2_knl")])
+def test_site_figures_agree_with_the_reference_files_machines(site_name, machine):
+    # The same machine is described twice (site file for runs, reference file for the published cases):
+    # where both give a bandwidth, they must not drift apart.
+    from exabench.projection import Reference
+    ref = Reference(REPO / "results/reference/published_scaling.yaml").machine(machine)
+    net = load_site(REPO / f"profiles/{site_name}/site.yaml").network
+    assert net["inter_node_bandwidth_GBps"]["value"] * 1e9 == ref.inter.bandwidth_Bps
+    if "intra_node_bandwidth_GBps" in net:
+        assert net["intra_node_bandwidth_GBps"]["value"] * 1e9 == ref.intra.bandwidth_Bps
