@@ -406,6 +406,14 @@ def allreduce_records(runs: dict, results_dir: str) -> list[str]:
     return [f"{results_dir}/records/{run_id}.json" for run_id, run in runs.items() if run.benchmark == "allreduce"]
 
 
+def site_sweep(runs: dict, results_dir: str, site) -> list[str]:
+    """The sweep table when the site has allreduce records, or is this machine (measured here); a cluster
+    site without records uses its site file's network figures instead (no input)."""
+    if allreduce_records(runs, results_dir) or site.scheduler == "none":
+        return [f"{results_dir}/models/allreduce_sweep.csv"]
+    return []
+
+
 def write_sweep(records: list[str], out_csv: str | Path, python: str, env: dict, log: str) -> None:
     """The sweep table from the campaign's allreduce records when there are any, else measured here."""
     with _logged(log):

@@ -71,18 +71,10 @@ rule model_comm_fit:
         projection.write_comm_fit(input[0], output.markdown, SPLIT_BYTES, log[0], csv=output.csv)
 
 
-def get_site_sweep(wildcards):
-    """The sweep when this site has allreduce records, or is this machine (measured here); a cluster
-    site without records uses its site file's network figures instead."""
-    if projection.allreduce_records(RUNS, RESULTS) or SITE.scheduler == "none":
-        return [f"{RESULTS}/models/allreduce_sweep.csv"]
-    return []
-
-
 rule model_site_comm:
     # The latency and bandwidth the model uses on this site: fitted (they win) or the site file's.
     input:
-        get_site_sweep,
+        projection.site_sweep(RUNS, RESULTS, SITE),
     output:
         csv=f"{RESULTS}/models/comm_params.csv",
         markdown=f"{RESULTS}/models/comm_params.md",
