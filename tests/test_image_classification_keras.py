@@ -169,22 +169,6 @@ def test_two_ranks_mwms_step_equals_single_process_step(tmp_path):
 
 
 @pytest.mark.timeout(420)
-def test_two_ranks_resnet50_keras_weights_stay_in_sync(tmp_path):
-    rec = run_benchmark(tmp_path, "resnet50-keras", {"steps": 3, "warmup_steps": 1}, timeout_s=360)
-    assert rec["status"] == "ok", rec["error"]
-    assert rec["framework"] == "tensorflow" and rec["layout"]["ranks"] == 2
-    checks = {c["name"]: c for c in rec["checks"]}
-    assert checks["weights_in_sync"]["passed"] and checks["gradients_in_sync"]["passed"], checks
-    info = rec["info"]
-    assert info["parameters"] == 25_557_032 and info["global_batch"] == 8
-    assert info["strategy"] == "tf.distribute.MultiWorkerMirroredStrategy(RING)" and info["backend"] == "ring"
-    assert info["tensorflow"] and info["keras"].startswith("3.")
-    thr, step = rec["metrics"]["throughput"], rec["metrics"]["step_time"]
-    assert thr["unit"] == "images/s" and len(thr["samples"]) == 3
-    assert thr["value"] == pytest.approx(8 * 3 / sum(step["samples"]))  # global images / slowest rank's time
-
-
-@pytest.mark.timeout(420)
 def test_two_ranks_time_to_accuracy_tiny_converges(tmp_path):
     rec = run_benchmark(tmp_path, "convnet_cifar10-keras", {"data": "learnable", "mode": "time_to_accuracy",
                                                             "target_accuracy": 0.9, "warmup_steps": 0})
@@ -247,7 +231,9 @@ def test_horovod_backend_without_horovod_tensorflow_fails_clearly(tmp_path):
 
 
 @pytest.mark.timeout(900)
-def test_snakemake_campaign_runs_resnet50_keras(tmp_path):
+def test_snakemake_campaign_runs_resnet50_keras_two_ranks_in_sync(tmp_path):
+    """resnet50-keras at the tiny preset on 2 ranks (mpirun, MWMS over RING), planned, rendered,
+    run and tabulated by Snakemake through the local profile."""
     cfg = {"campaign": "keras", "preset": "tiny", "benchmarks": [
         {"name": "resnet50-keras", "sweep": {"ranks_per_node": [2]}, "params": {"steps": 3, "warmup_steps": 1}}]}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -260,6 +246,15 @@ def test_snakemake_campaign_runs_resnet50_keras(tmp_path):
     run_id = "resnet50-keras.tiny.fp32.n1r2t1"
     rec = json.loads((tmp_path / "results/local/records" / f"{run_id}.json").read_text())
     assert rec["status"] == "ok", rec["error"]
-    assert rec["framework"] == "tensorflow" and rec["benchmark"] == "resnet50-keras"
+    assert rec["framework"] == "tensorflow" and rec["benchmark"] == "resnet50-keras" and rec["layout"]["ranks"] == 2
+    checks = {c["name"]: c for c in rec["checks"]}
+    assert checks["weights_in_sync"]["passed"] and checks["gradients_in_sync"]["passed"], checks
+    info = rec["info"]
+    assert info["parameters"] == 25_557_032 and info["global_batch"] == 8
+    assert info["strategy"] == "tf.distribute.MultiWorkerMirroredStrategy(RING)" and info["backend"] == "ring"
+    assert info["tensorflow"] and info["keras"].startswith("3.")
+    thr, step = rec["metrics"]["throughput"], rec["metrics"]["step_time"]
+    assert thr["unit"] == "images/s" and len(thr["samples"]) == 3
+    assert thr["value"] == pytest.approx(8 * 3 / sum(step["samples"]))  # global images / slowest rank's time
     summary = (tmp_path / "results/local/tables/summary.md").read_text()
     assert f"| {run_id} | resnet50-keras |" in summary and "| throughput |" in summary
