@@ -258,3 +258,27 @@ def test_snakemake_campaign_runs_resnet50_keras_two_ranks_in_sync(tmp_path):
     assert thr["value"] == pytest.approx(8 * 3 / sum(step["samples"]))  # global images / slowest rank's time
     summary = (tmp_path / "results/local/tables/summary.md").read_text()
     assert f"| {run_id} | resnet50-keras |" in summary and "| throughput |" in summary
+
+
+@pytest.mark.timeout(300)
+def test_torchrun_two_ranks_without_mpi(tmp_path, monkeypatch):
+    """No MPI: TF_CONFIG's ports are gathered over init_torch's Gloo group (torchrun's rendezvous)."""
+    from dataclasses import replace
+
+    from exabench.execute import execute
+    from exabench.launch import RunPaths, write_run_files
+    from exabench.plan import expand
+    from exabench.site import load_site
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
+    site = replace(load_site(ROOT / "profiles" / "local" / "site.yaml"), launcher="torchrun")
+    config = {"campaign": "test", "preset": "tiny", "repeats": 1, "timeout_s": 240, "benchmarks": [
+        {"name": "convnet_cifar10-keras", "params": {"data": "synthetic", "steps": 4},
+         "sweep": {"ranks_per_node": [2]}}]}
+    (run,) = expand(config, site)
+    paths = RunPaths(tmp_path / "results", run.run_id)
+    write_run_files(run, site, paths)
+    assert "torchrun" in paths.script.read_text()
+    rec = execute(paths.spec)
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["info"]["strategy"] == "tf.distribute.MultiWorkerMirroredStrategy(RING)"
+    assert all(c["passed"] for c in rec["checks"]), rec["checks"]
