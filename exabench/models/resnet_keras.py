@@ -34,8 +34,9 @@ def _bn(name: str):
 
 def _conv(filters: int, kernel: int, stride: int, name: str):
     from tensorflow import keras
+    kaiming_fan_out = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")  # torchvision's
     return keras.layers.Conv2D(filters, kernel, strides=stride, use_bias=False, name=name,
-                               kernel_initializer=keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal"))
+                               kernel_initializer=kaiming_fan_out)
 
 
 def _bottleneck(x, width: int, stride: int, downsample: bool, name: str):
