@@ -30,9 +30,12 @@ def precision_for(name: str, gpu: bool) -> Precision:
     if tf.config.list_physical_devices("GPU"):
         tf.config.experimental.enable_tensor_float_32_execution(name == "tf32")
     if name == "tf32":
-        if not gpu:
+        gpus = tf.config.get_visible_devices("GPU")
+        capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0)) \
+            if gpus else None
+        if not gpu or not capability or capability[0] < 8:
             raise RuntimeError("precision tf32 needs an NVIDIA GPU of compute capability >= 8.0 (Ampere or "
-                               "later); this run has no GPU")
+                               f"later); this run has {f'a GPU of capability {capability}' if gpu else 'no GPU'}")
         prec = Precision(name, "float32", False, "fp32 storage, TF32 tensor-core matmul and convolution")
     elif name == "fp16":
         note = ("mixed_float16 policy, dynamic loss scaling (LossScaleOptimizer)" if gpu else
@@ -158,13 +161,16 @@ class HorovodTF:
     def __init__(self, world, collectives, fusion_threshold_mb: float, compression: str):
         self.hvd = distributed_tf.init_horovod(world, collectives, fusion_threshold_mb)
         self.compression = self.hvd.Compression.fp16 if compression == "fp16" else self.hvd.Compression.none
-        self.backend, self.description = "horovod", f"horovod.tensorflow {self.hvd.__version__}"
+        import horovod
+        self.backend, self.description = "horovod", f"horovod.tensorflow {horovod.__version__}"
 
     def scope(self):
         return tf.distribute.get_strategy().scope()  # the default strategy: plain variables
 
     def broadcast(self, model, opt) -> None:
-        self.hvd.broadcast_variables(model.variables + list(opt.variables), root_rank=0)
+        # The tf.Variables behind Keras 3's variables (Horovod assigns them directly).
+        variables = [getattr(v, "value", v) for v in [*model.variables, *opt.variables]]
+        self.hvd.broadcast_variables(variables, root_rank=0)
 
     def train_step(self, model, opt, loss_scaling: bool, global_batch: int):
         hvd, compression = self.hvd, self.compression
