@@ -203,6 +203,13 @@ def test_mixed_precision_runs_on_cpu(tmp_path, precision, extra):
 
 
 @pytest.mark.timeout(300)
+def test_tf32_is_refused_without_a_gpu(tmp_path):
+    rec = run_benchmark(tmp_path, "convnet_cifar10-keras", {"data": "synthetic", "steps": 2, "precision": "tf32"},
+                        ranks=1)
+    assert rec["status"] == "failed" and "tf32 needs an NVIDIA GPU" in rec["error"]
+
+
+@pytest.mark.timeout(300)
 def test_raising_rank_fails_the_run_with_its_error(tmp_path):
     rec = run_benchmark(tmp_path, "convnet_cifar10-keras", {"data": "synthetic", "steps": 2, "warmup_steps": 0,
                                                             "fail_at_step": 1})
