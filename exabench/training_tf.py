@@ -169,7 +169,7 @@ class HorovodTF:
 
     def broadcast(self, model, opt) -> None:
         # The tf.Variables behind Keras 3's variables (Horovod assigns them directly).
-        variables = [getattr(v, "value", v) for v in [*model.variables, *opt.variables]]
+        variables = [v.value for v in [*model.variables, *opt.variables]]
         self.hvd.broadcast_variables(variables, root_rank=0)
 
     def train_step(self, model, opt, loss_scaling: bool, global_batch: int):
@@ -181,7 +181,8 @@ class HorovodTF:
                 loss = tf.reduce_mean(_loss(model, images, labels))
                 scaled = opt.scale_loss(loss) if loss_scaling else loss
             tape = hvd.DistributedGradientTape(tape, compression=compression)
-            grads = tape.gradient(scaled, model.trainable_variables)
+            # Horovod needs the tf.Variables behind Keras 3's variables (those have no .ref()).
+            grads = tape.gradient(scaled, [v.value for v in model.trainable_variables])
             return loss, _apply(opt, model, grads, loss_scaling)
         return step
 
