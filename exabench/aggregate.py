@@ -92,6 +92,7 @@ def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | Non
 HEADLINES = {"resnet50": "throughput", "kmeans": "time", "pca": "time", "svm": "time",
              "cosmoflow": "time_to_train", "deepcam": "time_to_train", "cosmoflow-keras": "time_to_train"}
 HEADLINES.update(alexnet="throughput", googlenet="throughput", caffenet="throughput", convnet_cifar10="throughput")
+HEADLINES.update({"resnet50-keras": "throughput", "convnet_cifar10-keras": "throughput"})
 HEADLINES.update(gemm="tflops", conv="tflops", rnn="tflops", allreduce="busbw", io_read="read_pfs", candle="throughput")
 
 

@@ -14,23 +14,13 @@ from dataclasses import dataclass
 
 import torch
 
+from .lr_rules import scaled_lr, warmup_factor  # noqa: F401 - re-exported: the torch workloads' names
+
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 BACKENDS = ("auto", "gloo", "nccl", "mpi", "horovod")
 
 
 # -- learning rate -----------------------------------------------------------
-def scaled_lr(base_lr: float, global_batch: int, reference_batch: int) -> float:
-    """Linear scaling rule: the LR grows with the global batch (Goyal et al.: 0.1 per 256 images)."""
-    return base_lr * global_batch / reference_batch
-
-
-def warmup_factor(step: int, warmup_steps: int, start: float) -> float:
-    """Gradual warmup: the LR factor ramps linearly from `start` to 1 over `warmup_steps`, then stays 1."""
-    if warmup_steps <= 0 or step >= warmup_steps:
-        return 1.0
-    return start + (1.0 - start) * step / warmup_steps
-
-
 def warmup_schedule(optimizer, warmup_steps: int, start: float):
     """A LambdaLR applying `warmup_factor` per optimizer step (on the torch optimizer inside any wrapper)."""
     while not isinstance(optimizer, torch.optim.Optimizer):

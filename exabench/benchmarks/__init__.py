@@ -23,4 +23,4 @@ def get(name: str, file: str = "(config)", key: str = "name") -> type[Benchmark]
 
 # Importing the modules registers them; they import heavy frameworks lazily, in run().
 from . import (allreduce, candle, conv, cosmoflow, deepcam, gemm, image_classification,  # noqa: E402,F401
-               io_read, kmeans, pca, rnn, svm)
+               image_classification_keras, io_read, kmeans, pca, rnn, svm)

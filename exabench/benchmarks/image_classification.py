@@ -98,6 +98,18 @@ def training_flops(model, image_size: int, device) -> float:
     return counter.get_total_flops() / 2
 
 
+def batch_sizes(p: ImageClassificationParams, world) -> tuple[int, int]:
+    """(per-rank batch, global batch) of a run; refuses what cannot run before any work."""
+    if p.scaling == "strong" and p.batch_size % world.size:
+        raise ValueError(f"batch_size {p.batch_size} (global, scaling=strong) does not split over "
+                         f"{world.size} ranks")
+    if p.mode == "time_to_accuracy" and p.data == "synthetic":
+        raise ValueError("mode time_to_accuracy needs data that can be learned: learnable, imagefolder or "
+                         "cifar10-binary (got data=synthetic)")
+    local_batch = p.batch_size // world.size if p.scaling == "strong" else p.batch_size
+    return local_batch, local_batch * world.size
+
+
 def train_step(model, optimizer, scaler, precision, dp, device, images, labels):
     """One optimizer step; returns the loss (a device tensor)."""
     import torch.nn.functional as F
@@ -128,14 +140,7 @@ class ImageClassification(Benchmark):
         device = torch.device(f"cuda:{world.local_rank % torch.cuda.device_count()}" if cuda else "cpu")
         if cuda:
             torch.cuda.set_device(device)
-        if p.scaling == "strong" and p.batch_size % world.size:
-            raise ValueError(f"batch_size {p.batch_size} (global, scaling=strong) does not split over "
-                             f"{world.size} ranks")
-        if p.mode == "time_to_accuracy" and p.data == "synthetic":
-            raise ValueError("mode time_to_accuracy needs data that can be learned: learnable, imagefolder or "
-                             "cifar10-binary (got data=synthetic)")
-        local_batch = p.batch_size // world.size if p.scaling == "strong" else p.batch_size
-        global_batch = local_batch * world.size
+        local_batch, global_batch = batch_sizes(p, world)
         precision = training.precision_for(p.precision, device)
         dp = training.data_parallel(p.backend, world, ctx.run_dir, device, p.fusion_threshold_mb, p.compression)
         # No try/finally: shutdown is a barrier, and on a failing rank it would wait forever for
@@ -161,62 +166,69 @@ class ImageClassification(Benchmark):
         sums = dp.allgather((checksum, grad_sum))
         dp.shutdown()
 
-        step_max = result["step_times"]
-        elapsed = sum(step_max)
-        nodes = int(ctx.layout["nodes"])
-        total = global_batch * len(step_max) / elapsed
-        per_step = [global_batch / s for s in step_max]
-        achieved = total * flops_per_image
-        prec = p.precision
-        metrics = {
-            "throughput": Metric(total, "images/s", per_step, prec,
-                                 description="total images/s over all ranks: global batch x steps / max elapsed"),
-            "throughput_per_device": Metric(total / world.size, "images/s", [x / world.size for x in per_step], prec,
-                                            description="total throughput / ranks (one device per rank)"),
-            "throughput_per_node": Metric(total / nodes, "images/s", [x / nodes for x in per_step], prec),
-            "step_time": Metric(elapsed / len(step_max), "s", step_max, prec, higher_is_better=False,
-                                description="time of one step, slowest rank, warmup excluded"),
-            "achieved_flops": Metric(achieved / 1e12, "TFLOP/s", [x * flops_per_image / 1e12 for x in per_step], prec,
-                                     description=f"throughput x counted training FLOPs ({flops_per_image / 1e9:.3g} "
-                                                 "GFLOP per image)"),
-        }
-        if p.peak_tflops > 0:
-            frac = achieved / 1e12 / (p.peak_tflops * world.size)
-            metrics["fraction_of_peak"] = Metric(frac, "1", [], prec, description="achieved / (peak x devices)")
-        for key, unit, desc in (("epoch_time", "s", "wall time of one training epoch, slowest rank"),
-                                ("input_throughput", "images/s", "input pipeline alone: decoded, augmented images/s "
-                                                                 "over all ranks"),
-                                ("time_to_accuracy", "s", "training time until the validation accuracy reached "
-                                                          "the target (evaluation included)"),
-                                ("epochs_to_accuracy", "epochs", "epochs until the target accuracy"),
-                                ("accuracy", "1", "final validation top-1 accuracy")):
-            if key in result:
-                value, samples = result[key]
-                better = key in ("input_throughput", "accuracy")
-                metrics[key] = Metric(value, unit, samples, prec, higher_is_better=better, description=desc)
-
-        losses = result["losses"]
-        half = max(1, len(losses) // 2)
-        first, last = statistics.fmean(losses[:half]), statistics.fmean(losses[-half:])
-        weights = [s[0] for s in sums]
-        grads = [s[1] for s in sums]
-        checks = [
-            Check("loss_finite", all(math.isfinite(x) for x in losses), f"losses {losses[0]:.4g} .. {losses[-1]:.4g}"),
-            Check("loss_falls", last < first, f"mean loss first half {first:.4f}, second half {last:.4f}"),
-            Check("weights_in_sync", _spread(weights) <= 1e-6 * max(1.0, abs(weights[0])),
-                  f"parameter checksum spread over ranks {_spread(weights):.3g}"),
-            Check("gradients_in_sync", _spread(grads) <= 1e-6 * max(1.0, abs(grads[0])),
-                  f"gradient checksum spread over ranks {_spread(grads):.3g} (last step)"),
-        ]
-        if p.mode == "time_to_accuracy":
-            acc = result["accuracy"][0]
-            checks.append(Check("reached_target", acc >= p.target_accuracy,
-                                f"accuracy {acc:.4f} after {result['epochs_run']} epochs, target {p.target_accuracy}"))
         info = {"model": self.model_name, "device": str(device), "backend": dp.backend, "parameters": n_params,
                 "training_flops_per_image": flops_per_image, "local_batch": local_batch,
                 "global_batch": global_batch, "scaling": p.scaling, "lr": lr, "precision_note": precision.note,
-                "losses": losses}
-        return Outcome(metrics, checks, info)
+                "losses": result["losses"]}
+        return outcome(p, world, int(ctx.layout["nodes"]), result, global_batch, flops_per_image, sums, info)
+
+
+def outcome(p: ImageClassificationParams, world, nodes: int, result: dict, global_batch: int,
+            flops_per_image: float, sums: list[tuple[float, float]], info: dict) -> Outcome:
+    """Metrics and checks of a run, the same for every framework: `result` from the measured
+    loop (step_times already the slowest rank's), `sums` the (weights, gradients) checksums
+    of every rank."""
+    step_max = result["step_times"]
+    elapsed = sum(step_max)
+    total = global_batch * len(step_max) / elapsed
+    per_step = [global_batch / s for s in step_max]
+    achieved = total * flops_per_image
+    prec = p.precision
+    metrics = {
+        "throughput": Metric(total, "images/s", per_step, prec,
+                             description="total images/s over all ranks: global batch x steps / max elapsed"),
+        "throughput_per_device": Metric(total / world.size, "images/s", [x / world.size for x in per_step], prec,
+                                        description="total throughput / ranks (one device per rank)"),
+        "throughput_per_node": Metric(total / nodes, "images/s", [x / nodes for x in per_step], prec),
+        "step_time": Metric(elapsed / len(step_max), "s", step_max, prec, higher_is_better=False,
+                            description="time of one step, slowest rank, warmup excluded"),
+        "achieved_flops": Metric(achieved / 1e12, "TFLOP/s", [x * flops_per_image / 1e12 for x in per_step], prec,
+                                 description=f"throughput x counted training FLOPs ({flops_per_image / 1e9:.3g} "
+                                             "GFLOP per image)"),
+    }
+    if p.peak_tflops > 0:
+        frac = achieved / 1e12 / (p.peak_tflops * world.size)
+        metrics["fraction_of_peak"] = Metric(frac, "1", [], prec, description="achieved / (peak x devices)")
+    for key, unit, desc in (("epoch_time", "s", "wall time of one training epoch, slowest rank"),
+                            ("input_throughput", "images/s", "input pipeline alone: decoded, augmented images/s "
+                                                             "over all ranks"),
+                            ("time_to_accuracy", "s", "training time until the validation accuracy reached "
+                                                      "the target (evaluation included)"),
+                            ("epochs_to_accuracy", "epochs", "epochs until the target accuracy"),
+                            ("accuracy", "1", "final validation top-1 accuracy")):
+        if key in result:
+            value, samples = result[key]
+            better = key in ("input_throughput", "accuracy")
+            metrics[key] = Metric(value, unit, samples, prec, higher_is_better=better, description=desc)
+
+    losses = result["losses"]
+    half = max(1, len(losses) // 2)
+    first, last = statistics.fmean(losses[:half]), statistics.fmean(losses[-half:])
+    weights = [s[0] for s in sums]
+    grads = [s[1] for s in sums]
+    checks = [
+        Check("loss_finite", all(math.isfinite(x) for x in losses), f"losses {losses[0]:.4g} .. {losses[-1]:.4g}"),
+        Check("loss_falls", last < first, f"mean loss first half {first:.4f}, second half {last:.4f}"),
+        Check("weights_in_sync", _spread(weights) <= 1e-6 * max(1.0, abs(weights[0])),
+              f"parameter checksum spread over ranks {_spread(weights):.3g}"),
+        Check("gradients_in_sync", _spread(grads) <= 1e-6 * max(1.0, abs(grads[0])),
+              f"gradient checksum spread over ranks {_spread(grads):.3g} (last step)"),
+    ]
+    if p.mode == "time_to_accuracy":
+        acc = result["accuracy"][0]
+        checks.append(Check("reached_target", acc >= p.target_accuracy,
+                            f"accuracy {acc:.4f} after {result['epochs_run']} epochs, target {p.target_accuracy}"))
+    return Outcome(metrics, checks, info)
 
 
 def _spread(values: list[float]) -> float:
@@ -237,9 +249,12 @@ class _Loop:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _step(self, step: int, images, labels) -> float:
+    def _maybe_fail(self, step: int) -> None:
         if step == self.p.fail_at_step and self.world.rank == self.world.size - 1:
             raise RuntimeError(f"injected failure at step {step} (fail_at_step)")
+
+    def _step(self, step: int, images, labels) -> float:
+        self._maybe_fail(step)
         images = images.to(self.device, non_blocking=True).contiguous(memory_format=self.memory_format)
         labels = labels.to(self.device, non_blocking=True)
         loss = train_step(self.net, self.opt, self.scaler, self.precision, self.dp, self.device, images, labels)
@@ -248,12 +263,22 @@ class _Loop:
         self.losses.append(value)
         return value
 
-    def synthetic(self) -> dict:
+    def _fixed_batch(self):
+        """The synthetic data: one random batch of this rank, already on the device."""
         import torch
         p = self.p
         gen = torch.Generator().manual_seed(p.seed + self.world.rank)
         images = torch.randn(self.local_batch, 3, p.image_size, p.image_size, generator=gen).to(self.device)
         labels = torch.randint(0, p.num_classes, (self.local_batch,), generator=gen).to(self.device)
+        return images, labels
+
+    def _begin_epoch(self, loader, epoch: int) -> None:
+        loader.sampler.set_epoch(epoch)
+        self.net.train()
+
+    def synthetic(self) -> dict:
+        p = self.p
+        images, labels = self._fixed_batch()
         times = []
         for step in range(p.warmup_steps + p.steps):
             self._sync()
@@ -277,8 +302,7 @@ class _Loop:
         times, epoch_times, accs = [], [], []
         step, start, reached = 0, time.perf_counter(), None
         for epoch in range(n_epochs):
-            train.sampler.set_epoch(epoch)
-            self.net.train()
+            self._begin_epoch(train, epoch)
             t_epoch = time.perf_counter()
             t0 = t_epoch
             for images, labels in train:  # the step time includes waiting for the input pipeline
@@ -313,24 +337,30 @@ class _Loop:
 
         from ..data import images as imgdata
         p = self.p
-        n_val = max(p.dataset_size // 4, self.world.size)
         if p.data == "learnable":
             def tensors(n, split):
                 x, y = imgdata.learnable_images(n, p.num_classes, p.image_size, p.seed, split)
                 x = (torch.from_numpy(x).float() / 255.0 - 0.5) / 0.25
                 return torch.utils.data.TensorDataset(x, torch.from_numpy(y))
-            return tensors(p.dataset_size, 0), tensors(n_val, 1)
+            return tensors(p.dataset_size, 0), tensors(max(p.dataset_size // 4, self.world.size), 1)
+        train_path, val_path = self._data_paths(run_dir)
+        return (imgdata.open_dataset(p.data, train_path, p.image_size, train=True),
+                imgdata.open_dataset(p.data, val_path, p.image_size, train=False))
+
+    def _data_paths(self, run_dir: Path) -> tuple[Path, Path]:
+        """The train and validation paths of a real-format set: `data_dir`, or a learnable set that
+        rank 0 generates into the run directory (once) while the others wait."""
+        from ..data import images as imgdata
+        p = self.p
+        n_val = max(p.dataset_size // 4, self.world.size)
         root = Path(p.data_dir) if p.data_dir else run_dir / "data" / p.data
         if not p.data_dir and self.world.rank == 0 and not (root / ".complete").exists():
             imgdata.write_dataset(p.data, root, p.dataset_size, n_val, p.num_classes, p.image_size, p.seed)
             (root / ".complete").touch()
         self.dp.allgather(None)  # a barrier: the generated set is complete before anyone reads it
         if p.data == "cifar10-binary":
-            train_path, val_path = (root, root / "val")
-        else:
-            train_path, val_path = root / "train", root / "val"
-        return (imgdata.open_dataset(p.data, train_path, p.image_size, train=True),
-                imgdata.open_dataset(p.data, val_path, p.image_size, train=False))
+            return root, root / "val"
+        return root / "train", root / "val"
 
     def _loader(self, dataset, shuffle: bool):
         import torch
