@@ -25,7 +25,7 @@ if [ "${EXABENCH_HOROVOD_TF:-auto}" != 0 ] && "$python" -c "import tensorflow" >
 fi
 frameworks=torch; [ "$with_tf" = 1 ] && frameworks="torch tensorflow"
 built() { # framework: imports with MPI and Gloo (one process per framework: never torch and TF together)
-  "$python" -c "import horovod.$1 as hvd; assert hvd.mpi_built() and hvd.gloo_built(), 'horovod.$1 built without MPI or Gloo'"
+  TF_CPP_MIN_LOG_LEVEL=2 "$python" -c "import horovod.$1 as hvd; assert hvd.mpi_built() and hvd.gloo_built(), 'horovod.$1 built without MPI or Gloo'"
 }
 all_built() { for fw in $frameworks; do built "$fw" >/dev/null 2>&1 || return 1; done; }
 if all_built; then
