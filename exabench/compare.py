@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import scaling
+from .frameworks import framework_table
 from .aggregate import HEADLINES, load_records
 
 LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank")
@@ -62,8 +63,10 @@ def devices_of(layout: dict) -> int:
     return ranks * int(layout.get("gpus_per_rank") or 0) or int(layout["nodes"])
 
 
-def _run_row(run_id, benchmark, framework, site, preset, repeat, params, layout, status, error, metrics):
+def _run_row(run_id, benchmark, framework, site, preset, repeat, params, layout, status, error, metrics,
+             info=None):
     metric = headline_metric(benchmark, metrics)
+    tta = metrics.get("time_to_accuracy") or {}
     m = metrics.get(metric) or {}
     precision = m.get("precision") or next((str(params[k]) for k in PRECISION_PARAMS if k in params), "")
     return {"run_id": run_id, "point": REPEAT_TOKEN.sub("", run_id), "workload": LAYOUT_TOKEN.sub("", run_id),
@@ -74,14 +77,17 @@ def _run_row(run_id, benchmark, framework, site, preset, repeat, params, layout,
             "params": json.dumps(params, sort_keys=True), "status": status, "error": error or "",
             "metric": metric or "", "value": float(m["value"]) if status == "ok" and "value" in m else math.nan,
             "unit": m.get("unit", ""), "precision": precision,
-            "higher_is_better": bool(m.get("higher_is_better", True))}
+            "higher_is_better": bool(m.get("higher_is_better", True)),
+            # for the framework comparison: what averaged the gradients, and the time-to-accuracy
+            "collectives": str((info or {}).get("backend") or ""),
+            "time_to_accuracy": float(tta["value"]) if status == "ok" and "value" in tta else math.nan}
 
 
 def run_table(records: list[dict], plan: list[dict] | None = None, site: str | None = None) -> pd.DataFrame:
     """One row per run with its headline figure; planned runs without a record are `missing`."""
     rows = [_run_row(r["run_id"], r["benchmark"], r.get("framework", ""), r.get("site", ""), r.get("preset", ""),
                      r.get("repeat", 1), r.get("params", {}), r.get("layout", {}), r["status"], r.get("error"),
-                     r.get("metrics") or {}) for r in records]
+                     r.get("metrics") or {}, r.get("info")) for r in records]
     seen = {(r["site"], r["run_id"]) for r in rows}
     for p in plan or []:
         where = site or p.get("site", "")
@@ -290,25 +296,6 @@ def precision_algorithm_table(runs: pd.DataFrame) -> pd.DataFrame:
     return matrix_table(runs, PRECISION_PARAMS, ALGORITHM_PARAMS)
 
 
-def framework_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Frameworks side by side for one task, preset, layout and precision; `relative` is each
-    framework's figure over the best one (1 = best)."""
-    keys = ["site", "task", "preset", *LAYOUT, "precision", "metric", "higher_is_better", "framework", "benchmark"]
-    c = cells(runs, keys)
-    rows = []
-    for _, g in c.groupby(keys[:-2], sort=True):
-        if g["framework"].nunique() < 2:
-            continue
-        hib = bool(g["higher_is_better"].iloc[0])
-        best = g["value"].max() if hib else g["value"].min()
-        for _, r in g.iterrows():
-            rel = scaling.speedup(r["value"], best, 1, 1, "strong", hib) if not math.isnan(best) else math.nan
-            rows.append({**{k: r[k] for k in keys if k != "higher_is_better"}, "unit": r["unit"],
-                         "value": r["value"], "relative": rel, "status": r["status"], "run_ids": r["run_ids"]})
-    cols = [k for k in keys if k != "higher_is_better"] + ["unit", "value", "relative", "status", "run_ids"]
-    return pd.DataFrame(rows, columns=cols)
-
-
 # -- rendering -----------------------------------------------------------------------------------
 
 def fmt(v) -> str:
@@ -384,9 +371,10 @@ TABLES = {
                  "efficiency", "ideal_value", "status", "run_ids"]),
     "threads_x_size": ("Configuration matrix: threads per rank x problem size", None),
     "precision_x_algorithm": ("Configuration matrix: precision x algorithm", None),
-    "frameworks": ("Frameworks compared (relative: 1 = the best framework)",
-                   ["site", "task", "preset", "nodes", "ranks_per_node", "precision", "metric", "framework",
-                    "value", "unit", "relative", "status", "run_ids"]),
+    "frameworks": ("Frameworks compared: same task, batch, precision and layout (relative: 1 = the best stack)",
+                   ["site", "task", "preset", "nodes", "ranks_per_node", "precision", "stack", "collectives",
+                    "metric", "value", "unit", "relative", "time_to_accuracy", "target_accuracy", "tta_relative",
+                    "status", "run_ids"]),
 }
 
 

@@ -8,6 +8,7 @@ Regenerate the golden files after a deliberate change (and review the diff):
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -193,3 +194,48 @@ def test_snakemake_cross_site_against_a_reference_baseline(tmp_path_factory, tmp
     assert len(table) == 2 and set(table["baseline_status"]) == {"ok"}
     assert table["speedup"].tolist() == pytest.approx([4.0, 4.0])
     assert "Baseline site: oldsite." in (campaign / "results/local/tables/comparison.md").read_text()
+
+
+# -- the framework comparison: stacks matched on the workload, throughput and TTA side by side ------
+
+def _ic_record(bench, framework, backend="auto", mode="throughput", batch=4, value=10.0, tta=None, status="ok",
+               target=0.9, collectives=""):
+    params = {"batch_size": batch, "image_size": 32, "precision": "fp32", "backend": backend, "mode": mode,
+              "target_accuracy": target, "steps": 8}
+    metrics = {"throughput": {"value": value, "unit": "images/s", "higher_is_better": True, "precision": "fp32"}}
+    if tta is not None:
+        metrics["time_to_accuracy"] = {"value": tta, "unit": "s", "higher_is_better": False, "precision": "fp32"}
+    layout = {"nodes": 1, "ranks_per_node": 2, "ranks": 2, "threads_per_rank": 1, "gpus_per_rank": 0}
+    run_id = f"{bench}.tiny.{backend}.{mode}.b{batch}.t{target}.n1r2t1"
+    return {"run_id": run_id, "benchmark": bench, "framework": framework, "site": "local", "preset": "tiny",
+            "params": params, "layout": layout, "status": status, "metrics": metrics if status == "ok" else {},
+            "info": {"backend": collectives}, "error": None if status == "ok" else "boom"}
+
+
+def test_framework_table_matches_workloads_and_puts_tta_beside_throughput():
+    records = [
+        _ic_record("resnet50", "pytorch", value=20.0, collectives="gloo"),
+        _ic_record("resnet50", "pytorch", mode="time_to_accuracy", value=18.0, tta=30.0, collectives="gloo"),
+        _ic_record("resnet50", "pytorch", backend="horovod", value=16.0, collectives="horovod"),
+        _ic_record("resnet50-keras", "tensorflow", value=10.0, collectives="tf.distribute ring"),
+        _ic_record("resnet50-keras", "tensorflow", mode="time_to_accuracy", value=9.0, tta=60.0),
+        _ic_record("resnet50-keras", "tensorflow", backend="horovod", status="failed"),
+        # another batch: a different workload, and with one stack only it has no row at all
+        _ic_record("resnet50", "pytorch", batch=8, value=40.0),
+        # a TTA run to another target cannot share a figure with the 0.9 one
+        _ic_record("resnet50", "pytorch", backend="horovod", mode="time_to_accuracy", tta=25.0, target=0.5),
+        _ic_record("resnet50", "pytorch", backend="horovod", mode="time_to_accuracy", tta=28.0, target=0.9),
+    ]
+    table = compare.framework_table(compare.run_table(records)).set_index("stack")
+    assert sorted(table.index) == ["pytorch+horovod", "pytorch+native", "tensorflow+horovod", "tensorflow+native"]
+    assert set(table["workload"]) == {json.dumps({"image_size": 32, "batch_size": 4}, sort_keys=True)}
+    torch_native, tf_native = table.loc["pytorch+native"], table.loc["tensorflow+native"]
+    assert torch_native["value"] == 20.0 and torch_native["relative"] == 1.0
+    assert torch_native["time_to_accuracy"] == 30.0 and torch_native["tta_relative"] == 1.0
+    assert torch_native["collectives"] == "gloo"
+    assert tf_native["relative"] == 0.5 and tf_native["tta_relative"] == 0.5
+    assert tf_native["collectives"] == "tf.distribute ring"
+    hvd = table.loc["pytorch+horovod"]
+    assert hvd["value"] == 16.0 and hvd["target_accuracy"] == "0.5;0.9" and math.isnan(hvd["time_to_accuracy"])
+    failed = table.loc["tensorflow+horovod"]
+    assert failed["status"] == "failed" and math.isnan(failed["value"]) and math.isnan(failed["relative"])
