@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
-# Build Horovod 0.28.1 (PyTorch + MPI + Gloo, no TensorFlow/MXNet) into a venv.
+# Build Horovod 0.28.1 (MPI + Gloo; PyTorch, and TensorFlow where it imports) into a venv.
 #
 #   scripts/install_horovod.sh <venv>
+#   EXABENCH_HOROVOD_TF=0 scripts/install_horovod.sh <venv>   # PyTorch only, even with tensorflow
 #
-# Idempotent: does nothing when `import horovod.torch` already works in <venv>.
-# Why a patched sdist: 0.28.1 (the last release) pins C++14 in CMakeLists.txt and
-# horovod/torch/CMakeLists.txt, while torch 2.x headers need C++17 (shared/PLATFORM.md).
-# Needs cmake, g++ and an MPI with headers (openmpi-bin, libopenmpi-dev); torch must
-# already be in <venv> (--no-build-isolation builds against that torch).
+# Idempotent: does nothing when horovod.torch (and horovod.tensorflow, where tensorflow
+# imports) already import in <venv> with MPI and Gloo built; otherwise builds a wheel from the
+# patched sdist and (re)installs it. Needs cmake, g++ and an MPI with headers (openmpi-bin,
+# libopenmpi-dev); torch (and tensorflow) must already be in <venv>: --no-build-isolation
+# builds against them. <venv> may be an overlay venv whose .pth reaches another venv's
+# packages: pip installs into <venv> and leaves the other venv's horovod alone.
+# Why a patched sdist (0.28.1 is the last release), see docs/horovod.md:
+#   - it pins C++14, while torch 2.x needs C++17 (>= 2.10: C++20) and TF 2.10+ abseil C++17;
+#   - its XLA file includes headers the TF wheels ship without their dependencies.
 set -euo pipefail
 venv=${1:?usage: scripts/install_horovod.sh <venv>}
 python="$venv/bin/python"
 version=0.28.1
 [ -x "$python" ] || { echo "install_horovod: no python at $python" >&2; exit 1; }
 
-if "$python" -c "import horovod.torch" 2>/dev/null; then
-  echo "install_horovod: horovod.torch already importable in $venv"
+with_tf=0
+if [ "${EXABENCH_HOROVOD_TF:-auto}" != 0 ] && "$python" -c "import tensorflow" >/dev/null 2>&1; then
+  with_tf=1
+fi
+frameworks=torch; [ "$with_tf" = 1 ] && frameworks="torch tensorflow"
+built() { # framework: imports with MPI and Gloo (one process per framework: never torch and TF together)
+  TF_CPP_MIN_LOG_LEVEL=2 "$python" -c "import horovod.$1 as hvd; assert hvd.mpi_built() and hvd.gloo_built(), 'horovod.$1 built without MPI or Gloo'"
+}
+all_built() { for fw in $frameworks; do built "$fw" >/dev/null 2>&1 || return 1; done; }
+if all_built; then
+  echo "install_horovod: horovod ($frameworks) already importable in $venv"
   exit 0
 fi
 for tool in cmake g++ mpicxx; do
@@ -37,6 +51,7 @@ patch() { # file, sed expression, text that must be there first
 }
 # C++14 -> 17 for Horovod's core; its torch extension gets the standard torch's own headers
 # demand (torch >= 2.10 refuses anything below C++20: torch/csrc/api/include/torch/all.h).
+# Its TF extension already switches to C++17 for TF >= 2.10 (horovod/tensorflow/CMakeLists.txt).
 torch_std=$("$python" - <<'PY'
 import pathlib, torch
 header = pathlib.Path(torch.__file__).parent / "include/torch/csrc/api/include/torch/all.h"
@@ -51,15 +66,32 @@ patch "$src/horovod/torch/CMakeLists.txt" "s/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STA
 patch "$src/cmake/Modules/FindPytorch.cmake" \
   's/(CUDA_HOME is not None)) else False/(CUDA_HOME is not None) and torch.cuda.is_available()) else False/' \
   '(CUDA_HOME is not None)) else False'
+if [ "$with_tf" = 1 ]; then
+  # xla_mpi_ops.cc holds only GPU XLA custom calls (inside #if HAVE_GPU), yet includes XLA
+  # headers first; TF >= 2.16 wheels ship those without their dependencies (xla/printer.h:
+  # highwayhash/arch_specific.h not found) and moved xla_builder.h. Skip it on CPU builds.
+  patch "$src/horovod/tensorflow/xla_mpi_ops.cc" \
+    's/^#if TENSORFLOW_VERSION >= 2006000000$/#if TENSORFLOW_VERSION >= 2006000000 \&\& HAVE_GPU/' \
+    '#if TENSORFLOW_VERSION >= 2006000000'
+  tf_flags="HOROVOD_WITH_TENSORFLOW=1"
+else
+  tf_flags="HOROVOD_WITHOUT_TENSORFLOW=1"
+fi
 
-echo "install_horovod: building with C++$torch_std for the torch extension (minutes on 2 cores)"
-if ! HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
-     HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
+echo "install_horovod: building for $frameworks, C++$torch_std for the torch extension (minutes on 2 cores)"
+start=$SECONDS
+if ! env HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 "$tf_flags" HOROVOD_WITHOUT_MXNET=1 \
      MAKEFLAGS="-j$(nproc)" \
-     "$python" -m pip install --no-build-isolation --no-cache-dir "$src" >"$log" 2>&1; then
+     "$python" -m pip wheel --no-deps --no-build-isolation --no-cache-dir -w "$work/wheel" "$src" >"$log" 2>&1; then
   keep="${TMPDIR:-/tmp}/install_horovod.$$.log"; cp "$log" "$keep"
   grep -n -m 20 -E 'error|Error' "$log" >&2 || true
   echo "install_horovod: build failed, full log in $keep" >&2; exit 1
 fi
-"$python" -c "import horovod.torch as hvd; assert hvd.mpi_built() and hvd.gloo_built(), 'horovod built without MPI or Gloo'"
-echo "install_horovod: horovod $version installed in $venv (torch, MPI, Gloo)"
+echo "install_horovod: built in $((SECONDS - start)) s"
+wheel=$(ls "$work"/wheel/horovod-"$version"-*.whl)
+# --force-reinstall --no-deps replaces an older horovod build (same version) in <venv>;
+# the second install then brings in Horovod's own dependencies where they are missing.
+"$python" -m pip install --no-cache-dir --force-reinstall --no-deps "$wheel" >"$log" 2>&1 \
+  && "$python" -m pip install --no-cache-dir "$wheel" >>"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+for fw in $frameworks; do built "$fw"; done
+echo "install_horovod: horovod $version installed in $venv ($frameworks; MPI, Gloo)"
