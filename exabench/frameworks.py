@@ -31,22 +31,14 @@ def stack_of(framework: str, params: dict) -> str:
     return f"{framework or '?'}+{'horovod' if params.get('backend') == 'horovod' else 'native'}"
 
 
-def _median_ok(values: pd.Series, status: pd.Series) -> float:
-    ok = values[(status == "ok") & values.notna()]
-    return float(ok.median()) if len(ok) else math.nan
-
-
-def _status(status: pd.Series) -> str:
-    states = set(status)
-    if states == {"ok"}:
-        return "ok"
-    if "ok" in states:
-        return "partial"
-    return sorted(states)[0] if len(states) == 1 else "failed"
-
-
 def _workload_key(params: dict, shared: set[str]) -> str:
     return json.dumps({k: params.get(k) for k in sorted(shared)}, sort_keys=True)
+
+
+def _cell(g: pd.DataFrame) -> dict:
+    """The runs of `g` folded the way every comparison table folds repeats (compare.cell)."""
+    from .compare import cell  # here, not at the top: compare imports this module
+    return cell(*(list(g[c]) for c in ("status", "value", "unit", "run_id", "error")))
 
 
 def _row(keys: dict, g: pd.DataFrame) -> dict:
@@ -56,13 +48,13 @@ def _row(keys: dict, g: pd.DataFrame) -> dict:
     targets = sorted({p.get("target_accuracy") for p, t in zip(params, tta_mode) if t})
     tta = g[tta_mode]
     # Times to different targets are different figures: no one value for the row then.
-    tta_value = _median_ok(tta["time_to_accuracy"], tta["status"]) if len(targets) == 1 else math.nan
+    tta_value = _cell(tta.assign(value=tta["time_to_accuracy"]))["value"] if len(targets) == 1 else math.nan
     used = [c for c, st in zip(g["collectives"], g["status"]) if c and st == "ok"] or list(g["collectives"])
     return {**keys, "framework": g["framework"].iloc[0], "collectives": used[0] if used else "",
-            "metric": thr["metric"].iloc[0], "value": _median_ok(thr["value"], thr["status"]),
+            "metric": thr["metric"].iloc[0], "value": _cell(thr)["value"],
             "unit": thr["unit"].iloc[0], "higher_is_better": bool(thr["higher_is_better"].iloc[0]),
             "time_to_accuracy": tta_value, "target_accuracy": ";".join(str(t) for t in targets),
-            "status": _status(g["status"]), "run_ids": ";".join(sorted(g["run_id"]))}
+            "status": _cell(g)["status"], "run_ids": ";".join(sorted(g["run_id"]))}
 
 
 def framework_table(runs: pd.DataFrame) -> pd.DataFrame:
