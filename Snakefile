@@ -12,15 +12,17 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/plan.smk"
 include: "workflow/rules/containers.smk"
 include: "workflow/rules/render.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/bundle.smk"
-include: "workflow/rules/models.smk"
+include: "workflow/rules/perf.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/acceptance.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/archive.smk"
 
 
 rule all:

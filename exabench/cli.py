@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import ExabenchError
+from exabench.errors import ExabenchError
 
 
 def _load(args):
-    from .config import load_and_validate
-    from .plan import expand
-    from .site import load_site
+    from exabench.config import load_and_validate
+    from exabench.campaign.plan import expand
+    from exabench.campaign.site import load_site
     config = load_and_validate(args.config, "config")
     site = load_site(args.site or config["site"])
     return config, site, expand(config, site, args.config)
 
 
 def cmd_plan(args) -> int:
-    from .plan import plan_table
+    from exabench.campaign.plan import plan_table
     import pandas as pd
     _, site, runs = _load(args)
     print(pd.DataFrame(plan_table(runs)).to_string(index=False))
@@ -28,7 +28,7 @@ def cmd_plan(args) -> int:
 
 def cmd_launch_lines(args) -> int:
     from pathlib import Path
-    from .launch import RunPaths, render_script
+    from exabench.campaign.render import RunPaths, render_script
     _, site, runs = _load(args)
     for run in runs:
         text, line = render_script(run, site, RunPaths(Path("results") / site.name, run.run_id))
@@ -37,53 +37,35 @@ def cmd_launch_lines(args) -> int:
 
 
 def cmd_execute(args) -> int:
-    from .execute import execute
-    from .pipeline import status_lines
+    from exabench.execute import execute
+    from exabench.workflow import status_lines
     print("\n".join(status_lines(args.spec, execute(args.spec))))
     return 0
 
 
 def cmd_aggregate(args) -> int:
-    from .aggregate import aggregate
+    from exabench.records.tidy import aggregate
     aggregate(args.records, args.csv, args.markdown, args.site_name)
     return 0
 
 
-def _record_paths(items) -> list[str]:
-    """Record files named directly, or every *.json in a directory (its plan.json aside)."""
-    from pathlib import Path
-    out = []
-    for item in items:
-        p = Path(item)
-        out += sorted(str(f) for f in p.glob("*.json") if f.name != "plan.json") if p.is_dir() else [str(p)]
-    return out
-
 
 def cmd_compare(args) -> int:
-    from .compare import all_tables, load_runs, write_tables
-    runs = load_runs(_record_paths(args.records), args.plan, args.site_name)
-    written = write_tables(all_tables(runs, args.baseline or None), args.out, args.baseline or None)
-    print(f"{len(runs)} runs -> {len(written)} table files in {args.out}")
+    from exabench.analysis.compare import write_comparison
+    print(write_comparison(args.records, args.plan, args.site_name, args.baseline, args.out))
     return 0
 
 
 def _read_records(items) -> list[dict]:
-    from .aggregate import load_records
-    return load_records(_record_paths(items))
+    from exabench.records.record import record_paths
+    from exabench.records.tidy import load_records
+    return load_records(record_paths(items))
 
 
 def cmd_accept(args) -> int:
-    from pathlib import Path
-    import pandas as pd
-    from . import acceptance as acc
-    from .compare import load_plan
-    from .results import atomic_write_text
-    rows = acc.verdicts(_read_records(args.records), acc.load_references(args.references), load_plan(args.plan),
-                        args.site_name)
-    # The file's name only, so a summary rebuilt from an archive is byte-identical.
-    atomic_write_text(args.markdown, acc.summary_markdown(rows, args.site_name, Path(args.references).name))
-    atomic_write_text(args.csv, pd.DataFrame(rows).to_csv(index=False))
-    atomic_write_text(args.junit, acc.junit_xml(rows, args.site_name))
+    from exabench.analysis import acceptance as acc
+    rows = acc.write_verdicts(args.records, args.references, args.plan, args.site_name, args.markdown, args.csv,
+                              args.junit)
     c = acc.counts(rows)
     print(f"acceptance of {args.site_name}: " + ", ".join(f"{n} {v}" for v, n in c.items())
           + f" -> {args.markdown}, {args.junit}")
@@ -91,24 +73,15 @@ def cmd_accept(args) -> int:
 
 
 def cmd_accept_check(args) -> int:
-    import pandas as pd
-    from .acceptance import FAILING, run_verdicts
-    df = pd.read_csv(args.verdicts, keep_default_na=False)
-    per_run = run_verdicts(df.to_dict("records"))
-    bad = sorted(r for r, v in per_run.items() if v in FAILING)
-    for _, r in df[df["verdict"].isin(FAILING)].iterrows():
-        print(f"FAILED {r['run_id']} [{r['metric']}]: {r['verdict']}: {r['detail']}", file=sys.stderr)
-    if bad:
-        print(f"exabench: acceptance FAILED: {len(bad)} of {len(per_run)} runs: {', '.join(bad)} "
-              f"(summary {args.verdicts})", file=sys.stderr)
-        return 1
-    print(f"exabench: acceptance passed: {len(per_run)} runs, none failing")
-    return 0
+    from exabench.analysis.acceptance import check_verdicts
+    passed, text = check_verdicts(args.verdicts)
+    print(text, file=sys.stdout if passed else sys.stderr)
+    return 0 if passed else 1
 
 
 def cmd_references(args) -> int:
-    from .acceptance import TOLERANCES, derive_references, references_yaml
-    from .results import atomic_write_text
+    from exabench.analysis.acceptance import TOLERANCES, derive_references, references_yaml
+    from exabench.io import atomic_write_text
     tol = dict(TOLERANCES)
     if args.tolerance:
         lo, hi = (float(x) for x in args.tolerance.split(","))
@@ -122,47 +95,28 @@ def cmd_references(args) -> int:
 
 
 def cmd_nodes(args) -> int:
-    from . import acceptance as acc
-    from .results import atomic_write_text
-    refs = acc.load_references(args.references) if args.references else []
-    rows = acc.node_outliers(_read_records(args.records), refs, args.z)
-    if not rows:
-        print("no per-node records: run the every-node job script first (snakemake ... every_node_script)")
-    atomic_write_text(args.markdown, acc.nodes_markdown(rows, args.site_name))
-    bad = acc.flagged_nodes(rows)
-    print(f"{len({r['node'] for r in rows})} nodes checked; flagged: {' '.join(bad) or 'none'} -> {args.markdown}")
-    return 1 if bad and not args.report_only else 0
+    from exabench.analysis import acceptance as acc
+    rows = acc.write_node_check(args.records, args.references, args.site_name, args.markdown, args.z)
+    print(acc.node_check_line(rows, args.markdown))
+    return 1 if acc.flagged_nodes(rows) and not args.report_only else 0
 
 
 def cmd_plots(args) -> int:
-    from .compare import load_plan, run_table
-    from .plots import all_plots
-    records = _read_records(args.records)
-    nodes = _read_records(args.nodes) if args.nodes else []
-    written = all_plots(run_table(records, load_plan(args.plan), args.site_name), records, nodes, args.out)
-    print(f"{len(written)} plots -> {args.out}")
+    from exabench.analysis.plots import write_plots
+    print(write_plots(args.records, args.nodes, args.plan, args.site_name, args.out))
     return 0
 
 
 def cmd_archive(args) -> int:
-    from pathlib import Path
-    from . import __version__
-    from .archive import collect, pack
-    results = Path(args.results)
-    refs = Path(args.references) if args.references else None
-    files = collect(results, Path(args.logs) if args.logs else None, [Path(c) for c in args.config],
-                    Path(args.site) if args.site else None, refs, [Path(x) for x in args.lock],
-                    [Path(p) for p in _record_paths(args.baseline_records)])
-    meta = {"site": args.site_name or results.name, "baseline": args.baseline or "", "exabench_version": __version__,
-            "references_name": refs.name if refs else ""}
-    out = pack(args.out, files, meta)
-    print(f"{len(files)} files -> {out} (inventory: inventory.sha256); reproduce with: exabench reproduce {out}")
+    from exabench.analysis.archive import archive_campaign
+    print(archive_campaign(args.results, args.out, args.site_name, args.logs, args.config, args.site, args.references,
+                           args.lock, args.baseline, args.baseline_records))
     return 0
 
 
 def cmd_reproduce(args) -> int:
     import tempfile
-    from .archive import check_report, reproduce
+    from exabench.analysis.archive import check_report, reproduce
     dest = args.out or tempfile.mkdtemp(prefix="exabench-reproduce-")
     check = reproduce(args.archive, dest)
     print(check_report(check, args.archive))
@@ -171,15 +125,15 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_node_run(args) -> int:
-    from .node_sweep import node_run_files
+    from exabench.campaign.node_sweep import node_run_files
     print(node_run_files(args.spec, args.node))
     return 0
 
 
 def cmd_node_sweep(args) -> int:
     from pathlib import Path
-    from .node_sweep import render_node_sweep
-    from .results import atomic_write_text
+    from exabench.campaign.node_sweep import render_node_sweep
+    from exabench.io import atomic_write_text
     config, site, runs = _load(args)
     results = Path("results") / site.name
     atomic_write_text(args.out, render_node_sweep(runs, site, results, args.nodes or site.max_nodes), mode=0o755)
@@ -188,7 +142,7 @@ def cmd_node_sweep(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from .benchmarks import REGISTRY
+    from exabench.benchmarks import REGISTRY
     for name, cls in sorted(REGISTRY.items()):
         doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
         print(f"{name:12s} {cls.suite:12s} {cls.framework:14s} {doc[0] if doc else ''}")
@@ -209,7 +163,7 @@ def _pairs(items, what: str) -> dict[str, str]:
 
 
 def cmd_model_fit(args) -> int:
-    from .perfmodel import DEFAULT_FACTORS, write_report
+    from exabench.perf.loglinear import DEFAULT_FACTORS, write_report
     factors = {**DEFAULT_FACTORS, **_pairs(args.factor, "--factor")}
     interactions = args.interactions
     if interactions not in ("auto", "none"):
@@ -220,26 +174,26 @@ def cmd_model_fit(args) -> int:
 
 
 def cmd_comm_fit(args) -> int:
-    from .projection import write_comm_fit
+    from exabench.perf.projection import write_comm_fit
     print(write_comm_fit(args.sweep, args.markdown, args.split_bytes))
     return 0
 
 
 def cmd_model_validate(args) -> int:
-    from .projection import write_validation
+    from exabench.perf.projection import write_validation
     print(write_validation(args.reference, args.csv, args.markdown))
     return 0
 
 
 def cmd_model_project(args) -> int:
-    from .projection import write_projection
+    from exabench.perf.projection import write_projection
     print(write_projection(args.reference, args.csv, args.markdown, args.plot))
     return 0
 
 
 def cmd_model_local_check(args) -> int:
-    from .projection import write_local_check
-    print(write_local_check(args.table, args.sweep, args.csv, args.markdown, args.split_bytes, site_path=args.site))
+    from exabench.perf.projection import write_local_check
+    print(write_local_check(args.table, args.sweep, args.csv, args.markdown, args.split_bytes, site=args.site))
     return 0
 
 
@@ -265,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", required=True)
     p.add_argument("records", nargs="*")
     p.set_defaults(fn=cmd_aggregate)
-    p = sub.add_parser("model-fit", help="log-linear performance model of a tidy results table (docs/models.md)")
+    p = sub.add_parser("model-fit", help="log-linear performance model of a tidy results table (docs/perf.md)")
     p.add_argument("--table", required=True, help="tidy table CSV (results/<site>/tables/results.csv)")
     p.add_argument("--out-dir", required=True)
     p.add_argument("--factor", action="append", metavar="NAME=SPEC",

@@ -28,3 +28,7 @@ class LayoutError(ExabenchError):
     def __init__(self, site: str, field: str, value: object, limit: str):
         self.site, self.field, self.value, self.limit = site, field, value, limit
         super().__init__(f"site '{site}': {field} = {value!r} does not fit; limit: {limit}")
+
+
+class ContainerError(ConfigError):
+    """An image that is missing, unbuilt or not the one the site pinned."""

@@ -15,10 +15,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import containers
-from .containers import ContainerError
-from .results import failed_record, now_iso, read_record, write_record
-from .runner import error_dir
+from exabench import containers
+from exabench.containers import ContainerError
+from exabench.records.record import failed_record, now_iso, read_record, write_record
+from exabench.runner import error_dir
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -18,9 +18,9 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import benchmarks
-from .distributed import Collectives, World, detect_world
-from .results import base_record, now_iso, provenance, write_record
+from exabench import benchmarks
+from exabench.training.distributed import Collectives, World, detect_world
+from exabench.records.record import base_record, now_iso, provenance, write_record
 
 
 @dataclass

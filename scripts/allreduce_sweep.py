@@ -2,11 +2,11 @@
 
     mpirun -np 2 python scripts/allreduce_sweep.py --out sweep.csv [--min-bytes 8 --max-bytes 4194304]
 
-Writes (rank 0) a CSV with the table exabench.commmodel.fit_link reads: n, nodes, ranks_per_node,
+Writes (rank 0) a CSV with the table exabench.perf.alphabeta.fit_link reads: n, nodes, ranks_per_node,
 bytes, time_s. Each size: warmup, then `repeats` batches of `iters` Allreduce calls on float32
 arrays; a batch's time per call is the slowest rank's, the size's time the median over batches
 (`time_min_s`: the fastest batch, the least disturbed by other jobs on a shared machine).
-This stands in for the allreduce micro-benchmark's records (see docs/models.md).
+This stands in for the allreduce micro-benchmark's records (see docs/perf.md).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import numpy as np
 from mpi4py import MPI
 
 from exabench import benchmarks
-from exabench.benchmarks import analytics, kmeans, pca, svm
-from exabench.distributed import detect_world
+from exabench.benchmarks.analytics import common as analytics, kmeans, pca, svm
+from exabench.training.distributed import detect_world
 from exabench.runner import Context
 
 COLS = 20  # few columns: fast, and enough for the kernels' code paths

@@ -47,7 +47,7 @@ def local_site_dict() -> dict:
 @pytest.fixture
 def two_core_site(write_yaml, local_site_dict):
     """The local site pinned to 2 cores, so tests do not depend on the machine they run on."""
-    from exabench.site import load_site
+    from exabench.campaign.site import load_site
     data = dict(local_site_dict)
     data["node"] = {**data["node"], "cores_per_socket": 2}
     return load_site(write_yaml("site.yaml", data))

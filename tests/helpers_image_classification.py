@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from exabench.execute import execute
-from exabench.launch import RunPaths, write_run_files
-from exabench.plan import expand
-from exabench.site import load_site
+from exabench.campaign.render import RunPaths, write_run_files
+from exabench.campaign.plan import expand
+from exabench.campaign.site import load_site
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,8 +26,8 @@ def run_benchmark(tmp_path: Path, name: str, params: dict, ranks: int = 2, prese
 
 def run_in_process(tmp_path: Path, name: str, params: dict, preset: str = "tiny") -> dict:
     """The same run on one rank inside the test process (no launcher start-up cost)."""
-    from exabench.distributed import World
-    from exabench.launch import run_spec
+    from exabench.training.distributed import World
+    from exabench.campaign.render import run_spec
     from exabench.runner import run
 
     site = load_site(ROOT / "profiles" / "local" / "site.yaml")
@@ -48,9 +48,9 @@ def ddp_step_check(backend: str, run_dir: str) -> dict | None:
 
     import torch
 
-    from exabench.benchmarks.image_classification import build_model, train_step
-    from exabench.distributed import detect_world
-    from exabench.training import data_parallel, precision_for
+    from exabench.benchmarks.image_classification.pytorch import build_model, train_step
+    from exabench.training.distributed import detect_world
+    from exabench.training.torch_loop import data_parallel, precision_for
 
     world = detect_world()
     device = torch.device("cpu")

@@ -32,10 +32,10 @@ def counts() -> dict:
 
 
 def larc(args: dict) -> dict:
-    """`steps` updates of exabench.training_tf.SGD on w with the given gradients."""
+    """`steps` updates of exabench.training.keras_loop.SGD on w with the given gradients."""
     import tensorflow as tf
 
-    from exabench.training_tf import SGD
+    from exabench.training.keras_loop import SGD
     w = tf.Variable(args["w"], dtype=tf.float32)
     opt = SGD(args["lr"], momentum=args["momentum"], weight_decay=args["wd"], larc=args["larc"],
               trust_coefficient=args["trust"], clip=args["clip"], eps=0.0)
@@ -64,9 +64,9 @@ def mwms_step(out_path: str) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from exabench.distributed import Collectives, detect_world
+    from exabench.training.distributed import Collectives, detect_world
     from exabench.models.resnet_keras import convnet_cifar10
-    from exabench.training_tf import SGD, MirroredWorkers, _loss
+    from exabench.training.keras_loop import SGD, MirroredWorkers, _loss
 
     world = detect_world()
     collectives = Collectives(world)

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 from exabench.config import REPO_ROOT, validate
-from exabench.distributed import World
+from exabench.training.distributed import World
 from exabench.execute import execute
-from exabench.launch import RunPaths, run_spec, write_run_files
-from exabench.plan import expand
+from exabench.campaign.render import RunPaths, run_spec, write_run_files
+from exabench.campaign.plan import expand
 from exabench.runner import run as run_rank
-from exabench.site import load_site
+from exabench.campaign.site import load_site
 
 LOCAL_SITE = REPO_ROOT / "profiles" / "local" / "site.yaml"
 

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from exabench import benchmarks
-from exabench.results import read_record
+from exabench.records.record import read_record
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import yaml
 
 from exabench.config import load_and_validate
-from exabench.launch import RunPaths, render_script
-from exabench.plan import expand
-from exabench.site import Site, load_site
+from exabench.campaign.render import RunPaths, render_script
+from exabench.campaign.plan import expand
+from exabench.campaign.site import Site, load_site
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -14,8 +14,8 @@ from xml.etree import ElementTree as ET
 import pytest
 import yaml
 
-from exabench import acceptance as acc
-from exabench.aggregate import load_records
+from exabench.analysis import acceptance as acc
+from exabench.records.tidy import load_records
 from exabench.errors import ConfigError
 from helpers_compare import DATA, PLAN, finished_campaign, record_paths, scratch_copy, snakemake
 
@@ -183,7 +183,7 @@ def test_snakemake_acceptance_passes_with_derived_references(tmp_path_factory, t
 # -- the every-node job ------------------------------------------------------------------------------
 
 def test_pin_to_node_per_launcher():
-    from exabench.node_sweep import pin_to_node
+    from exabench.campaign.node_sweep import pin_to_node
     line = "mpirun -np 2 --bind-to core /py -m exabench.runner --spec /r/spec.json"
     assert pin_to_node(line, "c042", 2).startswith("mpirun --host c042:2 -np 2 ")
     assert pin_to_node("srun -N 1 -n 4 /py -m exabench.runner", "c7", 4).startswith("srun --nodes=1 --nodelist=c7 ")
@@ -193,7 +193,7 @@ def test_pin_to_node_per_launcher():
 
 def test_sweep_body_lists_nodes_per_scheduler():
     from pathlib import Path
-    from exabench.node_sweep import sweep_body
+    from exabench.campaign.node_sweep import sweep_body
     body = sweep_body([Path("/r/runs/a/spec.json"), Path("/r/runs/b/spec.json")], "slurm", "/py")
     assert 'nodes=(${EXABENCH_NODES:-$(scontrol show hostnames "$SLURM_JOB_NODELIST")})' in body
     # Per run: one background launch per node, then wait for all of them (runs one after another).
@@ -203,7 +203,7 @@ def test_sweep_body_lists_nodes_per_scheduler():
 
 def test_node_run_rejects_bad_names_and_multi_node(tmp_path):
     from exabench.errors import ExabenchError
-    from exabench.node_sweep import node_run_files
+    from exabench.campaign.node_sweep import node_run_files
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"run_id": "x.n2r1t1", "layout": {"nodes": 2, "ranks_per_node": 1}}))
     with pytest.raises(ExabenchError, match="node name 'a b'"):
@@ -239,9 +239,9 @@ def test_every_node_job_runs_each_node_in_parallel(tmp_path_factory, tmp_path):
 
 def test_every_node_needs_a_launcher_that_targets_a_node(tmp_path):
     from exabench.errors import ExabenchError
-    from exabench.node_sweep import render_node_sweep
-    from exabench.plan import Run
-    from exabench.site import Layout, NodeSpec, Site
+    from exabench.campaign.node_sweep import render_node_sweep
+    from exabench.campaign.plan import Run
+    from exabench.campaign.site import Layout, NodeSpec, Site
     site = Site(name="big", scheduler="slurm", launcher="torchrun", node=NodeSpec(sockets=1, cores_per_socket=4),
                 max_nodes=8)
     run = Run(run_id="kmeans.tiny.n1r2t1", benchmark="kmeans", suite="s", framework="f", preset="tiny", params={},

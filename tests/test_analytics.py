@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exabench.benchmarks import analytics, get
+from exabench.benchmarks.analytics import common as analytics
+from exabench.benchmarks import get
 from exabench.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,8 +112,8 @@ def test_timing_metrics_fom_is_input_tb_over_time():
 
 def test_campaign_file_plans_the_three_benchmarks_and_sweeps():
     from exabench.config import load_and_validate
-    from exabench.plan import expand
-    from exabench.site import load_site
+    from exabench.campaign.plan import expand
+    from exabench.campaign.site import load_site
     config = load_and_validate(str(ROOT / "config" / "analytics.yaml"), "config")
     runs = expand(config, load_site(ROOT / "profiles" / "local" / "site.yaml"), "config/analytics.yaml")
     assert {r.benchmark for r in runs} == {"kmeans", "pca", "svm"}
@@ -214,10 +215,10 @@ def test_campaign_runs_through_the_runner_and_scores(tmp_path):
     """The real path: plan -> spec and job script -> mpirun (2 ranks) -> records -> suite score."""
     from exabench.config import load_and_validate
     from exabench.execute import execute
-    from exabench.launch import RunPaths, write_run_files
-    from exabench.plan import expand
-    from exabench.results import read_record
-    from exabench.site import load_site
+    from exabench.campaign.render import RunPaths, write_run_files
+    from exabench.campaign.plan import expand
+    from exabench.records.record import read_record
+    from exabench.campaign.site import load_site
     cfg = tmp_path / "analytics.yaml"
     cfg.write_text("campaign: t\nbenchmarks:\n" + "".join(
         f"  - {{name: {n}, params: {{size_per_node: 2000rows, cols: 50, repeats: 2}}, "
@@ -240,7 +241,7 @@ def test_campaign_runs_through_the_runner_and_scores(tmp_path):
 
 
 def test_kmeans_on_two_threads_gives_the_same_fit_as_on_one():
-    from exabench.benchmarks import kmeans
+    from exabench.benchmarks.analytics import kmeans
     x = analytics.generate_rows(0, 5000, 8, 1, np.float64, kmeans.mean_of_rows)  # 3 chunks of rows
     fits = [kmeans.KMeansFit(x, analytics.TimedComm(None), 5, threads) for threads in (1, 2)]
     results = [f.converge(f.init(3, "kmeans++"), tol=0.0) for f in fits]

@@ -12,7 +12,7 @@ import tarfile
 
 import pytest
 
-from exabench import archive
+from exabench.analysis import archive
 from helpers_compare import env, finished_campaign, scratch_copy, snakemake
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from conftest import REPO, requires_mpi
-from exabench.commmodel import (Assumptions, Link, Machine, Workload, allgather_time, allreduce_table,
-                                allreduce_time, cost_terms, fit_link, fit_regimes, hierarchical_allreduce_time,
-                                project, ring_allreduce_time, step_time)
+from exabench.perf.alphabeta import (Assumptions, Link, Machine, Workload, allgather_time, allreduce_table,
+                                     allreduce_time, cost_terms, fit_link, fit_regimes, hierarchical_allreduce_time,
+                                     project, ring_allreduce_time, step_time)
 from exabench.errors import ConfigError, ExabenchError
-from exabench.results import SCHEMA
+from exabench.records.record import SCHEMA
 
 
 @pytest.mark.parametrize("n,nbytes,alpha,bw", [(2, 8, 1e-6, 1e9), (4, 1e6, 2e-6, 12.5e9), (7, 3e8, 5e-6, 25e9),
@@ -137,7 +137,7 @@ def test_cost_terms_match_the_time_functions():
 # --- the reference file, the validation table and the projection ------------------------------------
 
 def test_every_reference_value_is_cited():
-    from exabench.projection import Reference
+    from exabench.perf.projection import Reference
     ref = Reference()
     for section in ("machines", "workloads"):
         for name, entry in ref.data[section].items():
@@ -150,7 +150,7 @@ def test_every_reference_value_is_cited():
 
 
 def test_validation_table_has_published_projected_gap_and_sources():
-    from exabench.projection import Reference, validation_table
+    from exabench.perf.projection import Reference, validation_table
     ref = Reference()
     t = validation_table(ref)
     assert len(t) == len(ref.data["cases"]) >= 6
@@ -164,7 +164,7 @@ def test_validation_table_has_published_projected_gap_and_sources():
 
 
 def test_reference_with_an_unknown_source_is_rejected(tmp_path):
-    from exabench.projection import Reference, validation_table
+    from exabench.perf.projection import Reference, validation_table
     data = yaml.safe_load((REPO / "results/reference/published_scaling.yaml").read_text())
     data["machines"]["summit"]["inter_bandwidth_GBps"]["source"] = "nowhere"
     path = tmp_path / "ref.yaml"
@@ -174,7 +174,7 @@ def test_reference_with_an_unknown_source_is_rejected(tmp_path):
 
 
 def test_projection_reaches_whole_machines_and_is_labelled(tmp_path):
-    from exabench.projection import write_projection
+    from exabench.perf.projection import write_projection
     text = write_projection(REPO / "results/reference/published_scaling.yaml", tmp_path / "p.csv",
                             tmp_path / "p.md", tmp_path / "p.png")
     table = pd.read_csv(tmp_path / "p.csv")
@@ -232,7 +232,7 @@ def resnet_rows(run_id, nodes, rpn, threads, step_s):
 
 
 def test_local_check_adds_the_collectives_to_the_one_rank_time():
-    from exabench.scalingcheck import kmeans_collectives, scaling_check
+    from exabench.perf.local_check import kmeans_collectives, scaling_check
     params = {"k": 3, "cols": 250, "maxiter": 2, "init": "kmeans++", "dtype": "float64"}
     coll = kmeans_collectives(params)
     # k-means++ with k = 3: 3 row picks (2 allgathers each), 2 candidate allreduces, 2 Lloyd allreduces.
@@ -262,7 +262,7 @@ def test_local_check_adds_the_collectives_to_the_one_rank_time():
 
 
 def test_local_check_of_ddp_steps_uses_buckets_levels_and_core_sharing():
-    from exabench.scalingcheck import DDP_BUCKET_BYTES, core_share_factor, ddp_buckets, scaling_check
+    from exabench.perf.local_check import DDP_BUCKET_BYTES, core_share_factor, ddp_buckets, scaling_check
     params = 25_557_032
     assert ddp_buckets(params * 4) == [params * 4 / 4] * 4 and max(ddp_buckets(params * 4)) <= DDP_BUCKET_BYTES
     intra, inter = Link(300e-6, 1.5e9), Link(500e-6, 0.5e9)
@@ -293,12 +293,12 @@ def test_local_check_of_ddp_steps_uses_buckets_levels_and_core_sharing():
 def test_pipeline_targets_write_validation_and_projection(tmp_path):
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
            str(REPO / "profiles" / "local"), "--config", f"site={REPO}/profiles/local/site.yaml",
-           "--configfile", str(REPO / "config" / "config.yaml"), "--cores", "1", "model_validation",
-           "model_projection"]
+           "--configfile", str(REPO / "config" / "config.yaml"), "--cores", "1", "perf_validation",
+           "perf_projection"]
     res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=280)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    text = (tmp_path / "results/models/validation.md").read_text()
+    text = (tmp_path / "results/perf/validation.md").read_text()
     assert "goyal2017_resnet50_256gpu" in text and "## Where the model misses, and why" in text
     assert "`goyal2017`: P. Goyal" in text  # sources are written out in full
-    assert (tmp_path / "results/models/projection.png").exists()
+    assert (tmp_path / "results/perf/projection.png").exists()
     assert not (tmp_path / "results/local/records").exists()  # no benchmark ran

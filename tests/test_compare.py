@@ -17,7 +17,8 @@ import sys
 import pandas as pd
 import pytest
 
-from exabench import compare, scaling
+from exabench.analysis import compare, scaling
+from exabench.analysis.runs import run_table
 from helpers_compare import GOLDEN, PLAN, record_paths
 
 REGEN = os.environ.get("EXABENCH_REGEN_GOLDEN") == "1"
@@ -167,7 +168,7 @@ def test_cli_compare(tmp_path):
 def test_aggregate_summary_with_failed_and_ok_runs():
     # Regression: with pandas 3 a missing error is NaN, and the summary crashed on a campaign
     # that had both ok and failed runs.
-    from exabench.aggregate import HEADLINES, load_records, markdown_summary, tidy_table
+    from exabench.records.tidy import HEADLINES, load_records, markdown_summary, tidy_table
     md = markdown_summary(tidy_table(load_records(record_paths("local"))), "local", HEADLINES)
     assert "| failed | sanity check 'centres_recovered' failed" in md
     assert "| kmeans.tiny.float64.n1r1t1 | kmeans |  | time | 0.1 | s |" in md
@@ -226,7 +227,7 @@ def test_framework_table_matches_workloads_and_puts_tta_beside_throughput():
         _ic_record("resnet50", "pytorch", backend="horovod", mode="time_to_accuracy", tta=25.0, target=0.5),
         _ic_record("resnet50", "pytorch", backend="horovod", mode="time_to_accuracy", tta=28.0, target=0.9),
     ]
-    table = compare.framework_table(compare.run_table(records)).set_index("stack")
+    table = compare.framework_table(run_table(records)).set_index("stack")
     assert sorted(table.index) == ["pytorch+horovod", "pytorch+native", "tensorflow+horovod", "tensorflow+native"]
     assert set(table["workload"]) == {json.dumps({"image_size": 32, "batch_size": 4}, sort_keys=True)}
     torch_native, tf_native = table.loc["pytorch+native"], table.loc["tensorflow+native"]

@@ -6,8 +6,8 @@ import pytest
 
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError
-from exabench.plan import expand
-from exabench.site import load_site
+from exabench.campaign.plan import expand
+from exabench.campaign.site import load_site
 
 GOOD = {"benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [2]}}]}
 

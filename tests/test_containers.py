@@ -18,12 +18,13 @@ import pytest
 import yaml
 
 from exabench import __version__, containers
+from exabench.containers.runtime import _literal_prefix
 from exabench.config import validate
 from exabench.execute import execute
-from exabench.launch import RunPaths, render_script, write_run_files
-from exabench.plan import Run, expand
-from exabench.results import provenance
-from exabench.site import load_site, resolve_layout
+from exabench.campaign.render import RunPaths, render_script, write_run_files
+from exabench.campaign.plan import Run, expand
+from exabench.records.record import provenance
+from exabench.campaign.site import load_site, resolve_layout
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = sorted(p.parent.name for p in (REPO / "profiles").glob("*/site.yaml"))
@@ -120,7 +121,7 @@ def test_rendered_exec_line_per_site(name):
     assert f"{ROOT}/{name}" in binds and set(c.get("binds", [])) <= binds
     for key in ("pfs", "node_local"):
         if s.storage.get(key):
-            assert containers._literal_prefix(s.storage[key]) in binds | {""}
+            assert _literal_prefix(s.storage[key]) in binds | {""}
     env = dict(o.split("=", 2)[1:] for o in opts if o.startswith(("--env=", "--set-env=")))
     assert env["EXABENCH_CONTAINER_RUNTIME"] == c["runtime"] and env["EXABENCH_RUN_ID"] == "probe"
     assert env["OMP_NUM_THREADS"] == str(resolve_layout(s, nodes=1).threads_per_rank)
@@ -175,7 +176,7 @@ def test_pinned_digest_verified_and_mismatch_refused(tmp_path):
 
 def test_image_changed_after_rendering_refuses_to_start(tmp_path):
     from exabench.execute import execute
-    from exabench.launch import write_run_files
+    from exabench.campaign.render import write_run_files
 
     image = tmp_path / "img.sif"
     image.write_bytes(b"pretend squashfs " * 1000)

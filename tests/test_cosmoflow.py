@@ -121,7 +121,7 @@ def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     """Real: mpirun -np 2, Gloo DDP, staging to a 'node-local' directory, HDF5 input."""
     from helpers_mlperf import make_spec, run_mpi
     data = tmp_path / "data"
-    p = __import__("exabench.benchmarks.cosmoflow", fromlist=["x"]).CosmoFlow.presets["tiny"]
+    p = __import__("exabench.benchmarks.mlperf.cosmoflow", fromlist=["x"]).CosmoFlow.presets["tiny"]
     cosmo.generate(data, p["n_train"], p["n_validation"], p["sample_size"], seed=42)
     spec = make_spec(tmp_path, "cosmoflow", "tiny", {"data_dir": str(data), "data_format": "hdf5",
                                                      "stage_dir": str(tmp_path / "local")}, ranks=2)
@@ -134,7 +134,7 @@ def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     assert rec["metrics"]["staging_time"]["value"] > 0
     log = open(rec["info"]["mlperf_log"]).read()
     assert '"key": "staging_start"' in log and '"key": "eval_error"' in log
-    from exabench.mlperf import compliance_check
+    from exabench.benchmarks.mlperf.harness import compliance_check
     assert compliance_check(rec["info"]["mlperf_log"])[0]
 
 
@@ -156,7 +156,7 @@ def test_keras_version_runs_from_the_same_config_and_logs(tmp_path):
     from helpers_mlperf import make_spec
 
     from exabench import runner
-    from exabench.distributed import World
+    from exabench.training.distributed import World
     data = tmp_path / "data"
     cosmo.generate(data, 16, 8, 32, seed=7, formats=("tfrecord",))
     spec = json.loads(make_spec(tmp_path, "cosmoflow-keras", "tiny", {"data_dir": str(data), "max_epochs": 1},

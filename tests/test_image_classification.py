@@ -26,7 +26,7 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 @pytest.mark.parametrize("name", sorted(PARAMETER_COUNTS))
 def test_parameter_count_matches_reference(name):
-    from exabench.benchmarks.image_classification import build_model
+    from exabench.benchmarks.image_classification.pytorch import build_model
     classes, expected = PARAMETER_COUNTS[name]
     model = build_model(name, classes)
     assert sum(p.numel() for p in model.parameters()) == expected
@@ -34,13 +34,13 @@ def test_parameter_count_matches_reference(name):
 
 @pytest.mark.parametrize("name,size", [("convnet_cifar10", 32), ("caffenet", 64), ("googlenet", 64)])
 def test_models_take_tiny_images(name, size):
-    from exabench.benchmarks.image_classification import build_model
+    from exabench.benchmarks.image_classification.pytorch import build_model
     out = build_model(name, 10).eval()(torch.randn(2, 3, size, size))
     assert out.shape == (2, 10)
 
 
 def test_linear_scaling_and_gradual_warmup():
-    from exabench.training import scaled_lr, warmup_factor
+    from exabench.training.torch_loop import scaled_lr, warmup_factor
     assert scaled_lr(0.1, 8192, 256) == pytest.approx(3.2)  # Goyal et al.: batch 8K
     start = 256 / 8192
     assert warmup_factor(0, 100, start) == pytest.approx(start)
@@ -50,7 +50,7 @@ def test_linear_scaling_and_gradual_warmup():
 
 @pytest.mark.parametrize("clip", [True, False])
 def test_larc_update(clip):
-    from exabench.training import LARC
+    from exabench.training.torch_loop import LARC
     w = torch.nn.Parameter(torch.tensor([3.0, 4.0]))  # ||w|| = 5
     w.grad = torch.tensor([0.6, 0.8])                   # ||g|| = 1
     lr, wd, trust = 0.5, 0.1, 0.02
@@ -64,7 +64,7 @@ def test_larc_update(clip):
 
 
 def test_precision_names_what_it_does_on_cpu():
-    from exabench.training import precision_for
+    from exabench.training.torch_loop import precision_for
     cpu = torch.device("cpu")
     assert "EMULATED" in precision_for("fp16", cpu).note
     assert precision_for("fp16", cpu).loss_scaling
@@ -96,8 +96,8 @@ def test_imagenet_folder_is_readable_by_imagefolder(tmp_path):
 
 def test_campaign_configs_plan():
     from exabench.config import load_yaml
-    from exabench.plan import expand
-    from exabench.site import load_site
+    from exabench.campaign.plan import expand
+    from exabench.campaign.site import load_site
     site = load_site(ROOT / "profiles" / "local" / "site.yaml")
     default = [r for r in expand(load_yaml(ROOT / "config" / "config.yaml"), site) if r.benchmark == "resnet50"]
     assert default and default[0].params["precision"] == "fp32" and default[0].params["image_size"] == 64

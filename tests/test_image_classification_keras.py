@@ -57,7 +57,7 @@ def horovod_tf_importable() -> bool:
 def test_keras_parameter_counts_and_flops_match_pytorch():
     torch = pytest.importorskip("torch")
     pytest.importorskip("torchvision")
-    from exabench.benchmarks.image_classification import build_model, training_flops
+    from exabench.benchmarks.image_classification.pytorch import build_model, training_flops
     counts = helper("counts")
     assert counts["resnet50"] == 25_557_032           # torchvision's ResNet-50, 1000 classes
     assert counts["convnet_cifar10"] == 145_578       # Caffe's cifar10_quick
@@ -77,7 +77,7 @@ def test_keras_parameter_counts_and_flops_match_pytorch():
 @pytest.mark.parametrize("clip,momentum", [(True, 0.0), (False, 0.9)])
 def test_keras_larc_matches_torch_larc(clip, momentum):
     torch = pytest.importorskip("torch")
-    from exabench.training import LARC
+    from exabench.training.torch_loop import LARC
     grads = [[0.6, 0.8, 0.0], [0.3, -0.2, 0.5]]
     args = {"w": [3.0, 4.0, 1.0], "grads": grads, "lr": 0.5, "wd": 0.1, "trust": 0.02, "clip": clip,
             "momentum": momentum, "larc": True}
@@ -143,8 +143,8 @@ def test_keras_twins_share_presets_and_parameters():
 
 def test_frameworks_campaign_pairs_each_model():
     from exabench.config import load_yaml
-    from exabench.plan import expand
-    from exabench.site import load_site
+    from exabench.campaign.plan import expand
+    from exabench.campaign.site import load_site
     runs = expand(load_yaml(ROOT / "config" / "frameworks.yaml"), load_site(ROOT / "profiles/local/site.yaml"))
     by_name = {r.benchmark: r for r in runs}
     assert set(by_name) == {"resnet50", "resnet50-keras", "convnet_cifar10", "convnet_cifar10-keras"}
@@ -273,9 +273,9 @@ def test_torchrun_two_ranks_without_mpi(tmp_path, monkeypatch):
     from dataclasses import replace
 
     from exabench.execute import execute
-    from exabench.launch import RunPaths, write_run_files
-    from exabench.plan import expand
-    from exabench.site import load_site
+    from exabench.campaign.render import RunPaths, write_run_files
+    from exabench.campaign.plan import expand
+    from exabench.campaign.site import load_site
     monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
     site = replace(load_site(ROOT / "profiles" / "local" / "site.yaml"), launcher="torchrun")
     config = {"campaign": "test", "preset": "tiny", "repeats": 1, "timeout_s": 240, "benchmarks": [

@@ -17,9 +17,9 @@ import yaml
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError
 from exabench.execute import execute
-from exabench.launch import RunPaths, render_bundle, render_script, write_run_files
-from exabench.plan import Run, expand
-from exabench.site import Layout, load_site, resolve_layout
+from exabench.campaign.render import RunPaths, render_bundle, render_script, write_run_files
+from exabench.campaign.plan import Run, expand
+from exabench.campaign.site import Layout, load_site, resolve_layout
 
 from helpers_sites import site, write_site_with
 

@@ -12,8 +12,8 @@ import yaml
 from conftest import REPO, requires_mpi
 from exabench.config import validate
 from exabench.execute import execute
-from exabench.launch import RunPaths, write_run_files
-from exabench.plan import expand
+from exabench.campaign.render import RunPaths, write_run_files
+from exabench.campaign.plan import expand
 
 pytestmark = [pytest.mark.integration, requires_mpi]
 

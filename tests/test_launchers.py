@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exabench.errors import LayoutError
-from exabench.launch import batch_request
-from exabench.launchers import jsrun, launch_argv, srun
-from exabench.site import Layout, NodeSpec, Site, resolve_layout
+from exabench.campaign.render import batch_request
+from exabench.campaign.launchers import jsrun, launch_argv, srun
+from exabench.campaign.site import Layout, NodeSpec, Site, resolve_layout
 
 from helpers_sites import GOLDEN, render_config, site
 

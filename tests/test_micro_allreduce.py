@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from helpers_micro import metric, run_in_process, run_launched
 
-from exabench.benchmarks.allreduce import (DEEPBENCH_FLOATS, bus_factor, expected_sum, host_groups,
-                                           message_counts, pattern)
+from exabench.benchmarks.micro.allreduce import (DEEPBENCH_FLOATS, bus_factor, expected_sum, host_groups,
+                                                 message_counts, pattern)
 
 
 def test_bus_factor_is_nccl_tests_allreduce():

@@ -15,8 +15,8 @@ import pytest
 from helpers_micro import metric, run_in_process, run_launched
 from PIL import Image
 
-from exabench.benchmarks.io_read import (crc32c_rows, generate, masked_crc, read_pass, read_tfrecord,
-                                         verify_tfrecord, write_tfrecord)
+from exabench.benchmarks.micro.io_read import (crc32c_rows, generate, masked_crc, read_pass, read_tfrecord,
+                                               verify_tfrecord, write_tfrecord)
 
 
 def test_crc32c_known_value():

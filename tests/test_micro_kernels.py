@@ -9,11 +9,11 @@ import pytest
 import torch
 from helpers_micro import metric, run_in_process, run_launched
 
-from exabench.benchmarks.conv import SHAPES as CONV_SHAPES
-from exabench.benchmarks.conv import ConvShape, conv_directions
-from exabench.benchmarks.gemm import SHAPES as GEMM_SHAPES
-from exabench.benchmarks.gemm import operands
-from exabench.benchmarks.rnn import rnn_flop
+from exabench.benchmarks.micro.conv import SHAPES as CONV_SHAPES
+from exabench.benchmarks.micro.conv import ConvShape, conv_directions
+from exabench.benchmarks.micro.gemm import SHAPES as GEMM_SHAPES
+from exabench.benchmarks.micro.gemm import operands
+from exabench.benchmarks.micro.rnn import rnn_flop
 from exabench.benchmarks.timing import TOLERANCE, float64_check, relative_error
 
 

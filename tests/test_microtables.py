@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from exabench.microtables import (algorithm_matrix, allreduce_matrix, kernel_rows, markdown, matrices, not_ok,
-                                  precision_matrix)
+from exabench.analysis.kernels import (algorithm_matrix, allreduce_matrix, kernel_rows, markdown, matrices, not_ok,
+                                       precision_matrix)
 
 
 def gemm(precision, tflops, run=1, status="ok"):
@@ -113,7 +113,7 @@ def test_markdown_has_every_nonempty_matrix():
 def test_summary_with_skipped_and_ok_runs(tmp_path):
     from helpers_micro import run_in_process
 
-    from exabench.aggregate import HEADLINES, markdown_summary, tidy_table
+    from exabench.records.tidy import HEADLINES, markdown_summary, tidy_table
     ok = run_in_process(tmp_path / "a", "gemm", {"samples": 1})
     skipped = run_in_process(tmp_path / "b", "allreduce", {"backend": "nccl"})
     text = markdown_summary(tidy_table([ok, skipped]), "local", HEADLINES)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from exabench import mlperf
+from exabench.benchmarks.mlperf import harness as mlperf
 
 
 def test_strong_scaling_drops_fastest_and_slowest():
@@ -70,7 +70,7 @@ def test_compliance_checker_rejects_a_run_that_missed_the_target(tmp_path):
 
 
 def test_cosmoflow_lr_schedule_is_the_references():
-    from exabench.models.optim import cosmoflow_lr
+    from exabench.training.optim import cosmoflow_lr
     sched = {32: 0.25, 64: 0.125}
     lr = [cosmoflow_lr(e, 0.001, 1024, 64, 4, sched) for e in range(70)]
     peak = 0.001 * 1024 / 64
@@ -82,7 +82,7 @@ def test_cosmoflow_lr_schedule_is_the_references():
 
 
 def test_deepcam_lr_factors():
-    from exabench.models.optim import deepcam_lr_factor as f
+    from exabench.training.optim import deepcam_lr_factor as f
     assert [f(s, 4, 1.0, "multistep", [8]) for s in (0, 2, 4, 7, 8, 20)] == pytest.approx([0, .5, 1, 1, .1, .1])
     assert f(2, 4, 3.0, "multistep", [8]) == pytest.approx(2.0)  # warmup from 1x to 3x
     assert f(4, 4, 1.0, "cosine_annealing", t_max=10) == pytest.approx(1.0)
@@ -92,7 +92,7 @@ def test_deepcam_lr_factors():
 
 def test_lamb_step_by_hand():
     import torch
-    from exabench.models.optim import LAMB
+    from exabench.training.optim import LAMB
     w = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
     opt = LAMB([w], lr=0.1, betas=(0.9, 0.999), eps=0.0, weight_decay=0.0, max_grad_norm=1.0)
     w.grad = torch.tensor([0.6, 0.8]) * 10  # norm 10: clipped to norm 1

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from exabench.aggregate import tidy_table
+from exabench.records.tidy import tidy_table
 from exabench.errors import ExabenchError
-from exabench.perfmodel import (fit, leave_one_out, loo_summary, measured_speedup_matrix, model_frame, report,
-                                speedup_matrix, synthetic_records, write_report)
+from exabench.perf.loglinear import (fit, leave_one_out, loo_summary, measured_speedup_matrix, model_frame, report,
+                                     speedup_matrix, synthetic_records, write_report)
 
 EFFECTS = {"site": {"a": 0.0, "b": 0.7}, "workload": {"w1": 0.0, "w2": -1.2, "w3": 0.3},
            "size": {"small": 0.0, "tiny": 0.9}, "config": {"n1r1t1": 0.0, "n1r2t1": 0.6, "n2r2t1": 1.2},

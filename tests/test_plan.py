@@ -6,8 +6,8 @@ import pytest
 
 from exabench.config import validate
 from exabench.errors import ConfigError
-from exabench.plan import expand, plan_table
-from exabench.site import resolve_layout
+from exabench.campaign.plan import expand, plan_table
+from exabench.campaign.site import resolve_layout
 
 
 def plan(site, benchmarks, **top):

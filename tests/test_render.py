@@ -12,8 +12,8 @@ import pytest
 
 from exabench.config import validate
 from exabench.errors import LayoutError
-from exabench.launch import RunPaths, render_script, write_run_files
-from exabench.plan import expand
+from exabench.campaign.render import RunPaths, render_script, write_run_files
+from exabench.campaign.plan import expand
 
 
 @pytest.fixture

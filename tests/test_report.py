@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from exabench import compare, plots
-from exabench.acceptance import node_outliers
-from exabench.aggregate import load_records
+from exabench.analysis import plots, runs
+from exabench.analysis.acceptance import node_outliers
+from exabench.records.tidy import load_records
 from helpers_compare import DATA, PLAN, finished_campaign, record_paths, scratch_copy, snakemake
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -16,7 +16,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def inputs():
     records = load_records(record_paths())
-    return compare.run_table(records, compare.load_plan(PLAN), "local"), records, \
+    return runs.run_table(records, runs.load_plan(PLAN), "local"), records, \
         load_records(sorted((DATA / "nodes").glob("*.json")))
 
 
@@ -38,7 +38,7 @@ def test_allreduce_points_from_records(inputs):
 
 
 def test_empty_inputs_still_give_a_figure(tmp_path):
-    assert plots.plot_scaling(compare.pd.DataFrame(), tmp_path / "s.png").read_bytes()[:8] == PNG
+    assert plots.plot_scaling(runs.pd.DataFrame(), tmp_path / "s.png").read_bytes()[:8] == PNG
     assert plots.plot_allreduce([], tmp_path / "a.png").read_bytes()[:8] == PNG
     assert plots.plot_nodes(node_outliers([]), tmp_path / "n.png").read_bytes()[:8] == PNG
 
@@ -59,7 +59,8 @@ def test_snakemake_html_report(tmp_path_factory, tmp_path):
 
 def test_progress_line_and_final_summary(tmp_path):
     import json
-    from exabench.report import final_summary, progress_line
+    from exabench.workflow import final_summary
+    from exabench.records.progress import progress_line
     res = tmp_path / "results" / "local"
     (res / "records").mkdir(parents=True)
     (res / "plan.json").write_text(json.dumps([{"run_id": r} for r in ("a", "b", "c", "d")]))

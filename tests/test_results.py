@@ -9,9 +9,10 @@ import pytest
 
 from exabench.config import validate
 from exabench.execute import execute
-from exabench.launch import RunPaths, write_run_files
-from exabench.plan import expand
-from exabench.results import SCHEMA, allowed_env, atomic_write_text, read_record, write_record
+from exabench.campaign.render import RunPaths, write_run_files
+from exabench.campaign.plan import expand
+from exabench.records.record import SCHEMA, allowed_env, read_record, write_record
+from exabench.io import atomic_write_text
 
 
 def test_atomic_write_leaves_old_content_on_failure(tmp_path):

@@ -15,9 +15,9 @@ import yaml
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError, LayoutError
 from exabench.execute import execute
-from exabench.launch import RunPaths, render_script, walltime_min, write_run_files
-from exabench.plan import expand
-from exabench.site import load_site, resolve_layout
+from exabench.campaign.render import RunPaths, render_script, walltime_min, write_run_files
+from exabench.campaign.plan import expand
+from exabench.campaign.site import load_site, resolve_layout
 
 from helpers_sites import PROFILES, REPO, site, write_site_with
 
@@ -130,7 +130,7 @@ def test_stage_in_renders_a_per_node_copy_with_the_sites_launcher(tmp_path):
 
 
 def _any_run(layout):
-    from exabench.plan import Run
+    from exabench.campaign.plan import Run
     return Run(run_id="probe", benchmark="resnet50", suite="coral2-dl", framework="pytorch", preset="tiny",
                params={}, layout=layout, timeout_s=600)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from exabench.launch import RunPaths, render_script
-from exabench.plan import Run
-from exabench.site import resolve_layout
+from exabench.campaign.render import RunPaths, render_script
+from exabench.campaign.plan import Run
+from exabench.campaign.site import resolve_layout
 
 from helpers_sites import REPO, site
 from helpers_slurm import slurm_cluster  # noqa: F401  (the fixture)

@@ -1,26 +1,21 @@
-"""The benchmark registry: benchmarks are found by name."""
+"""The benchmarks, one folder per suite (image_classification, analytics, mlperf, micro) and
+CANDLE. `REGISTRY`, `register` and `get` live in `registry`; importing this package imports
+every benchmark module so that each one registers itself."""
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from .base import Benchmark
-
-REGISTRY: dict[str, type[Benchmark]] = {}
+from exabench.benchmarks.registry import REGISTRY, get, register  # noqa: F401 - the package's API
 
 
-def register(cls: type[Benchmark]) -> type[Benchmark]:
-    if cls.name in REGISTRY:
-        raise ValueError(f"benchmark {cls.name!r} registered twice")
-    REGISTRY[cls.name] = cls
-    return cls
+def _register_all() -> None:
+    """Import every module of the suite folders: each registers its benchmarks with `@register`,
+    so a new benchmark is one new module and no edit here. Heavy frameworks are imported lazily,
+    in run()."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(__path__, prefix=__name__ + "."):
+        importlib.import_module(info.name)
 
 
-def get(name: str, file: str = "(config)", key: str = "name") -> type[Benchmark]:
-    if name not in REGISTRY:
-        raise ConfigError(file, key, name, "one of " + ", ".join(sorted(REGISTRY)), "is not a known benchmark")
-    return REGISTRY[name]
-
-
-# Importing the modules registers them; they import heavy frameworks lazily, in run().
-from . import (allreduce, candle, conv, cosmoflow, deepcam, gemm, image_classification,  # noqa: E402,F401
-               image_classification_keras, io_read, kmeans, pca, rnn, svm)
+_register_all()

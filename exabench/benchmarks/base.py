@@ -10,7 +10,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import ConfigError
+from exabench.errors import ConfigError
 
 PRESETS = ("tiny", "small", "full")
 

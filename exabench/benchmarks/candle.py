@@ -23,9 +23,9 @@ import math
 import time
 from dataclasses import dataclass
 
-from . import register
-from .base import Benchmark, Check, Metric, Outcome, param
-from .timing import torch_device
+from exabench.benchmarks.registry import register
+from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param
+from exabench.benchmarks.timing import torch_device
 
 MODELS = {
     "p1b1": {"features": 60483, "batch": 100, "lr": 1e-3},
@@ -126,7 +126,7 @@ class Candle(Benchmark):
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        from ..distributed import init_torch, shutdown_torch
+        from exabench.training.distributed import init_torch, shutdown_torch
 
         spec = MODELS[p.model]
         world = ctx.world

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .base import Check, Metric
+from exabench.benchmarks.base import Check, Metric
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 

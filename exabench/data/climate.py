@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .tfrecord import CorruptFileError
+from exabench.data.tfrecord import CorruptFileError
 
 CHANNELS = 16
 CLASSES = 3

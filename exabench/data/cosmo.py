@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .tfrecord import CorruptFileError, encode_example, list_files, read_examples, write_tfrecords
+from exabench.data.tfrecord import CorruptFileError, encode_example, list_files, read_examples, write_tfrecords
 
 CHANNELS = 4
 TARGETS = 4

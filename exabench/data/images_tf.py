@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from .images import CIFAR_MEAN, CIFAR_RECORD, CIFAR_STD, IMAGENET_MEAN, IMAGENET_STD, learnable_images
+from exabench.data.images import CIFAR_MEAN, CIFAR_RECORD, CIFAR_STD, IMAGENET_MEAN, IMAGENET_STD, learnable_images
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")  # torchvision's
 

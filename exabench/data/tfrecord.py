@@ -17,7 +17,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from ..errors import ExabenchError
+from exabench.errors import ExabenchError
 
 
 class CorruptFileError(ExabenchError):

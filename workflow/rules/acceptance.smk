@@ -25,9 +25,8 @@ rule acceptance_verdicts:
     log:
         f"{LOGS}/acceptance_verdicts.log",
     run:
-        pipeline.cli(["accept", "--references", input.references, "--plan", input.plan, "--site-name", SITE.name,
-                      "--markdown", output.markdown, "--csv", output.csv, "--junit", output.junit,
-                      *input.records], log[0])
+        pipeline.accept_verdicts(input.records, input.references, input.plan, SITE.name, output.markdown,
+                                 output.csv, output.junit, log[0])
 
 
 rule acceptance:
@@ -39,7 +38,7 @@ rule acceptance:
     log:
         f"{LOGS}/acceptance.log",
     run:
-        pipeline.cli(["accept-check", "--verdicts", input.verdicts], log[0], echo=True)
+        pipeline.accept_check(input.verdicts, log[0])
 
 
 # Cluster-wide acceptance: one job running every single-node run on every node of the
@@ -70,5 +69,4 @@ rule node_check:
     log:
         f"{LOGS}/node_check.log",
     run:
-        pipeline.cli(["nodes", "--report-only", "--references", input.references, "--site-name", SITE.name,
-                      "--markdown", output[0], *input.nodes], log[0], echo=True)
+        pipeline.node_check(input.nodes, input.references, SITE.name, output[0], log[0])

@@ -18,4 +18,4 @@ rule aggregate:
 
 
 onsuccess:
-    print_summary(f"{RESULTS}/tables/summary.md", f"{RESULTS}/tables/results.csv")
+    pipeline.print_summary(RESULTS, SITE.name)

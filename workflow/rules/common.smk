@@ -2,21 +2,17 @@
 from glob import glob
 from pathlib import Path
 
-from exabench import pipeline
-from exabench.errors import ExabenchError
-from exabench.job_resources import job_resources
-from exabench.config import validate
-from exabench.plan import RUN_ID_PATTERN
-from exabench.plan import expand as expand_plan  # Snakemake's own `expand` stays usable
-from exabench.site import load_site
+# exabench.workflow is the one package module the stages import; named `pipeline` so that
+# Snakemake's own `workflow` object stays usable.
+import exabench.workflow as pipeline
 
 # The last config file given wins where keys overlap: name it in errors.
 CONFIG_FILE = workflow.configfiles[-1] if workflow.configfiles else "config/config.yaml"
 try:
-    validate(config, "config", CONFIG_FILE)
-    SITE = load_site(config["site"])
-    RUNS = {run.run_id: run for run in expand_plan(config, SITE, CONFIG_FILE)}
-except ExabenchError as exc:
+    pipeline.validate(config, "config", CONFIG_FILE)
+    SITE = pipeline.load_site(config["site"])
+    RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
+except pipeline.ExabenchError as exc:
     raise WorkflowError(f"exabench: invalid configuration: {exc}") from None
 
 RESULTS = f"results/{SITE.name}"
@@ -25,7 +21,7 @@ TEMPLATES = Path(workflow.basedir) / "workflow" / "templates"
 
 
 wildcard_constraints:
-    run_id=RUN_ID_PATTERN,
+    run_id=pipeline.RUN_ID_PATTERN,
 
 
 def get_run(wildcards):
@@ -59,14 +55,6 @@ def get_final_outputs(wildcards=None):
     return [f"{RESULTS}/plan.csv", f"{RESULTS}/tables/results.csv", f"{RESULTS}/tables/summary.md"]
 
 
-def print_summary(summary, table):
-    from exabench.report import final_summary
-
-    if Path(summary).exists():
-        print(f"\n{Path(summary).read_text()}\nTable: {table}")
-    print(f"\n{final_summary(RESULTS, SITE.name)}")
-
-
 # --- comparison, acceptance and report stages -------------------------------------
 
 def get_baseline_records(wildcards=None):
@@ -94,10 +82,3 @@ def get_single_node_specs(wildcards=None):
 
 def get_plot_outputs(wildcards=None):
     return [f"{RESULTS}/plots/{name}.png" for name in PLOTS]
-
-
-def get_archive_argv(wildcards, input, output):
-    refs = ["--references", REFERENCES] if Path(REFERENCES).exists() else []
-    return ["archive", "--results", RESULTS, "--logs", LOGS, "--site-name", SITE.name, "--site", config["site"],
-            "--config", *map(str, workflow.configfiles), *refs, *(["--baseline", BASELINE] if BASELINE else []),
-            "--baseline-records", *input.baseline, "--out", output[0]]

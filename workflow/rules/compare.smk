@@ -6,19 +6,7 @@ if BASELINE:
 
 
 localrules:
-    plan_json,
     compare,
-
-
-rule plan_json:
-    output:
-        f"{RESULTS}/plan.json",
-    params:
-        runs=get_plan_dicts,
-    log:
-        f"{LOGS}/plan_json.log",
-    run:
-        pipeline.write_plan_json(params.runs, output[0], log[0])
 
 
 rule compare:
@@ -38,10 +26,8 @@ rule compare:
             for name in COMPARE_TABLES
         ],
         others=[f"{RESULTS}/tables/{name}.{ext}" for name in COMPARE_TABLES for ext in ("parquet", "md")],
-    params:
-        baseline=["--baseline", BASELINE] if BASELINE else [],
     log:
         f"{LOGS}/compare.log",
     run:
-        pipeline.cli(["compare", "--out", f"{RESULTS}/tables", "--plan", input.plan, "--site-name", SITE.name,
-                      *params.baseline, *input.records, *input.baseline], log[0])
+        pipeline.compare_tables([*input.records, *input.baseline], input.plan, SITE.name, BASELINE,
+                                f"{RESULTS}/tables", log[0])

@@ -1,20 +1,18 @@
-# Container images a site needs, when it names a runtime (exabench/containers.py). With Apptainer
+# Container images a site needs, when it names a runtime (exabench/containers/). With Apptainer
 # (or Singularity) each stack the planned runs need is built from containers/<stack>.def:
 #   apptainer build [--fakeroot] --force <image_dir>/<stack>.sif containers/<stack>.def
 # with its digest recorded beside it (<stack>.sif.sha256) and checked against container.digest.
 # A site with a prebuilt container.image (path or oras:// / docker:// URI) builds nothing; a native
 # site (runtime none, the local profile) builds nothing. Target: `snakemake --profile profiles/<site> containers`.
-from exabench import containers as containers_mod
-
-IMAGE_DIR = str(containers_mod.image_dir(SITE, Path(RESULTS).resolve()).resolve())
+IMAGE_DIR = str(pipeline.image_dir(SITE, Path(RESULTS).resolve()).resolve())
 # Every image the planned runs need (empty for native or prebuilt): render's input on such sites.
-CONTAINER_IMAGES = containers_mod.needed_images(
+CONTAINER_IMAGES = pipeline.needed_images(
     SITE, sorted({run.framework for run in RUNS.values()}), Path(RESULTS).resolve()
 )
 
 
 wildcard_constraints:
-    stack="|".join(containers_mod.STACKS),
+    stack="|".join(pipeline.CONTAINER_STACKS),
 
 
 localrules:
@@ -35,4 +33,4 @@ rule container_image:
     log:
         f"{LOGS}/containers/{{stack}}.log",
     run:
-        containers_mod.build_image(SITE, wildcards.stack, output.image, log[0])
+        pipeline.build_image(SITE, wildcards.stack, output.image, log[0])

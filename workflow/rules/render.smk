@@ -1,20 +1,8 @@
-# Plan table and one rendered job script + spec per run.
+# One rendered job script + spec per run.
 
 
 localrules:
-    plan,
     render,
-
-
-rule plan:
-    output:
-        f"{RESULTS}/plan.csv",
-    params:
-        runs=get_plan_params,
-    log:
-        f"{LOGS}/plan.log",
-    run:
-        pipeline.write_plan(list(RUNS.values()), output[0], log[0])
 
 
 rule render:

@@ -7,7 +7,6 @@ PLOTS = ["scaling", "precision", "allreduce", "nodes"]
 
 localrules:
     plots,
-    archive,
 
 
 rule plots:
@@ -24,24 +23,5 @@ rule plots:
     log:
         f"{LOGS}/plots.log",
     run:
-        nodes = ["--nodes", *input.nodes] if input.nodes else []
-        pipeline.cli(["plots", "--out", f"{RESULTS}/plots", "--plan", input.plan, "--site-name", SITE.name,
-                      *nodes, "--", *input.records, *input.baseline], log[0])
-
-
-# A named target, not part of `all`: pack the finished campaign into one archive.
-#   snakemake --profile profiles/<site> archive      then: exabench reproduce results/archives/<site>.tar.gz
-rule archive:
-    input:
-        get_final_outputs,
-        get_compare_outputs,
-        get_plot_outputs,
-        baseline=get_baseline_records,
-    output:
-        f"results/archives/{SITE.name}.tar.gz",
-    params:
-        argv=get_archive_argv,
-    log:
-        f"{LOGS}/archive.log",
-    run:
-        pipeline.cli(params.argv, log[0])
+        pipeline.write_plots([*input.records, *input.baseline], input.nodes, input.plan, SITE.name,
+                             f"{RESULTS}/plots", log[0])

@@ -1,7 +1,7 @@
 # Execute each rendered job script; a record exists afterwards whatever happened
 # (a failed benchmark is a result with status `failed`, not a pipeline error).
 # With a cluster executor plugin (slurm, lsf) each run is one job whose resources come from
-# the plan and the site (exabench/job_resources.py); the rule then runs the rendered launch
+# the plan and the site (exabench/workflow.py); the rule then runs the rendered launch
 # line (srun/jsrun ...) inside that allocation. With no scheduler the dict is empty.
 
 
@@ -15,6 +15,6 @@ rule run_benchmark:
         f"{LOGS}/runs/{{run_id}}.log",
     threads: get_run_threads
     resources:
-        **job_resources(SITE, get_run),
+        **pipeline.job_resources(SITE, get_run),
     run:
         pipeline.execute_run(input.spec, log[0])

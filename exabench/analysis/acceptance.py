@@ -1,0 +1,364 @@
+"""Acceptance: verdicts of runs against a site's reference values, JUnit XML, references
+derived from measured runs, and node outliers of a cluster-wide (every node) campaign.
+
+Verdicts per run and metric: `pass` (ok and within tolerance), `fail` (outside, failed,
+timed out, missing, or without the metric), `expected-fail` (fails as a reference marked
+`expected_fail` says), `unexpected-pass` (passes although marked `expected_fail`: counts
+as failing until the entry is updated), `no-reference` (ok, but no reference applies).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import yaml
+
+from exabench.analysis.runs import LAYOUT, headline_metric
+from exabench.config import load_and_validate
+from exabench.errors import ConfigError
+
+FAILING = ("fail", "unexpected-pass")
+VERDICTS = ("pass", "fail", "expected-fail", "unexpected-pass", "no-reference")
+# Robust outliers: |0.6745 (x - median) / MAD| above 3.5 (Iglewicz and Hoaglin). The MAD is
+# floored at 1% of the median, so peers that agree to 0.1% do not make a 0.2% node an outlier.
+OUTLIER_Z = 3.5
+MAD_FLOOR = 0.01
+NODE_SUFFIX = re.compile(r"\.node-([A-Za-z0-9._-]+)$")
+
+
+@dataclass(frozen=True)
+class Reference:
+    benchmark: str
+    metric: str
+    value: float
+    lower: float
+    upper: float
+    unit: str
+    params: dict = field(default_factory=dict)
+    expected_fail: bool = False
+    note: str = ""
+
+    @property
+    def band(self) -> tuple[float, float]:
+        return self.value * (1 - self.lower), self.value * (1 + self.upper)
+
+    def describe(self) -> str:
+        lo, hi = self.band
+        return f"{self.value:.4g} {self.unit} (-{self.lower:.0%}/+{self.upper:.0%}: {lo:.4g} .. {hi:.4g})"
+
+
+def load_references(path: str | Path) -> list[Reference]:
+    data = load_and_validate(path, "references")
+    refs = [Reference(**{k: e[k] for k in ("benchmark", "metric", "value", "lower", "upper", "unit", "params",
+                                           "expected_fail", "note")}) for e in data["references"]]
+    seen = {}
+    for i, r in enumerate(refs):
+        key = (r.benchmark, r.metric, json.dumps(r.params, sort_keys=True))
+        if key in seen:
+            raise ConfigError(str(path), f"references[{i}]", dict(r.params), "one entry per benchmark, metric and "
+                              f"params (also references[{seen[key]}])", "repeats an entry")
+        seen[key] = i
+    return refs
+
+
+def _point(rec: dict) -> dict:
+    """What a reference's `params` may select on: parameters and layout."""
+    lay = rec.get("layout", {})
+    return {**rec.get("params", {}), **{k: lay.get(k, 0) for k in LAYOUT}}
+
+
+def applicable(refs: list[Reference], rec: dict) -> dict[str, Reference]:
+    """Per metric, the most specific reference whose params all match the run."""
+    point = _point(rec)
+    best: dict[str, Reference] = {}
+    for r in refs:
+        if r.benchmark != rec["benchmark"] or any(point.get(k) != v for k, v in r.params.items()):
+            continue
+        if r.metric not in best or len(r.params) > len(best[r.metric].params):
+            best[r.metric] = r
+    return best
+
+
+def judge(rec: dict, ref: Reference) -> tuple[str, float, str]:
+    """(verdict, value, detail) of one run against one reference."""
+    m = (rec.get("metrics") or {}).get(ref.metric)
+    value = math.nan
+    if rec["status"] != "ok":
+        ok, detail = False, f"run {rec['status']}: {rec.get('error') or 'no error recorded'}"
+    elif m is None:
+        ok, detail = False, f"metric '{ref.metric}' not in the record (has: {', '.join(rec['metrics']) or 'none'})"
+    elif m.get("unit") != ref.unit:
+        value = float(m["value"])
+        ok, detail = False, f"unit {m.get('unit')!r} differs from the reference's {ref.unit!r}"
+    else:
+        value = float(m["value"])
+        lo, hi = ref.band
+        ok = lo <= value <= hi
+        where = "within" if ok else ("below" if value < lo else "above")
+        detail = f"{ref.metric} {value:.4g} {ref.unit} {where} {ref.describe()}"
+    if ref.expected_fail:
+        note = f"; note: {ref.note}" if ref.note else ""
+        return ("unexpected-pass" if ok else "expected-fail"), value, detail + note
+    return ("pass" if ok else "fail"), value, detail
+
+
+def verdicts(records: list[dict], refs: list[Reference], plan: list[dict] | None = None,
+             site: str = "") -> list[dict]:
+    """One row per run and referenced metric (one row for a run without reference)."""
+    recs = list(records)
+    have = {r["run_id"] for r in recs}
+    for p in plan or []:
+        if p["run_id"] not in have:  # a planned run that left no record fails, it is not skipped
+            recs.append({"run_id": p["run_id"], "benchmark": p["benchmark"], "params": p.get("params", {}),
+                         "layout": p["layout"], "status": "missing", "error": "planned, but no record was written",
+                         "metrics": {}, "site": site})
+    rows = []
+    for rec in sorted(recs, key=lambda r: r["run_id"]):
+        base = {"run_id": rec["run_id"], "benchmark": rec["benchmark"], "site": rec.get("site", site),
+                "status": rec["status"]}
+        found = applicable(refs, rec)
+        if not found:
+            metric = headline_metric(rec["benchmark"], rec.get("metrics") or {}) or ""
+            m = (rec.get("metrics") or {}).get(metric, {})
+            bad = rec["status"] != "ok"
+            rows.append({**base, "metric": metric, "value": float(m["value"]) if m and not bad else math.nan,
+                         "unit": m.get("unit", ""), "reference": "", "verdict": "fail" if bad else "no-reference",
+                         "detail": f"run {rec['status']}: {rec.get('error')}" if bad else "no reference applies"})
+        for metric, ref in sorted(found.items()):
+            verdict, value, detail = judge(rec, ref)
+            rows.append({**base, "metric": metric, "value": value, "unit": ref.unit, "reference": ref.describe(),
+                         "verdict": verdict, "detail": detail})
+    return rows
+
+
+def run_verdicts(rows: list[dict]) -> dict[str, str]:
+    """The verdict of each run: its worst metric (fail > unexpected-pass > expected-fail > pass)."""
+    rank = {"fail": 0, "unexpected-pass": 1, "expected-fail": 2, "pass": 3, "no-reference": 4}
+    out: dict[str, str] = {}
+    for r in rows:
+        cur = out.get(r["run_id"])
+        if cur is None or rank[r["verdict"]] < rank[cur]:
+            out[r["run_id"]] = r["verdict"]
+    return out
+
+
+def counts(rows: list[dict]) -> dict[str, int]:
+    per_run = run_verdicts(rows)
+    return {v: sum(1 for x in per_run.values() if x == v) for v in VERDICTS}
+
+
+def failing_runs(rows: list[dict]) -> list[str]:
+    return sorted(run for run, v in run_verdicts(rows).items() if v in FAILING)
+
+
+def summary_markdown(rows: list[dict], site: str, references: str) -> str:
+    c = counts(rows)
+    lines = [f"# exabench acceptance: site {site}", "", f"References: {references}", "",
+             "| run | benchmark | metric | value | unit | reference | verdict | detail |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        value = "" if math.isnan(r["value"]) else f"{r['value']:.4g}"
+        detail = str(r["detail"]).replace("|", "/").replace("\n", " ")[:300]
+        lines.append(f"| {r['run_id']} | {r['benchmark']} | {r['metric']} | {value} | {r['unit']} | {r['reference']} "
+                     f"| {r['verdict'].upper()} | {detail} |")
+    fails = failing_runs(rows)
+    lines += ["", "Runs: " + ", ".join(f"{n} {v}" for v, n in c.items()) + ".",
+              ("FAILED: " + ", ".join(fails)) if fails else "ACCEPTED: no run fails."]
+    return "\n".join(lines) + "\n"
+
+
+def junit_xml(rows: list[dict], site: str) -> str:
+    """One testsuite per benchmark, one testcase per run and metric (CI dashboards read this)."""
+    suites = ET.Element("testsuites", name=f"exabench acceptance {site}")
+    for bench in sorted({r["benchmark"] for r in rows}):
+        mine = [r for r in rows if r["benchmark"] == bench]
+        n_fail = sum(r["verdict"] in FAILING for r in mine)
+        n_skip = sum(r["verdict"] in ("expected-fail", "no-reference") for r in mine)
+        suite = ET.SubElement(suites, "testsuite", name=f"{site}.{bench}", tests=str(len(mine)),
+                              failures=str(n_fail), errors="0", skipped=str(n_skip))
+        for r in mine:
+            case = ET.SubElement(suite, "testcase", classname=f"exabench.{site}.{bench}",
+                                 name=f"{r['run_id']}:{r['metric']}")
+            if r["verdict"] in FAILING:
+                ET.SubElement(case, "failure", message=f"{r['verdict']}: {r['detail']}", type=r["verdict"]).text = \
+                    r["detail"]
+            elif r["verdict"] in ("expected-fail", "no-reference"):
+                ET.SubElement(case, "skipped", message=f"{r['verdict']}: {r['detail']}")
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# -- references from measured runs -----------------------------------------------------------------
+
+# Defaults: a figure may be this much worse or better before acceptance fails. On a laptop or
+# a shared login node other processes slow a run several-fold, so the slow side is wide: a rate
+# may fall to a fifth (lower 0.8), a time may grow five-fold (upper 4.0). Tighten per site.
+TOLERANCES = {True: (0.8, 1.0), False: (0.5, 4.0)}  # higher_is_better -> (lower, upper)
+
+
+def derive_references(records: list[dict], metrics: dict[str, str] | None = None,
+                      tolerances: dict[bool, tuple[float, float]] | None = None) -> list[dict]:
+    """One reference per benchmark, headline metric and point (the parameters that vary among
+    the benchmark's runs, plus the layout), valued at the median over repeats of ok runs."""
+    tolerances = tolerances or TOLERANCES
+    ok = [r for r in records if r["status"] == "ok" and r.get("metrics")]
+    out = []
+    for bench in sorted({r["benchmark"] for r in ok}):
+        mine = [r for r in ok if r["benchmark"] == bench]
+        varying = sorted(k for k in {k for r in mine for k in r.get("params", {})}
+                         if len({json.dumps(r["params"].get(k)) for r in mine}) > 1)
+        groups: dict[str, list[dict]] = {}
+        for r in mine:
+            key = {**{k: r["params"].get(k) for k in varying}, **{k: r["layout"].get(k, 0) for k in LAYOUT}}
+            groups.setdefault(json.dumps(key, sort_keys=True), []).append(r)
+        for key, rs in sorted(groups.items()):
+            metric = (metrics or {}).get(bench) or headline_metric(bench, rs[0]["metrics"])
+            ms = [r["metrics"][metric] for r in rs if metric in r["metrics"]]
+            if not ms:
+                continue
+            lower, upper = tolerances[bool(ms[0].get("higher_is_better", True))]
+            out.append({"benchmark": bench, "metric": metric, "params": json.loads(key),
+                        "value": float(f"{statistics.median(m['value'] for m in ms):.4g}"), "lower": lower,
+                        "upper": upper, "unit": ms[0]["unit"],
+                        "note": "median of " + ", ".join(sorted(r["run_id"] for r in rs))})
+    return out
+
+
+def references_yaml(refs: list[dict], site: str, command: str) -> str:
+    head = (f"# Performance references of site '{site}' (schema: workflow/schemas/references.schema.yaml).\n"
+            f"# A run passes when its figure is within [value x (1 - lower), value x (1 + upper)].\n"
+            f"# Derived from measured runs; regenerate with:\n#   {command}\n")
+    body = yaml.safe_dump({"site": site, "source": command, "references": refs}, sort_keys=False, width=120)
+    return head + body
+
+
+# -- every node of an allocation ----------------------------------------------------------------------
+
+def node_of(rec: dict) -> str:
+    """The node a per-node run was launched on: the `.node-<name>` its run id ends with (the
+    scheduler's name for it), else the host names the run saw."""
+    hit = NODE_SUFFIX.search(rec["run_id"])
+    if hit:
+        return hit.group(1)
+    hosts = (rec.get("provenance") or {}).get("hosts") or []
+    return hosts[0] if len(hosts) == 1 else ",".join(hosts) or "?"
+
+
+def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_max: float = OUTLIER_Z) -> list[dict]:
+    """Per single-node configuration (benchmark, parameters, layout) and headline metric: each
+    node's figure, the peers' median and MAD, its robust z-score, and why it is flagged."""
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        key = json.dumps([r["benchmark"], r.get("params", {}), {k: r["layout"].get(k) for k in LAYOUT},
+                          NODE_SUFFIX.sub("", r["run_id"])], sort_keys=True)
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for _, rs in sorted(groups.items()):
+        bench = rs[0]["benchmark"]
+        metric = next((headline_metric(bench, r["metrics"]) for r in rs if r.get("metrics")), "")
+        vals = [float(r["metrics"][metric]["value"]) for r in rs if r["status"] == "ok" and metric in r["metrics"]]
+        med = statistics.median(vals) if vals else math.nan
+        mad = statistics.median(abs(v - med) for v in vals) if vals else math.nan
+        scale = max(mad, MAD_FLOOR * abs(med)) if vals else math.nan
+        for r in sorted(rs, key=node_of):
+            reasons = []
+            value = math.nan
+            if r["status"] != "ok" or metric not in (r.get("metrics") or {}):
+                reasons.append(f"run {r['status']}: {r.get('error')}")
+            else:
+                value = float(r["metrics"][metric]["value"])
+            z = 0.6745 * (value - med) / scale if scale and not math.isnan(value) else math.nan
+            if not math.isnan(z) and abs(z) > z_max:
+                hib = r["metrics"][metric].get("higher_is_better", True)
+                worse = (z < 0) == hib
+                reasons.append(f"outlier among {len(vals)} nodes ({'worse' if worse else 'better'}: z = {z:.1f})")
+            for ref in applicable(refs or [], r).values():
+                verdict, _, detail = judge(r, ref)
+                if verdict in FAILING and r["status"] == "ok":
+                    reasons.append(f"reference: {detail}")
+            rows.append({"node": node_of(r), "run_id": r["run_id"], "benchmark": bench, "metric": metric,
+                         "value": value, "median": med, "mad": mad, "z": z, "flagged": bool(reasons),
+                         "reason": "; ".join(reasons)})
+    return rows
+
+
+def flagged_nodes(rows: list[dict]) -> list[str]:
+    return sorted({r["node"] for r in rows if r["flagged"]})
+
+
+def nodes_markdown(rows: list[dict], site: str) -> str:
+    lines = [f"# exabench node check: site {site}", "",
+             "| node | run | metric | value | peers' median | MAD | z | flagged | reason |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f = [("" if math.isnan(r[k]) else f"{r[k]:.4g}") for k in ("value", "median", "mad", "z")]
+        lines.append(f"| {r['node']} | {r['run_id']} | {r['metric']} | {' | '.join(f)} | "
+                     f"{'YES' if r['flagged'] else ''} | {r['reason']} |")
+    bad = flagged_nodes(rows)
+    if not rows:
+        lines += ["", "No per-node records: the every-node job has not run."]
+    else:
+        lines += ["", ("Flagged nodes: " + " ".join(bad)) if bad else "No node flagged."]
+    return "\n".join(lines) + "\n"
+
+
+def write_verdicts(records: list[str], references: str, plan: str | None, site: str, markdown: str, csv: str,
+                   junit: str) -> list[dict]:
+    """Judge the records (files or directories) against references.yaml; write the verdicts as
+    Markdown, CSV and JUnit XML. Planned runs without a record fail."""
+    import pandas as pd
+
+    from exabench.analysis.runs import load_plan
+    from exabench.io import atomic_write_text
+    from exabench.records.record import record_paths
+    from exabench.records.tidy import load_records
+
+    rows = verdicts(load_records(record_paths(records)), load_references(references), load_plan(plan), site)
+    # The file's name only, so a summary rebuilt from an archive is byte-identical.
+    atomic_write_text(markdown, summary_markdown(rows, site, Path(references).name))
+    atomic_write_text(csv, pd.DataFrame(rows).to_csv(index=False))
+    atomic_write_text(junit, junit_xml(rows, site))
+    return rows
+
+
+def check_verdicts(verdicts_csv: str) -> tuple[bool, str]:
+    """(passed, text): whether a verdicts table has no failing run, and the lines that say so
+    (each failing metric, then the failing runs by name)."""
+    import pandas as pd
+
+    df = pd.read_csv(verdicts_csv, keep_default_na=False)
+    per_run = run_verdicts(df.to_dict("records"))
+    bad = sorted(r for r, v in per_run.items() if v in FAILING)
+    if not bad:
+        return True, f"exabench: acceptance passed: {len(per_run)} runs, none failing"
+    lines = [f"FAILED {r['run_id']} [{r['metric']}]: {r['verdict']}: {r['detail']}"
+             for _, r in df[df["verdict"].isin(FAILING)].iterrows()]
+    lines.append(f"exabench: acceptance FAILED: {len(bad)} of {len(per_run)} runs: {', '.join(bad)} "
+                 f"(summary {verdicts_csv})")
+    return False, "\n".join(lines)
+
+
+def write_node_check(records: list[str], references: str | None, site: str, markdown: str,
+                     z_max: float = OUTLIER_Z) -> list[dict]:
+    """Flag nodes outside tolerance or outliers among their peers; write the Markdown report."""
+    from exabench.io import atomic_write_text
+    from exabench.records.record import record_paths
+    from exabench.records.tidy import load_records
+
+    refs = load_references(references) if references else []
+    rows = node_outliers(load_records(record_paths(records)), refs, z_max)
+    atomic_write_text(markdown, nodes_markdown(rows, site))
+    return rows
+
+
+def node_check_line(rows: list[dict], markdown: str) -> str:
+    if not rows:
+        return "no per-node records: run the every-node job script first (snakemake ... every_node_script)"
+    return (f"{len({r['node'] for r in rows})} nodes checked; flagged: {' '.join(flagged_nodes(rows)) or 'none'} "
+            f"-> {markdown}")

@@ -1,0 +1,238 @@
+"""Artifact archive of a campaign and its reproduction.
+
+`pack` puts records, rendered scripts and specs, run outputs and logs, the config, the
+site (site.yaml, references), the lock files, the plan and the derived tables, plots and
+verdicts into one deterministic .tar.gz, with `inventory.sha256` (sha256sum format) listing
+every other file. `reproduce` unpacks an archive, checks every hash, rebuilds every table,
+plot and verdict from the archived records alone, and compares each with its original byte
+for byte.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ARCHIVE_SCHEMA = "exabench.archive/1"
+INVENTORY = "inventory.sha256"
+META = "archive.json"
+# What of results/<site>/ is packed, and under which name (derived outputs are the originals
+# that `reproduce` compares against).
+RESULT_PARTS = {"records": "records/**/*.json", "runs": "runs/*/*", "tables": "tables/*",
+                "plots": "plots/*.png", "acceptance": "acceptance/*"}
+RESULT_FILES = ("plan.json", "plan.csv")
+DERIVED = ("tables", "plots", "acceptance")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def collect(results: Path, logs: Path | None, configs: list[Path], site: Path | None, references: Path | None,
+            locks: list[Path], baseline_records: list[Path]) -> dict[str, Path]:
+    """Archive name -> file on disk."""
+    files: dict[str, Path] = {}
+    for part, pattern in RESULT_PARTS.items():
+        for p in sorted(results.glob(pattern)):
+            if p.is_file() and not p.name.startswith("."):
+                files[f"{part}/{p.relative_to(results / part).as_posix()}"] = p
+    for name in RESULT_FILES:
+        if (results / name).is_file():
+            files[name] = results / name
+    if logs and logs.is_dir():
+        for p in sorted(logs.rglob("*")):
+            if p.is_file():
+                files[f"logs/{p.relative_to(logs).as_posix()}"] = p
+    for i, c in enumerate(configs):
+        files[f"config/{i}-{c.name}"] = c
+    if site:
+        files["site/site.yaml"] = site
+        profile = site.parent / "config.yaml"
+        if profile.is_file():
+            files["site/profile.yaml"] = profile
+    if references and references.is_file():
+        files["site/references.yaml"] = references
+    for lock in locks:
+        if lock.is_file():
+            files[f"lock/{lock.name}"] = lock
+    for p in baseline_records:
+        files[f"baseline/{p.name}"] = p
+    return files
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime, info.uid, info.gid = len(data), mode, 0, 0, 0
+    info.uname = info.gname = ""
+    tar.addfile(info, io.BytesIO(data))
+
+
+def pack(out: str | Path, files: dict[str, Path], meta: dict) -> Path:
+    """Write the archive: deterministic (sorted names, zero times and owners), so packing the
+    same campaign twice gives the same bytes."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    contents = {name: path.read_bytes() for name, path in sorted(files.items())}
+    contents[META] = (json.dumps({"schema": ARCHIVE_SCHEMA, **meta}, indent=1, sort_keys=True) + "\n").encode()
+    inventory = "".join(f"{sha256_bytes(data)}  {name}\n" for name, data in sorted(contents.items()))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in sorted(contents.items()):
+            _add(tar, name, data, 0o755 if name.endswith(".sh") else 0o644)
+        _add(tar, INVENTORY, inventory.encode())
+    tmp = out.with_name(f".{out.name}.tmp")
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+        gz.write(buf.getvalue())
+    tmp.replace(out)
+    return out
+
+
+def unpack(archive: str | Path, dest: str | Path) -> Path:
+    """Extract regular files only, refusing names that leave the destination."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "r:gz") as tar:
+        for m in tar.getmembers():
+            target = (dest / m.name).resolve()
+            if not m.isfile() or dest.resolve() not in target.parents:
+                raise ValueError(f"{archive}: member {m.name!r} is not a plain file inside the archive; refused")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tar.extractfile(m).read())
+    return dest
+
+
+@dataclass
+class Check:
+    """What reproduce found: hash problems and how every rebuilt file compares."""
+
+    mismatched: list[str] = field(default_factory=list)   # hash differs from the inventory
+    missing: list[str] = field(default_factory=list)      # listed, absent
+    unlisted: list[str] = field(default_factory=list)     # present, not listed
+    identical: list[str] = field(default_factory=list)
+    differing: list[str] = field(default_factory=list)    # rebuilt, not byte-identical to the original
+    not_rebuilt: list[str] = field(default_factory=list)  # an original that reproduce does not rebuild
+    new: list[str] = field(default_factory=list)          # rebuilt, no original in the archive
+
+    @property
+    def ok(self) -> bool:
+        return not (self.mismatched or self.missing or self.unlisted or self.differing)
+
+
+def verify_inventory(root: Path, check: Check) -> None:
+    listed = {}
+    for line in (root / INVENTORY).read_text().splitlines():
+        digest, name = line.split("  ", 1)
+        listed[name] = digest
+    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {INVENTORY}
+    for name, digest in sorted(listed.items()):
+        if name not in present:
+            check.missing.append(name)
+        elif sha256_file(root / name) != digest:
+            check.mismatched.append(name)
+    check.unlisted += sorted(present - set(listed) - {"reproduced"} - {n for n in present
+                                                                         if n.startswith("reproduced/")})
+
+
+def rebuild(root: Path, out: Path) -> list[Path]:
+    """Every table, plot and verdict of the campaign from the archived records alone."""
+    from exabench.analysis.acceptance import junit_xml, load_references, summary_markdown, verdicts
+    from exabench.records.tidy import HEADLINES, load_records, markdown_summary, tidy_table
+    from exabench.analysis.compare import all_tables, write_tables
+    from exabench.analysis.runs import load_plan, run_table
+    from exabench.analysis.plots import all_plots
+    from exabench.io import atomic_write_text
+    import pandas as pd
+
+    meta = json.loads((root / META).read_text())
+    site, baseline = meta["site"], meta.get("baseline") or None
+    own = sorted(p for p in (root / "records").glob("*.json"))
+    nodes = sorted((root / "records" / "nodes").glob("*.json"))
+    base = sorted((root / "baseline").glob("*.json"))
+    records, node_records = load_records(own), load_records(nodes)
+    plan = load_plan(root / "plan.json")
+    written: list[Path] = []
+    tables = out / "tables"
+    df = tidy_table(records)
+    atomic_write_text(tables / "results.csv", df.to_csv(index=False))
+    atomic_write_text(tables / "summary.md", markdown_summary(df, site, HEADLINES))
+    written += [tables / "results.csv", tables / "summary.md"]
+    both = records + load_records(base)
+    runs = run_table(both, plan, site)
+    written += write_tables(all_tables(runs, baseline), tables, baseline)
+    written += all_plots(runs, both, node_records, out / "plots")
+    refs_file = root / "site" / "references.yaml"
+    if (root / "acceptance").is_dir() and refs_file.is_file():
+        rows = verdicts(records, load_references(refs_file), plan, site)
+        acc = out / "acceptance"
+        atomic_write_text(acc / "verdicts.md", summary_markdown(rows, site, meta.get("references_name", "")))
+        atomic_write_text(acc / "verdicts.csv", pd.DataFrame(rows).to_csv(index=False))
+        atomic_write_text(acc / "junit.xml", junit_xml(rows, site))
+        written += [acc / "verdicts.md", acc / "verdicts.csv", acc / "junit.xml"]
+    return written
+
+
+def reproduce(archive: str | Path, dest: str | Path) -> Check:
+    root = unpack(archive, dest)
+    check = Check()
+    verify_inventory(root, check)
+    out = root / "reproduced"
+    rebuilt = {p.relative_to(out).as_posix() for p in rebuild(root, out)}
+    originals = {p.relative_to(root).as_posix() for d in DERIVED for p in (root / d).glob("*") if p.is_file()}
+    for name in sorted(rebuilt | originals):
+        if name not in rebuilt:
+            check.not_rebuilt.append(name)
+        elif name not in originals:
+            check.new.append(name)
+        elif (root / name).read_bytes() == (out / name).read_bytes():
+            check.identical.append(name)
+        else:
+            check.differing.append(name)
+    return check
+
+
+def check_report(check: Check, archive: str) -> str:
+    lines = [f"reproduce {archive}:"]
+    for label, items in (("hash mismatch (edited after packing)", check.mismatched),
+                         ("listed in the inventory but missing", check.missing),
+                         ("present but not in the inventory", check.unlisted),
+                         ("rebuilt, NOT identical to the original", check.differing),
+                         ("original not rebuilt by reproduce", check.not_rebuilt),
+                         ("rebuilt, no original to compare", check.new)):
+        for name in items:
+            lines.append(f"  {label}: {name}")
+    lines.append(f"  {len(check.identical)} rebuilt files identical to the originals")
+    lines.append("REPRODUCED: every hash matches and every rebuilt file is identical" if check.ok
+                 else "NOT REPRODUCED: see above")
+    return "\n".join(lines)
+
+
+def archive_campaign(results: str, out: str, site_name: str | None = None, logs: str | None = None,
+                     configs: list[str] = (), site: str | None = None, references: str | None = None,
+                     locks: list[str] = ("requirements.lock", "requirements.txt"), baseline: str | None = None,
+                     baseline_records: list[str] = ()) -> str:
+    """Pack a finished campaign with its inputs into one archive; returns a one-line summary."""
+    from exabench import __version__
+    from exabench.records.record import record_paths
+
+    results_dir = Path(results)
+    refs = Path(references) if references else None
+    files = collect(results_dir, Path(logs) if logs else None, [Path(c) for c in configs],
+                    Path(site) if site else None, refs, [Path(x) for x in locks],
+                    [Path(p) for p in record_paths(baseline_records)])
+    meta = {"site": site_name or results_dir.name, "baseline": baseline or "", "exabench_version": __version__,
+            "references_name": refs.name if refs else ""}
+    packed = pack(out, files, meta)
+    return f"{len(files)} files -> {packed} (inventory: inventory.sha256); reproduce with: exabench reproduce {packed}"

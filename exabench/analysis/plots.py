@@ -1,0 +1,194 @@
+"""Plots from the comparison tables and records (matplotlib, Agg): scaling curves with their
+ideal lines, throughput by precision, allreduce bandwidth by message size, and per-node
+distributions. Each function writes one PNG; with nothing to show it writes a figure that
+says so, so a report never has a broken image. Output is byte-stable for the same input and
+matplotlib version (no timestamps), so a reproduced plot can be compared with its original."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from exabench.analysis.runs import cells  # noqa: E402
+
+BUSBW = re.compile(r"^busbw\.(\d+)B$")
+PNG_META = {"Software": None}  # no version string: the bytes depend on the data only
+HOLE_STATUSES = ("failed", "timeout", "skipped", "missing")
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, metadata=PNG_META)
+    plt.close(fig)
+    return path
+
+
+def _empty(path, title: str, why: str) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 2.5))
+    ax.set_axis_off()
+    ax.set_title(title)
+    ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True)
+    return _save(fig, path)
+
+
+def _grid(n: int, width: float = 5.0, height: float = 3.6):
+    cols = min(n, 2)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_axis_off()
+    return fig, list(axes.flat)
+
+
+def plot_scaling(scaling: pd.DataFrame, path) -> Path:
+    """One panel per series: measured figure against workers, the ideal line dashed, and holes
+    (failed, missing) marked with an x at the ideal value and their status."""
+    title = "Scaling against the smallest measured run"
+    if scaling.empty:
+        return _empty(path, title, "no scaling series: no workload was run at more than one size")
+    series = list(scaling.groupby(["site", "benchmark", "series", "metric"], sort=True))
+    fig, axes = _grid(len(series))
+    for ax, ((site, _, name, metric), s) in zip(axes, series):
+        s = s.sort_values("workers")
+        ok = s[s["value"].notna()]
+        ax.plot(s["workers"], s["ideal_value"], "--", color="grey", label="ideal")
+        ax.plot(ok["workers"], ok["value"], "o-", label="measured")
+        for _, r in s[s["value"].isna()].iterrows():
+            if not math.isnan(r["ideal_value"]):
+                ax.plot(r["workers"], r["ideal_value"], "x", color="red")
+                ax.annotate(r["status"].upper(), (r["workers"], r["ideal_value"]), color="red", fontsize=8,
+                            textcoords="offset points", xytext=(4, 4))
+        for _, r in ok.iterrows():
+            ax.annotate(f"E={r['efficiency']:.2f}", (r["workers"], r["value"]), fontsize=8,
+                        textcoords="offset points", xytext=(4, -10))
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("workers")
+        ax.set_ylabel(f"{metric} ({s['unit'].iloc[0]})")
+        ax.set_title(f"{name} on {site} ({s['mode'].iloc[0]} scaling)", fontsize=9)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_precision(runs: pd.DataFrame, path) -> Path:
+    """Throughput (higher-is-better headline figures) by precision, one panel per benchmark
+    and site; a precision whose runs all failed shows its status instead of a bar."""
+    title = "Throughput by precision"
+    rates = runs[runs["higher_is_better"] & (runs["precision"] != "")]
+    groups = [(k, g) for k, g in rates.groupby(["site", "benchmark", "metric"], sort=True)]
+    if not groups:
+        return _empty(path, title, "no higher-is-better figure with a precision in the records")
+    fig, axes = _grid(len(groups), 4.5, 3.2)
+    for ax, ((site, bench, metric), g) in zip(axes, groups):
+        # The best layout of each precision (the largest run), so precisions compare like for like.
+        c = cells(g, ["precision", "nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank"])
+        c = c.sort_values(["precision", "nodes", "ranks_per_node"]).groupby("precision").tail(1)
+        xs = list(range(len(c)))
+        have = [(x, v) for x, v in zip(xs, c["value"]) if v == v]
+        ax.bar([x for x, _ in have], [v for _, v in have], color="C0")
+        for x, (_, r) in zip(xs, c.iterrows()):
+            text = f"{r['value']:.3g}" if r["value"] == r["value"] else r["status"].upper()
+            ax.annotate(text, (x, 0 if r["value"] != r["value"] else r["value"]), ha="center", fontsize=8,
+                        textcoords="offset points", xytext=(0, 3))
+        ax.set_xticks(xs, [f"{p}\nn{n}r{rp}" for p, n, rp in zip(c["precision"], c["nodes"], c["ranks_per_node"])])
+        ax.set_ylabel(f"{metric} ({c['unit'].iloc[0]})")
+        ax.set_title(f"{bench} on {site}", fontsize=9)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def allreduce_points(records: list[dict]) -> pd.DataFrame:
+    rows = []
+    for rec in records:
+        if rec["status"] != "ok":
+            continue
+        for name, m in (rec.get("metrics") or {}).items():
+            hit = BUSBW.match(name)
+            if hit:
+                rows.append({"run_id": rec["run_id"], "site": rec.get("site", ""), "bytes": int(hit.group(1)),
+                             "busbw": float(m["value"]), "unit": m["unit"]})
+    return pd.DataFrame(rows, columns=["run_id", "site", "bytes", "busbw", "unit"])
+
+
+def plot_allreduce(records: list[dict], path) -> Path:
+    """Bus bandwidth (nccl-tests convention) against message size, one line per run."""
+    title = "Allreduce bus bandwidth by message size"
+    pts = allreduce_points(records)
+    if pts.empty:
+        return _empty(path, title, "no record with per-size bus bandwidth (metrics busbw.<bytes>B)")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for run_id, g in pts.groupby("run_id", sort=True):
+        g = g.sort_values("bytes")
+        ax.plot(g["bytes"], g["busbw"], "o-", label=run_id, markersize=3)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(f"busbw ({pts['unit'].iloc[0]})")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_nodes(node_rows: list[dict], path) -> Path:
+    """Per-node figures of an every-node campaign: one panel per configuration, the peers'
+    median and MAD band, flagged nodes in red with their names."""
+    title = "Per-node distribution"
+    df = pd.DataFrame(node_rows)
+    if df.empty:
+        return _empty(path, title, "no per-node records (cluster-wide acceptance not run)")
+    groups = list(df.groupby(["benchmark", "metric"], sort=True))
+    fig, axes = _grid(len(groups), 5.5, 3.4)
+    for ax, ((bench, metric), g) in zip(axes, groups):
+        g = g.sort_values("node").reset_index(drop=True)
+        med, mad = g["median"].iloc[0], g["mad"].iloc[0]
+        ax.axhline(med, color="grey", label="median")
+        if mad == mad:
+            ax.axhspan(med - mad, med + mad, color="grey", alpha=0.2, label="median +- MAD")
+        for i, r in g.iterrows():
+            y = r["value"] if r["value"] == r["value"] else med
+            ax.plot(i, y, "x" if r["value"] != r["value"] else "o", color="red" if r["flagged"] else "C0")
+            if r["flagged"]:
+                ax.annotate(r["node"] if r["value"] == r["value"] else f"{r['node']} (no figure)", (i, y),
+                            color="red", fontsize=8, textcoords="offset points", xytext=(3, 3))
+        ax.set_xticks(range(len(g)), g["node"], rotation=90, fontsize=7)
+        ax.set_ylabel(metric)
+        ax.set_title(f"{bench}: {metric} on {len(g)} nodes", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+PLOTS = ("scaling", "precision", "allreduce", "nodes")
+
+
+def all_plots(runs: pd.DataFrame, records: list[dict], node_records: list[dict], out_dir) -> list[Path]:
+    from exabench.analysis.acceptance import node_outliers
+    from exabench.analysis.compare import scaling_table
+    out_dir = Path(out_dir)
+    return [plot_scaling(scaling_table(runs), out_dir / "scaling.png"),
+            plot_precision(runs, out_dir / "precision.png"),
+            plot_allreduce(records, out_dir / "allreduce.png"),
+            plot_nodes(node_outliers(node_records), out_dir / "nodes.png")]
+
+
+def write_plots(records: list[str], nodes: list[str], plan: str | None, site: str | None, out_dir) -> str:
+    """Records (and per-node records) -> every plot in `out_dir`; returns a one-line summary."""
+    from exabench.analysis.runs import load_plan, run_table
+    from exabench.records.record import record_paths
+    from exabench.records.tidy import load_records
+
+    recs = load_records(record_paths(records))
+    node_recs = load_records(record_paths(nodes)) if nodes else []
+    written = all_plots(run_table(recs, load_plan(plan), site), recs, node_recs, out_dir)
+    return f"{len(written)} plots -> {out_dir}"

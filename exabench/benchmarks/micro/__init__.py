@@ -1,0 +1,1 @@
+"""Micro-benchmarks: GEMM, convolutions, RNN (DeepBench shapes), all-reduce and file reads."""

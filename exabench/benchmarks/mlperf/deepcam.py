@@ -1,0 +1,153 @@
+"""MLPerf-HPC DeepCAM in PyTorch: per-pixel segmentation of climate data (background,
+tropical cyclone, atmospheric river), trained to a validation mean-IoU target.
+
+Follows the MLCommons reference: DeepLabv3+ with the modified Xception encoder
+(exabench.models.deeplab), weighted cross-entropy with w_c = f_c^-0.125, mean IoU per
+sample with absent classes counting 1, LAMB / Adam / AdamW with eps 1e-6, warmup then
+multistep or cosine LR per step, optional batch norm synchronised over groups of
+ranks, one HDF5 file per sample min-max normalised with stats.h5, files sharded over
+ranks. Data come from `data_dir` or are generated synthetically, untimed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exabench.errors import ConfigError
+from exabench.benchmarks.registry import register
+from exabench.benchmarks.base import Benchmark, Outcome, param
+
+
+@dataclass
+class DeepCAMParams:
+    height: int = param(768, "input height in pixels (multiple of 16)", minimum=16)
+    width: int = param(1152, "input width in pixels (multiple of 16)", minimum=16)
+    model_width: int = param(1, "divisor of every channel count (1: the reference network)", minimum=1)
+    middle_blocks: int = param(16, "Xception middle-flow blocks (reference 16)", minimum=0)
+    batch_size: int = param(2, "samples per rank per step (reference 2)", minimum=1)
+    optimizer: str = param("LAMB", "optimizer (the MLPerf-HPC allowed ones)", choices=("LAMB", "Adam", "AdamW"))
+    start_lr: float = param(0.0055, "LR after warmup (before the warmup factor)", minimum=0.0)
+    beta1: float = param(0.9, "first-moment decay", minimum=0.0)
+    beta2: float = param(0.999, "second-moment decay", minimum=0.0)
+    weight_decay: float = param(0.01, "weight decay", minimum=0.0)
+    lr_schedule: str = param("multistep", "LR schedule after warmup", choices=("multistep", "cosine_annealing"))
+    warmup_steps: int = param(400, "steps of linear LR warmup", minimum=0)
+    warmup_factor: float = param(1.0, "LR multiplier reached at the end of warmup (1: warm up from 0)",
+                                 minimum=1.0)
+    milestones: str = param("800", "multistep: space-separated steps where the LR is multiplied by decay_rate")
+    decay_rate: float = param(0.1, "multistep decay factor", minimum=0.0)
+    t_max: int = param(5000, "cosine: steps of annealing after warmup", minimum=1)
+    eta_min: float = param(0.0, "cosine: final LR", minimum=0.0)
+    batchnorm_group_size: int = param(1, "ranks whose batch-norm statistics are synchronised (1: none)",
+                                      minimum=1)
+    max_epochs: int = param(64, "stop after this many epochs if the target is not reached", minimum=1)
+    target_iou: float = param(0.82, "validation mean IoU to reach (MLPerf: 0.82)", minimum=0.0)
+    data_dir: str = param("", "data set root (train/, validation/, stats.h5); empty: generate a synthetic one")
+    n_train: int = param(1024, "training samples to generate (synthetic data only)", minimum=1)
+    n_validation: int = param(128, "validation samples to generate (synthetic data only)", minimum=1)
+    stage_dir: str = param("", "node-local directory to copy the data to first (timed); empty: no staging")
+    division: str = param("open", "MLPerf division written to the log", choices=("open", "closed"))
+    backend: str = param("auto", "torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)",
+                         choices=("auto", "gloo", "nccl", "mpi"))
+    seed: int = param(333, "seed of weights, shuffling and synthetic data", minimum=1)
+
+
+@register
+class DeepCAM(Benchmark):
+    name = "deepcam"
+    suite = "mlperf-hpc"
+    framework = "pytorch"
+    Params = DeepCAMParams
+    presets = {
+        # Same code path, laptop scale: 96 x 144 inputs, channels / 8, 2 middle blocks.
+        "tiny": {"height": 96, "width": 144, "model_width": 8, "middle_blocks": 2, "n_train": 64,
+                 "n_validation": 16, "optimizer": "Adam", "start_lr": 0.004, "warmup_steps": 8,
+                 "milestones": "400", "max_epochs": 12},
+        "small": {"height": 192, "width": 288, "model_width": 4, "middle_blocks": 4, "n_train": 256,
+                  "n_validation": 32, "warmup_steps": 50, "milestones": "1000", "max_epochs": 20},
+        "full": {"n_train": 121266, "n_validation": 15158},
+    }
+
+    def run(self, p: DeepCAMParams, ctx) -> Outcome:
+        import numpy as np
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from exabench.data import climate
+        from exabench.benchmarks.mlperf.harness import TrainingRun
+        from exabench.models import segmentation as seg
+        from exabench.models.deeplab import DeepLabV3Plus
+        from exabench.training.optim import LAMB, deepcam_lr_factor
+
+        for key in ("height", "width"):
+            if getattr(p, key) % 16:
+                raise ConfigError("(params)", key, getattr(p, key), "a multiple of 16 (output stride)")
+        try:
+            milestones = [int(m) for m in p.milestones.split()]
+        except ValueError:
+            raise ConfigError("(params)", "milestones", p.milestones, "space-separated step numbers") from None
+        if ctx.world.size % p.batchnorm_group_size:
+            raise ConfigError("(params)", "batchnorm_group_size", p.batchnorm_group_size,
+                              f"a divisor of the {ctx.world.size} ranks")
+        torch.set_num_threads(ctx.threads)
+        with TrainingRun(ctx, "deepcam", p) as tr:
+            world, log = tr.world, tr.log
+            root = tr.data_root(lambda r: climate.generate(r, p.n_train, p.n_validation, p.height, p.width,
+                                                           seed=p.seed), "stats.h5")
+            tr.begin_init()
+            log.event("batchnorm_group_size", p.batchnorm_group_size)
+            root = tr.stage(root, [str(f) for f in root.rglob("*.h5")])
+            shift, scale = climate.read_stats(root / "stats.h5")
+            tr.shard(climate.list_samples(root / "train"), climate.list_samples(root / "validation"))
+
+            # Batch-norm groups of consecutive ranks; every rank must create every group.
+            group = None
+            if p.batchnorm_group_size > 1:
+                for start in range(0, world.size, p.batchnorm_group_size):
+                    g = dist.new_group(list(range(start, start + p.batchnorm_group_size)))
+                    if start <= world.rank < start + p.batchnorm_group_size:
+                        group = g
+            torch.manual_seed(p.seed)
+            model = DeepLabV3Plus(climate.CHANNELS, climate.CLASSES, p.model_width, p.middle_blocks,
+                                  process_group=group).to(tr.device)
+            ddp = DDP(model, device_ids=[tr.device.index] if tr.device.type == "cuda" else None)
+            betas, eps = (p.beta1, p.beta2), 1e-6  # eps is fixed by the HPC rules (opt_eps)
+            if p.optimizer == "LAMB":
+                opt = LAMB(ddp.parameters(), lr=p.start_lr, betas=betas, eps=eps, weight_decay=p.weight_decay)
+            else:
+                cls = torch.optim.Adam if p.optimizer == "Adam" else torch.optim.AdamW
+                opt = cls(ddp.parameters(), lr=p.start_lr, betas=betas, eps=eps, weight_decay=p.weight_decay)
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: deepcam_lr_factor(
+                step, p.warmup_steps, p.warmup_factor, p.lr_schedule, milestones, p.decay_rate, p.t_max,
+                p.eta_min / p.start_lr if p.start_lr else 0.0))
+            keys = [("opt_name", p.optimizer), ("opt_lr", p.start_lr), ("opt_betas", list(betas)), ("opt_eps", eps),
+                    ("opt_weight_decay", p.weight_decay), ("scheduler_type", p.lr_schedule),
+                    ("scheduler_lr_warmup_steps", p.warmup_steps), ("scheduler_lr_warmup_factor", p.warmup_factor)]
+            if p.optimizer == "LAMB":
+                keys += [("opt_bias_correction", True), ("opt_grad_averaging", True), ("opt_max_grad_norm", 1.0)]
+            if p.lr_schedule == "multistep":
+                keys += [("scheduler_milestones", milestones), ("scheduler_decay_rate", p.decay_rate)]
+            else:
+                keys += [("scheduler_t_max", p.t_max), ("scheduler_eta_min", p.eta_min)]
+            for key, value in keys:
+                log.event(key, value)
+            weights = torch.tensor(seg.class_weights(), dtype=torch.float32, device=tr.device)
+
+            def batch(files):
+                xs, ys = zip(*(climate.load_sample(f, shift, scale) for f in files))
+                return torch.from_numpy(np.stack(xs)).to(tr.device), torch.from_numpy(np.stack(ys)).to(tr.device)
+
+            def train_epoch(epoch: int):
+                return tr.train_epoch(epoch, ddp, opt, batch,
+                                      lambda out, y: seg.weighted_cross_entropy(out, y, weights), sched.step)
+
+            def evaluate(epoch: int) -> float:  # mean over validation samples of the per-sample mean IoU
+                def score(out, y):
+                    iou = seg.iou_per_sample(out.argmax(dim=1), y, climate.CLASSES)
+                    return float(iou.sum()), len(iou)
+                return tr.evaluate(model, batch, score)
+
+            result = tr.train(p.max_epochs, train_epoch, evaluate, "eval_accuracy", p.target_iou, True)
+            return tr.outcome(result, model, "eval_accuracy", "IoU", p.target_iou, True,
+                              {"data_dir": str(root), "batchnorm_group_size": p.batchnorm_group_size})

@@ -1,0 +1,125 @@
+"""Expand an experiment config x a site into a table of runs with stable, readable ids.
+
+A run id is built only from what distinguishes the run: benchmark, optional label,
+preset, the benchmark's id parameters (e.g. precision), every swept parameter, the
+layout (nodes, ranks per node, threads per rank, GPUs per rank) and the repeat.
+The same config and site always give the same ids, so Snakemake can resume.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import asdict, dataclass, field
+
+from exabench import benchmarks
+from exabench.errors import ConfigError, LayoutError
+from exabench.campaign.site import LAYOUT_KEYS, MPI_LAUNCHERS, Layout, Site, resolve_layout
+
+RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    benchmark: str
+    suite: str
+    framework: str
+    preset: str
+    params: dict
+    layout: Layout
+    swept: dict = field(default_factory=dict)
+    repeat: int = 1
+    campaign: str = "campaign"
+    timeout_s: int = 1800
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["layout"] = self.layout.to_dict()
+        return d
+
+
+def _id_token(value) -> str:
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-") or "x"
+
+
+def make_run_id(name: str, label: str | None, preset: str, id_values: dict, swept: dict,
+                layout: Layout, repeat: int, repeats: int) -> str:
+    parts = [name] + ([label] if label else []) + [preset]
+    parts += [_id_token(v) for v in id_values.values()]
+    parts += [f"{k}-{_id_token(v)}" for k, v in swept.items() if k not in id_values]
+    lay = f"n{layout.nodes}r{layout.ranks_per_node}t{layout.threads_per_rank}"
+    if layout.gpus_per_rank:
+        lay += f"g{layout.gpus_per_rank}"
+    if layout.ranks_per_gpu > 1:
+        lay += f"s{layout.ranks_per_gpu}"  # ranks sharing each GPU
+    if layout.smt > 1:
+        lay += f"smt{layout.smt}"
+    if layout.cores_per_rank != math.ceil(layout.threads_per_rank / layout.smt):
+        lay += f"c{layout.cores_per_rank}"  # more cores held than threads need
+    parts.append(lay)
+    if repeats > 1:
+        parts.append(f"rep{repeat}")
+    return ".".join(parts)
+
+
+def expand(config: dict, site: Site, config_file: str = "config/config.yaml") -> list[Run]:
+    """Every run of the campaign, in config order; raises ConfigError/LayoutError early."""
+    runs: list[Run] = []
+    seen: dict[str, str] = {}
+    for i, entry in enumerate(config["benchmarks"]):
+        where = f"benchmarks[{i}]"
+        cls = benchmarks.get(entry["name"], config_file, f"{where}.name")
+        if cls.launcher_needs == "mpi" and site.launcher not in MPI_LAUNCHERS:
+            raise ConfigError(site.path, "launcher", site.launcher,
+                              f"an MPI launcher ({', '.join(MPI_LAUNCHERS)}) for benchmark '{cls.name}'",
+                              "cannot start an MPI workload")
+        preset = entry.get("preset") or config["preset"]
+        sweep = entry.get("sweep") or {}
+        fixed = entry.get("params") or {}
+        for key in fixed:
+            if key in LAYOUT_KEYS:
+                raise ConfigError(config_file, f"{where}.params.{key}", fixed[key],
+                                  f"layout keys go under {where}.sweep as a list", "is a layout key")
+        # Check every swept value on its own, so the error names the key that is wrong.
+        for key, values in sweep.items():
+            if key not in LAYOUT_KEYS:
+                for value in values:
+                    cls.resolve_params(preset, {**fixed, key: value}, config_file, f"{where}.sweep")
+        keys = list(sweep)
+        for combo in itertools.product(*(sweep[k] for k in keys)):
+            point = dict(zip(keys, combo))
+            lay_req = {k: point.pop(k) for k in LAYOUT_KEYS if k in point}
+            try:
+                layout = resolve_layout(site, **lay_req)
+            except LayoutError as exc:
+                raise ConfigError(config_file, f"{where}.sweep", lay_req, exc.limit,
+                                  f"does not fit site '{site.name}' ({exc.field} = {exc.value})") from None
+            params = cls.resolve_params(preset, {**fixed, **point}, config_file, f"{where}.params")
+            id_values = {k: getattr(params, k) for k in cls.id_params}
+            swept = {k: v for k, v in point.items() if len(sweep[k]) > 1}
+            for rep in range(1, config["repeats"] + 1):
+                run_id = make_run_id(cls.name, entry.get("label"), preset, id_values, swept, layout,
+                                     rep, config["repeats"])
+                if run_id in seen:
+                    raise ConfigError(config_file, where, entry["name"],
+                                      f"distinct runs (also planned by {seen[run_id]}); give one entry a 'label'",
+                                      f"plans run '{run_id}' twice")
+                seen[run_id] = where
+                runs.append(Run(run_id=run_id, benchmark=cls.name, suite=cls.suite, framework=cls.framework,
+                                preset=preset, params=asdict(params), layout=layout, swept=swept, repeat=rep,
+                                campaign=config["campaign"], timeout_s=config["timeout_s"]))
+    return runs
+
+
+def plan_table(runs: list[Run]):
+    """The plan as rows (for plan.csv and `exabench plan`)."""
+    rows = []
+    for r in runs:
+        row = {"run_id": r.run_id, "benchmark": r.benchmark, "suite": r.suite, "framework": r.framework,
+               "preset": r.preset, **{k: v for k, v in r.layout.to_dict().items()}, "repeat": r.repeat}
+        row.update({f"param.{k}": v for k, v in r.swept.items()})
+        rows.append(row)
+    return rows

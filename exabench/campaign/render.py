@@ -1,0 +1,307 @@
+"""Render a run's job script: a batch header for the site's scheduler, the site's modules
+and environment, an optional timed stage-in, and the launch line for its launcher.
+
+The arithmetic (ranks, resource sets, binding, threads) is Python (exabench.campaign.site,
+exabench.campaign.launchers); the Jinja templates in workflow/templates/batch/ only format.
+Every value that reaches a script is either checked here against a strict pattern
+(`safe_token`, `safe_path`: full-string matches, so a trailing newline cannot slip
+through a `$` anchor) or shell-quoted (`shlex.quote`); a hostile value is rejected
+with an error naming site, field and value, never executed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from exabench import containers
+from exabench.config import REPO_ROOT
+from exabench.errors import ConfigError, LayoutError
+from exabench.campaign.launchers import launch_argv, thread_env
+from exabench.campaign.launchers import jsrun as jsrun_arith
+from exabench.campaign.launchers import srun as srun_arith
+from exabench.campaign.plan import Run
+from exabench.campaign.site import Layout, Site, check_walltime
+
+TEMPLATE_DIR = REPO_ROOT / "workflow" / "templates"
+# Thread-count variables every BLAS/OpenMP runtime reads, set so ranks never oversubscribe cores.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# Minutes added to a run's own time limit for the allocation (start-up, stage-in, record writing).
+WALLTIME_MARGIN_MIN = 5
+
+TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
+MODULE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]{0,127}")
+FLAG = re.compile(r"--?[A-Za-z][A-Za-z0-9_-]*(=[A-Za-z0-9_.,:/=+@%-]+)?")
+ATTRS = re.compile(r"([a-z_]+=[A-Za-z0-9_.-]+(:[a-z_]+=[A-Za-z0-9_.-]+)*)?")
+CONSTRAINT = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.&|,:-]{0,63})?")
+# A path: / or $VAR first, then plain characters and $VAR references (expanded inside "...").
+PATH = re.compile(r"(/|\$[A-Za-z_][A-Za-z0-9_]*)([A-Za-z0-9_.+/-]|\$[A-Za-z_][A-Za-z0-9_]*)*")
+LITERAL_PATH = re.compile(r"/[A-Za-z0-9_.+/-]*")
+
+
+def _check(site: Site, field: str, value, pattern: re.Pattern, valid: str, allow_empty: bool = False) -> str:
+    text = str(value)
+    if (allow_empty and text == "") or pattern.fullmatch(text):
+        return text
+    raise ConfigError(site.path or site.name, field, value, valid, "is not safe to put in a job script")
+
+
+def safe_token(site: Site, field: str, value, allow_empty: bool = True) -> str:
+    return _check(site, field, value, TOKEN, "letters, digits and _ . + - (not first), up to 128", allow_empty)
+
+
+def safe_path(site: Site, field: str, value, allow_vars: bool = True) -> str:
+    pattern, valid = ((PATH, "an absolute path (or one starting with $VAR) of letters, digits, _ . + - / and $VAR")
+                      if allow_vars else (LITERAL_PATH, "an absolute path of letters, digits and _ . + - /"))
+    return _check(site, field, value, pattern, valid)
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters["shquote"] = lambda v: shlex.quote(str(v))
+    return env
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where one run's files live; all under results/<site>/."""
+
+    root: Path
+    run_id: str
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "runs" / self.run_id
+
+    @property
+    def script(self) -> Path:
+        return self.run_dir / "job.sh"
+
+    @property
+    def spec(self) -> Path:
+        return self.run_dir / "spec.json"
+
+    @property
+    def record(self) -> Path:
+        return self.root / "records" / f"{self.run_id}.json"
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.root / "archive" / self.run_id
+
+
+def run_environment(site: Site, layout: Layout, run_id: str) -> dict[str, str]:
+    env = {k: str(layout.threads_per_rank) for k in THREAD_VARS}
+    env.update(thread_env(layout))
+    env.update({k: str(v) for k, v in site.env.items()})
+    env["EXABENCH_RUN_ID"] = run_id
+    if site.storage.get("stage_in_from"):
+        # Named here so the record's provenance lists them; the script sets the real values.
+        env["EXABENCH_DATA_DIR"] = ""
+        env["EXABENCH_STAGE_IN_S"] = ""
+    return env
+
+
+def program_argv(site: Site, spec_path: Path, run: Run | None = None, env: dict | None = None) -> list[str]:
+    """What the launcher starts on every rank: the runner, natively or inside the site's image
+    (exabench.containers: exec line, binds, env, digest checked against the site's pin)."""
+    if containers.uses_container(site):
+        # spec_path is <results root>/runs/<run_id>/spec.json (RunPaths): the root is bound in.
+        root = Path(spec_path).resolve().parents[2]
+        return containers.wrap_program(site, spec_path, run.framework if run else None, env, root)
+    return [site.python_executable, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]
+
+
+def walltime_min(site: Site, timeout_s: int) -> int:
+    """The allocation's time limit in minutes for a run limited to timeout_s; checked against the site."""
+    minutes = math.ceil(timeout_s / 60) + WALLTIME_MARGIN_MIN
+    check_walltime(site, minutes)
+    return minutes
+
+
+def hhmm(minutes: int) -> str:
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def hhmmss(minutes: int) -> str:
+    return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+
+
+def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_dir: Path) -> dict:
+    """Everything a batch header says, checked; the templates only format these values."""
+    check_walltime(site, minutes)
+    req = {
+        "job_name": safe_token(site, "job name", job_name, allow_empty=False)[:64],
+        "nodes": layout.nodes, "ranks": layout.ranks, "ranks_per_node": layout.ranks_per_node,
+        "minutes": minutes, "hhmm": hhmm(minutes), "hhmmss": hhmmss(minutes),
+        "account": safe_token(site, "account", site.account),
+        "partition": safe_token(site, "partition", site.partition),
+        "qos": safe_token(site, "qos", site.qos),
+        "constraint": _check(site, "constraint", site.constraint, CONSTRAINT, "a Slurm constraint expression",
+                             allow_empty=True),
+        "log_dir": safe_path(site, "results directory", str(log_dir), allow_vars=False),
+        "extra": [_check(site, "scheduler_options.extra", f, FLAG, "one --flag or --flag=value without spaces")
+                  for f in site.scheduler_options.get("extra", [])],
+        "cpus_per_task": srun_arith.cpus_per_task(site, layout),
+        "gpus_per_node": layout.gpus_per_node if site.scheduler_options.get("request_gpus") else 0,
+        "alloc_flags": [safe_token(site, "scheduler_options.alloc_flags", w, allow_empty=False)
+                        for w in jsrun_arith.alloc_flags(site, layout)] if site.scheduler == "lsf" else [],
+        "pbs_select": site.scheduler_options.get("pbs_select", "select"),
+        "pbs_select_extra": _check(site, "scheduler_options.pbs_select_extra",
+                                   site.scheduler_options.get("pbs_select_extra", ""), ATTRS, "key=value[:key=value]",
+                                   allow_empty=True),
+        "pbs_resources": [_check(site, "scheduler_options.pbs_resources", r, re.compile(r"[a-z_]+=[A-Za-z0-9_:.-]+"),
+                                 "key=value") for r in site.scheduler_options.get("pbs_resources", [])],
+        "cobalt_attrs": _check(site, "scheduler_options.cobalt_attrs", site.scheduler_options.get("cobalt_attrs", ""),
+                               ATTRS, "key=value[:key=value]", allow_empty=True),
+    }
+    staging = bool(site.storage.get("stage_in_from"))
+    kind = site.storage.get("node_local_kind", "")
+    # Node-local storage a job must ask for: Frontier's NVMe (-C nvme), Cori's DataWarp (#DW jobdw).
+    if staging and kind == "nvme" and site.scheduler == "slurm" and "nvme" not in req["constraint"].split("&"):
+        req["constraint"] = "&".join(c for c in (req["constraint"], "nvme") if c)
+    req["burst_buffer_gb"] = int(site.storage.get("burst_buffer_gb", 0)) if staging and kind == "burst_buffer" else 0
+    if site.launcher == "ibrun":  # ibrun sizes itself from -n; threads come from OMP_NUM_THREADS
+        req["cpus_per_task"] = 0
+    return req
+
+
+def _setup_lines(site: Site) -> list[str]:
+    lines = []
+    for m in site.modules:
+        lines.append(f"module load {_check(site, 'modules', m, MODULE, 'a module name (letters, digits, _ . + / -)')}")
+    return lines
+
+
+def _per_node_prefix(site: Site, nodes: int) -> list[str]:
+    """Launcher argv that runs one process on each node (for the stage-in copy)."""
+    if nodes == 1 and site.scheduler == "none":
+        return []
+    if site.launcher in ("ibrun", "local", "torchrun"):
+        raise ConfigError(site.path or site.name, "storage.stage_in_from", site.storage.get("stage_in_from"),
+                          "a site whose launcher can start one process per node (srun, jsrun, aprun, mpiexec, "
+                          "mpirun)", f"cannot be staged with launcher {site.launcher}")
+    one = Layout(nodes=nodes, ranks_per_node=1, threads_per_rank=1)
+    return launch_argv(site, one, [])
+
+
+def stage_in_lines(site: Site, layout: Layout, run_dir: Path) -> list[str]:
+    """Shell lines copying storage.stage_in_from to node-local storage on every node, timed."""
+    src = site.storage.get("stage_in_from", "")
+    if not src:
+        return []
+    local = site.storage.get("node_local", "")
+    if not local:
+        raise ConfigError(site.path or site.name, "storage.node_local", local,
+                          "a node-local path when storage.stage_in_from is set", "is missing")
+    src = safe_path(site, "storage.stage_in_from", src)
+    local = safe_path(site, "storage.node_local", local)
+    prefix = shlex.join(_per_node_prefix(site, layout.nodes))
+    # Fixed program text; the two paths reach it as arguments, never as code.
+    copy = "bash -c 'mkdir -p \"$2\" && cp -r \"$1\"/. \"$2\"/' stage-in \"$EXABENCH_STAGE_SRC\" \"$EXABENCH_DATA_DIR\""
+    stamp = shlex.quote(str(run_dir / "stage_in.json"))
+    return [
+        "# Stage-in: copy the data set to node-local storage on every node, timed.",
+        f'export EXABENCH_STAGE_SRC="{src}"',
+        f'export EXABENCH_DATA_DIR="{local}/exabench-data"',
+        "stage_t0=$(date +%s.%N)",
+        (prefix + " " if prefix else "") + copy,
+        "stage_t1=$(date +%s.%N)",
+        'export EXABENCH_STAGE_IN_S=$(awk -v a="$stage_t0" -v b="$stage_t1" \'BEGIN { printf "%.3f", b - a }\')',
+        f'printf \'{{"stage_in_s": %s, "from": "%s", "to": "%s"}}\\n\' "$EXABENCH_STAGE_IN_S" '
+        f'"$EXABENCH_STAGE_SRC" "$EXABENCH_DATA_DIR" > {stamp}',
+    ]
+
+
+def _launch_line(site: Site, layout: Layout, program: list[str], env: dict[str, str]) -> str:
+    if site.launcher == "mpirun":
+        from exabench.campaign.launchers import mpirun
+        from exabench.campaign.site import check_layout
+        check_layout(site, layout)
+        return shlex.join(mpirun.argv(site, layout, program, exports=tuple(sorted(env))))
+    return shlex.join(launch_argv(site, layout, program))
+
+
+def render_script(run: Run, site: Site, paths: RunPaths) -> tuple[str, str]:
+    """(job script text, launch line) for one run."""
+    env = run_environment(site, run.layout, run.run_id)
+    for key in env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ConfigError(site.path or site.name, "env", key, "a variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    line = _launch_line(site, run.layout, program_argv(site, paths.spec, run, env), env)
+    run_dir = paths.run_dir.resolve()
+    request = batch_request(site, run.layout, run.run_id, walltime_min(site, run.timeout_s), run_dir)
+    text = _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
+        run=run, site=site, env=env, req=request, setup=_setup_lines(site),
+        stage_in=stage_in_lines(site, run.layout, run_dir), workdir=str(run_dir), launch_line=line)
+    return text, line
+
+
+def run_spec(run: Run, site: Site, paths: RunPaths, launch_line: str) -> dict:
+    """Everything the runner needs, resolved: it reads no config or site file itself."""
+    env = run_environment(site, run.layout, run.run_id)
+    pin = containers.pin_for_run(site, run.framework, paths.root.resolve())
+    return {"spec_version": 1, **run.to_dict(), "site": site.name, "launch_line": launch_line, "env": env,
+            "container": pin, "paths": {"run_dir": str(paths.run_dir.resolve()), "record": str(paths.record.resolve()),
+                      "archive_dir": str(paths.archive_dir.resolve())}}
+
+
+def write_run_files(run: Run, site: Site, paths: RunPaths) -> None:
+    from exabench.io import atomic_write_text
+    text, line = render_script(run, site, paths)
+    paths.run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(paths.spec, json.dumps(run_spec(run, site, paths, line), indent=2, sort_keys=True) + "\n")
+    atomic_write_text(paths.script, text, mode=0o755)
+
+
+# --- bundle mode: one allocation runs a whole sweep -------------------------------------------
+
+def bundle_layout(runs: list[Run]) -> Layout:
+    """The allocation a bundle needs: the most nodes any of its runs uses."""
+    widest = max(runs, key=lambda r: (r.layout.nodes, r.layout.ranks_per_node))
+    return widest.layout
+
+
+def render_bundle(runs: list[Run], site: Site, root: Path, name: str) -> str:
+    """One batch script that runs every run of `runs` in turn inside one allocation.
+
+    Each run goes through `exabench execute` (the same path as a Snakemake job), so each
+    writes its own record under results/<site>/records/, which the aggregate rule reads.
+    """
+    if not runs:
+        raise ConfigError(site.path or site.name, "bundle", name, "at least one planned run", "is empty")
+    minutes = sum(math.ceil(r.timeout_s / 60) for r in runs) + WALLTIME_MARGIN_MIN
+    try:
+        check_walltime(site, minutes)
+    except LayoutError as exc:
+        raise LayoutError(site.name, f"bundle walltime_min ({len(runs)} runs' timeout_s summed)", minutes,
+                          exc.limit + "; split the campaign or lower timeout_s") from None
+    root = Path(root).resolve()
+    bundle_dir = root / "bundles"
+    request = batch_request(site, bundle_layout(runs), f"exabench-{name}", minutes, bundle_dir)
+    specs = [str(RunPaths(root, r.run_id).spec.resolve()) for r in runs]
+    return _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
+        run=None, bundle={"name": name, "count": len(runs)}, site=site, env={}, req=request,
+        setup=_setup_lines(site), stage_in=[], workdir=str(bundle_dir),
+        launch_line=_bundle_body(site, specs))
+
+
+def write_bundle(runs: list[Run], site: Site, root: Path, name: str, out: Path) -> None:
+    from exabench.io import atomic_write_text
+    atomic_write_text(out, render_bundle(runs, site, root, name), mode=0o755)
+
+
+def _bundle_body(site: Site, specs: list[str]) -> str:
+    py = shlex.quote(site.python_executable)
+    lines = ["failed=0"]
+    for spec in specs:
+        lines.append(f"{py} -m exabench execute --spec {shlex.quote(spec)} || failed=$((failed + 1))")
+    lines.append('echo "exabench bundle: $failed run(s) failed to execute"')
+    return "\n".join(lines)

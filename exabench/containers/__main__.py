@@ -1,0 +1,46 @@
+"""`python -m exabench.containers`: regenerate the Dockerfiles, lint the recipes, digest or build an image."""
+
+from __future__ import annotations
+
+
+from exabench.config import REPO_ROOT
+
+from exabench.containers.build import build_directory_image
+from exabench.containers.digests import write_digest
+from exabench.containers.recipes import (STACKS, dockerfile, dockerfile_path, lint_recipe, parse_recipe,
+                                         recipe_path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m exabench.containers",
+                                 description="Container recipes, Dockerfiles, digests and builds.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("dockerfiles", help="regenerate containers/<stack>.Dockerfile from the recipes")
+    sub.add_parser("lint", help="check every recipe (labels, pins, one command per %%post line)")
+    d = sub.add_parser("digest", help="compute an image's digest and record it beside the image")
+    d.add_argument("image")
+    b = sub.add_parser("build-dir", help="build a Debian-based stack as a Charliecloud directory image")
+    b.add_argument("stack")
+    b.add_argument("dest")
+    b.add_argument("--layers", default="", help="comma-separated %%post layers (default: all)")
+    args = ap.parse_args(argv)
+    if args.cmd == "dockerfiles":
+        for stack in STACKS:
+            dockerfile_path(stack).write_text(dockerfile(recipe_path(stack)))
+            print(dockerfile_path(stack).relative_to(REPO_ROOT))
+    elif args.cmd == "lint":
+        problems = [p for stack in STACKS for p in lint_recipe(recipe_path(stack))]
+        print("\n".join(problems) or f"{len(STACKS)} recipes: no problems")
+        return 1 if problems else 0
+    elif args.cmd == "digest":
+        print(write_digest(args.image))
+    elif args.cmd == "build-dir":
+        layers = tuple(x for x in args.layers.split(",") if x) or None
+        import sys
+        print(build_directory_image(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""Image digests: sha256 of a .sif file or of a directory image's canonical listing, recorded
+beside the image as `<image>.sha256`."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from pathlib import Path
+
+
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def file_digest(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
+def directory_digest(path: str | Path) -> str:
+    """A directory image's digest: sha256 over a canonical listing (path, type, mode, link target
+    or content digest), in sorted order; owners and times are left out, so an unpacked copy of
+    the same tree has the same digest."""
+    root = Path(path)
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            st = p.lstat()
+            rel = p.relative_to(root).as_posix()
+            if stat.S_ISLNK(st.st_mode):
+                entry = f"L {rel} {os.readlink(p)}"
+            elif stat.S_ISREG(st.st_mode):
+                entry = f"F {rel} {stat.S_IMODE(st.st_mode):o} {file_digest(p)}"
+            elif stat.S_ISDIR(st.st_mode):
+                entry = f"D {rel} {stat.S_IMODE(st.st_mode):o}"
+            else:  # device nodes, fifos: their kind only
+                entry = f"O {rel} {stat.S_IFMT(st.st_mode):o}"
+            h.update(entry.encode("utf-8", "surrogateescape") + b"\n")
+    return "sha256:" + h.hexdigest()
+
+
+def image_digest(path: str | Path) -> str:
+    path = Path(path)
+    return directory_digest(path) if path.is_dir() else file_digest(path)
+
+
+def digest_file(image: str | Path) -> Path:
+    """Where an image's digest is recorded: beside it, `<image>.sha256`."""
+    return Path(str(image).rstrip("/") + ".sha256")
+
+
+def write_digest(image: str | Path) -> str:
+    from exabench.io import atomic_write_text
+    digest = image_digest(image)
+    atomic_write_text(digest_file(image), f"{digest}  {Path(image).name}\n")
+    return digest
+
+
+def recorded_digest(image: str | Path) -> str | None:
+    f = digest_file(image)
+    if not f.exists():
+        return None
+    word = f.read_text().split()[0] if f.read_text().split() else ""
+    return word if DIGEST.fullmatch(word) else None

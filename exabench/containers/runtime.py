@@ -1,0 +1,209 @@
+"""A site's image and the command that runs one rank inside it: the stack a run needs, where
+its image lives, the `apptainer exec` line with binds and environment, and the digest check
+before a job starts. The digest travels to the record through EXABENCH_CONTAINER_* variables."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from exabench.errors import ConfigError, ContainerError
+from exabench.containers.digests import DIGEST, digest_file, recorded_digest, write_digest
+
+URI_SCHEMES = ("oras://", "docker://", "library://", "shub://")
+# Environment variables the exec line sets; the runner's provenance() reads them back.
+ENV_RUNTIME, ENV_IMAGE, ENV_DIGEST, ENV_STACK = ("EXABENCH_CONTAINER_RUNTIME", "EXABENCH_CONTAINER_IMAGE",
+                                                "EXABENCH_CONTAINER_DIGEST", "EXABENCH_CONTAINER_STACK")
+ENV_VERIFIED = "EXABENCH_CONTAINER_VERIFIED"  # 1: digest computed from the image at render time
+CONTAINER_PYTHON = "python3"  # on PATH through the recipe's %environment (/opt/venv/bin)
+
+
+def runtime(site) -> str:
+    return (site.container or {}).get("runtime", "none") or "none"
+
+
+def uses_container(site) -> bool:
+    return runtime(site) != "none"
+
+
+def stack_for(site, framework: str | None) -> str:
+    """The stack a run needs: the site's `container.stack`, else by GPU vendor and framework."""
+    chosen = (site.container or {}).get("stack", "")
+    if chosen:
+        return chosen
+    vendor = site.node.gpu_vendor if site.node.gpus else "none"
+    if vendor == "amd":
+        return "pytorch-rocm"
+    if vendor == "nvidia":
+        return "tensorflow-cuda" if framework and "tensorflow" in framework else "pytorch-cuda"
+    return "cpu"
+
+
+def image_dir(site, results_root: str | Path) -> Path:
+    configured = (site.container or {}).get("image_dir", "")
+    return Path(configured) if configured else Path(results_root) / "images"
+
+
+def built_image_path(site, stack: str, results_root: str | Path) -> Path:
+    suffix = ".d" if runtime(site) == "charliecloud" else ".sif"  # ch-run runs a directory image
+    return (image_dir(site, results_root) / f"{stack}{suffix}").resolve()
+
+
+def site_image(site, stack: str, results_root: str | Path) -> str:
+    """The image reference a site runs: its prebuilt `container.image`, else the built one."""
+    return (site.container or {}).get("image", "") or str(built_image_path(site, stack, results_root))
+
+
+def is_uri(image: str) -> bool:
+    return image.startswith(URI_SCHEMES) or "://" in image or not image.startswith("/")
+
+
+def verified_digest(site, image: str) -> str | None:
+    """The image's digest, checked against the site's pin; raises ContainerError on a mismatch.
+
+    A file or directory image is hashed when its recorded digest (`<image>.sha256`) is missing
+    or older than the image (for a directory, than anything in it); an image not built yet
+    gives None (nothing to check). A URI is trusted to resolve to the digest it names
+    (`docker://name@sha256:...`) or the site's pin; with neither, the digest is unknown (None).
+    """
+    where, pinned = site.path or site.name, (site.container or {}).get("digest", "")
+    if is_uri(image):
+        named = DIGEST.search(image)
+        if named and pinned and named.group(0) != pinned:
+            raise ContainerError(where, "container.digest", pinned, f"the digest the image names ({named.group(0)})",
+                                 f"does not match container.image {image}")
+        return (named.group(0) if named else None) or pinned or None
+    path = Path(image)
+    if not path.exists():
+        # Not built yet (a script rendered for another machine, a dry run): the pin, if any,
+        # travels unverified; the container rules build the image before a real run renders.
+        return None
+    side = digest_file(path)
+    fresh = side.exists() and side.stat().st_mtime >= _newest_mtime(path)
+    actual = recorded_digest(path) if fresh else None
+    actual = actual or write_digest(path)
+    if pinned and actual != pinned:
+        raise ContainerError(where, "container.digest", pinned, f"the image's actual digest {actual}",
+                             f"does not match {image}: the image changed since it was pinned; refusing to run "
+                             "(rebuild or re-pull the pinned image, or pin the new digest on purpose)")
+    return actual
+
+
+def _newest_mtime(path: Path) -> float:
+    """A file's mtime; for a directory image the newest over its tree (stat only, no reading)."""
+    newest = path.lstat().st_mtime
+    if path.is_dir():
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                newest = max(newest, (Path(dirpath) / name).lstat().st_mtime)
+    return newest
+
+
+def _literal_prefix(path: str) -> str:
+    """The part of a path before its first $VAR component (a bind must be known at render time)."""
+    parts = []
+    for part in path.split("/"):
+        if "$" in part:
+            break
+        parts.append(part)
+    prefix = "/".join(parts)
+    return prefix if prefix.startswith("/") and prefix != "/" else ""
+
+
+def bind_paths(site, results_root: str | Path) -> list[str]:
+    """Host paths the container needs: results (spec in, record out), scratch, node-local storage,
+    the data set, and the site's own binds (host MPI libraries among them)."""
+    storage, cont = site.storage or {}, site.container or {}
+    wanted = [str(Path(results_root).resolve())]
+    wanted += [_literal_prefix(storage.get(k, "")) for k in ("pfs", "node_local", "stage_in_from")]
+    wanted += list(cont.get("binds", []))
+    out = []
+    for b in wanted:
+        if b and b not in out:
+            out.append(b)
+    return out
+
+
+def container_env(site, stack: str, image: str, digest: str | None, env: dict | None = None) -> dict[str, str]:
+    out = {k: str(v) for k, v in (env or {}).items()}
+    out.update({k: str(v) for k, v in (site.container or {}).get("env", {}).items()})
+    out.update({ENV_RUNTIME: runtime(site), ENV_IMAGE: image, ENV_STACK: stack, ENV_DIGEST: digest or ""})
+    return out
+
+
+def exec_prefix(site, image: str, binds: list[str], env: dict[str, str]) -> list[str]:
+    """The runtime's command that runs the program after it inside `image`."""
+    rt, gpu = runtime(site), (site.container or {}).get("gpu_flag", "")
+    env_items = sorted(env.items())
+    if rt in ("apptainer", "singularity"):
+        argv = [rt, "exec"] + ([gpu] if gpu else [])
+        argv += [f"--bind={b}" for b in binds] + [f"--env={k}={v}" for k, v in env_items]
+        return argv + [image]
+    if rt == "charliecloud":
+        argv = ["ch-run", "--set-env"] + [f"--bind={b}" for b in binds]  # bare --set-env: the image's /ch/environment
+        return argv + [f"--set-env={k}={v}" for k, v in env_items] + [image, "--"]
+    if rt == "podman":  # NERSC's podman-hpc: --gpu and --mpi are its flags
+        argv = ["podman-hpc", "run", "--rm"] + ([gpu] if gpu else []) + (["--mpi"] if site.mpi != "none" else [])
+        argv += [f"--volume={b}:{b}" if ":" not in b else f"--volume={b}" for b in binds]
+        return argv + [f"--env={k}={v}" for k, v in env_items] + [image]
+    if rt == "docker":
+        argv = ["docker", "run", "--rm"] + (["--gpus=all"] if gpu else [])
+        argv += [f"--volume={b}:{b}" if ":" not in b else f"--volume={b}" for b in binds]
+        return argv + [f"--env={k}={v}" for k, v in env_items] + [image]
+    if rt == "shifter":
+        ref = image if re.match(r"^(docker|custom|id):", image) else f"docker:{image}"  # Shifter's type:name
+        argv = ["shifter", f"--image={ref}"] + ([f"--module={gpu.lstrip('-')}"] if gpu else [])
+        argv += [f"--volume={b}:{b}" if ":" not in b else f"--volume={b}" for b in binds]
+        return argv + [f"--env={k}={v}" for k, v in env_items]
+    raise ConfigError(site.path or site.name, "container.runtime", rt,
+                      "none, apptainer, singularity, charliecloud, podman (podman-hpc), docker or shifter")
+
+
+def wrap_program(site, spec_path: str | Path, framework: str | None, env: dict | None,
+                 results_root: str | Path) -> list[str]:
+    """The argv one rank runs: the runner inside the site's image, its digest checked first."""
+    stack = stack_for(site, framework)
+    image = site_image(site, stack, results_root)
+    digest = verified_digest(site, image)
+    verified = digest is not None and not is_uri(image)
+    digest = digest or (site.container or {}).get("digest", "") or None
+    binds = bind_paths(site, results_root)
+    program = [CONTAINER_PYTHON, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]
+    cenv = container_env(site, stack, image, digest, env)
+    cenv[ENV_VERIFIED] = "1" if verified else "0"
+    return exec_prefix(site, image, binds, cenv) + program
+
+
+def pin_for_run(site, framework: str | None, results_root: str | Path) -> dict | None:
+    """The image and digest a run was rendered against (kept in its spec), or None when native."""
+    if not uses_container(site):
+        return None
+    image = site_image(site, stack_for(site, framework), results_root)
+    digest = verified_digest(site, image) or (site.container or {}).get("digest", "") or None
+    return {"image": image, "digest": digest, "site_file": site.path or site.name}
+
+
+def check_before_start(pin: dict | None) -> None:
+    """Refuse to start a run whose local image no longer has the digest it was rendered with
+    (the image was rebuilt or replaced between rendering and the job starting)."""
+    if not pin or not pin.get("digest") or is_uri(pin["image"]) or not Path(pin["image"]).exists():
+        return
+    path = Path(pin["image"])
+    side = digest_file(path)
+    fresh = side.exists() and side.stat().st_mtime >= _newest_mtime(path)
+    actual = (recorded_digest(path) if fresh else None) or write_digest(path)
+    if actual != pin["digest"]:
+        raise ContainerError(pin["site_file"], "container.digest", pin["digest"], f"the image's actual digest {actual}",
+                             f"does not match {pin['image']} at job start: the image changed after the job "
+                             "script was rendered; refusing to run (re-render, or pin the new digest on purpose)")
+
+
+def provenance_from_env(environ=None) -> dict | None:
+    """The container a rank runs in, as the exec line told it; None when native."""
+    environ = os.environ if environ is None else environ
+    if not environ.get(ENV_RUNTIME):
+        return None
+    return {"runtime": environ[ENV_RUNTIME], "image": environ.get(ENV_IMAGE) or None,
+            "stack": environ.get(ENV_STACK) or None, "digest": environ.get(ENV_DIGEST) or None,
+            "digest_verified": environ.get(ENV_VERIFIED) == "1"}

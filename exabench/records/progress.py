@@ -1,0 +1,45 @@
+"""Progress of a campaign while it runs, counted from its plan and its records.
+
+`progress_line` is printed by `exabench execute` after each run (the run rule shows the last
+line of its log): the run's status and how many of the planned runs are done, failed and
+remaining.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+
+def planned_runs(results: Path) -> list[str]:
+    """Run ids of the campaign: plan.json or plan.csv, else the runs rendered so far."""
+    if (results / "plan.json").is_file():
+        return [r["run_id"] for r in json.loads((results / "plan.json").read_text())]
+    if (results / "plan.csv").is_file():
+        return list(pd.read_csv(results / "plan.csv", usecols=["run_id"])["run_id"])
+    return sorted(p.parent.name for p in (results / "runs").glob("*/spec.json"))
+
+
+def progress_counts(results: Path) -> dict[str, int]:
+    planned = planned_runs(results)
+    done = failed = 0
+    for run_id in planned:
+        path = results / "records" / f"{run_id}.json"
+        if not path.is_file():
+            continue
+        try:
+            status = json.loads(path.read_text()).get("status")
+        except (OSError, ValueError):  # being written by another run right now
+            continue
+        done += status == "ok"
+        failed += status != "ok"
+    return {"planned": len(planned), "done": done, "failed": failed, "remaining": len(planned) - done - failed}
+
+
+def progress_line(results: str | Path, run_id: str, status: str) -> str:
+    c = progress_counts(Path(results))
+    finished = c["done"] + c["failed"]
+    return (f"exabench progress: {run_id} {status}; {finished} of {c['planned']} runs finished "
+            f"({c['done']} done, {c['failed']} failed), {c['remaining']} remaining")

@@ -1,0 +1,156 @@
+"""The result record (the one contract everything else reads), atomic writes and provenance."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from exabench import __version__
+from exabench.io import atomic_write_text
+from exabench.config import REPO_ROOT
+
+SCHEMA = "exabench.result/1"
+STATUSES = ("ok", "failed", "timeout", "skipped")
+
+# Only these variables (and these prefixes) reach a record; anything that looks like a
+# credential is dropped even when allowed, so no secret ever lands in a result.
+ENV_ALLOW = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+             "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "EXABENCH_RUN_ID", "HOSTNAME",
+             "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_CPUS_PER_TASK",
+             "LSB_JOBID", "LSB_HOSTS", "PBS_JOBID", "COBALT_JOBID", "LMOD_FAMILY_COMPILER", "LOADEDMODULES"}
+# Launcher-internal variables (OMPI_MCA_orte_*, PMIX_*) are noise and may carry session keys:
+# MPI tuning reaches a record through the site's `env`, which the run spec lists.
+ENV_ALLOW_PREFIXES = ("NCCL_", "UCX_", "FI_", "MPICH_", "HOROVOD_", "CUDA_", "HIP_", "MIOPEN_")
+ENV_DENY = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|PRIVATE|_KEY|KEY_|AUTH|COOKIE", re.I)
+PACKAGES = ("numpy", "torch", "torchvision", "tensorflow-cpu", "tensorflow", "mpi4py", "h5py", "pandas",
+            "horovod", "snakemake", "scikit-learn")
+
+
+def write_record(record: dict, path: str | Path, archive_dir: str | Path | None = None) -> None:
+    """Write the record atomically; also keep an append-only copy so no result is ever lost
+    when a run is repeated (Snakemake removes a job's outputs before re-running it)."""
+    text = json.dumps(record, indent=2, sort_keys=True, default=str) + "\n"
+    atomic_write_text(path, text)
+    if archive_dir:
+        stamp = record.get("provenance", {}).get("end_time") or now_iso()
+        name = re.sub(r"[^0-9A-Za-z]", "", stamp) + ".json"
+        target = Path(archive_dir) / name
+        if not target.exists():
+            atomic_write_text(target, text)
+
+
+def read_record(path: str | Path) -> dict:
+    with open(path) as f:
+        rec = json.load(f)
+    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not an exabench result record (schema {rec.get('schema')!r}, want {SCHEMA!r})")
+    return rec
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def allowed_env(environ=None, extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """The allow-listed variables (plus `extra` names, e.g. the site's own `env`), minus credentials."""
+    environ = os.environ if environ is None else environ
+    out = {}
+    for k, v in environ.items():
+        if (k in ENV_ALLOW or k in extra or k.startswith(ENV_ALLOW_PREFIXES)) and not ENV_DENY.search(k):
+            out[k] = v
+    return dict(sorted(out.items()))
+
+
+def git_state() -> dict:
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
+        return {"commit": commit or None, "dirty": dirty if commit else None}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "cpu\t", "Model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware() -> dict:
+    hw = {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "machine": platform.machine()}
+    if hasattr(os, "getloadavg"):  # how busy the node was when the record was written (1, 5, 15 min)
+        hw["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    torch = sys.modules.get("torch")  # only describe GPUs if the workload brought torch in
+    if torch is not None and torch.cuda.is_available():
+        hw["gpu_count"] = torch.cuda.device_count()
+        hw["gpu_model"] = torch.cuda.get_device_name(0)
+        hw["cuda"] = torch.version.cuda
+        hw["hip"] = getattr(torch.version, "hip", None)
+    else:
+        hw["gpu_count"] = 0
+    return hw
+
+
+def _container_provenance() -> dict:
+    # Inside an image the exec line set EXABENCH_CONTAINER_* (runtime, image, stack, digest).
+    from exabench.containers import provenance_from_env
+    return provenance_from_env() or {"runtime": None, "image": None, "digest": None}
+
+
+def provenance(start_time: str, end_time: str, hosts: list[str], container: dict | None = None,
+               env_names: tuple[str, ...] = ()) -> dict:
+    return {"exabench_version": __version__, "git": git_state(), "python": sys.version.split()[0],
+            "container": container or _container_provenance(),
+            "packages": package_versions(), "hosts": sorted(set(hosts)), "hardware": hardware(),
+            "environment": allowed_env(extra=env_names), "start_time": start_time, "end_time": end_time,
+            "hostname": socket.gethostname()}
+
+
+def base_record(spec: dict) -> dict:
+    """The parts of a record known before the run: what was asked, where and how."""
+    return {"schema": SCHEMA, "run_id": spec["run_id"], "benchmark": spec["benchmark"], "suite": spec["suite"],
+            "framework": spec["framework"], "campaign": spec["campaign"], "preset": spec["preset"],
+            "repeat": spec["repeat"], "params": spec["params"], "swept": spec["swept"], "site": spec["site"],
+            "layout": {**spec["layout"], "launch_line": spec["launch_line"]}}
+
+
+def failed_record(spec: dict, status: str, error: str, start_time: str, end_time: str) -> dict:
+    assert status in STATUSES
+    rec = base_record(spec)
+    rec.update({"status": status, "error": error, "metrics": {}, "checks": [],
+                "provenance": provenance(start_time, end_time, [socket.gethostname()],
+                                         env_names=tuple(spec.get("env", {})))})
+    return rec
+
+
+def record_paths(items) -> list[str]:
+    """Record files named directly, or every *.json in a directory (its plan.json aside)."""
+    out = []
+    for item in items:
+        p = Path(item)
+        out += sorted(str(f) for f in p.glob("*.json") if f.name != "plan.json") if p.is_dir() else [str(p)]
+    return out

@@ -1,0 +1,231 @@
+"""The one module the Snakemake rule files import: what each rule calls, so that a rule stays
+one line, plus the per-job resources for the cluster executor plugins and the lines a user
+sees while a campaign runs and when it ends.
+
+Every function here calls package functions directly (never the command line with an argv
+list); each rule's output goes to the rule's log, and an error fails the rule naming the log.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from exabench.analysis import acceptance, archive, compare, plots
+from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
+from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
+from exabench.campaign.launchers import srun as srun_arith
+from exabench.campaign.node_sweep import render_node_sweep
+from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401 - the rule files' names
+from exabench.campaign.plan import expand as expand_plan  # noqa: F401 - Snakemake's own `expand` stays usable
+from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write_run_files
+from exabench.campaign.site import Site, load_site  # noqa: F401
+from exabench.config import validate  # noqa: F401
+from exabench.errors import ExabenchError  # noqa: F401
+from exabench.execute import execute
+from exabench.io import atomic_write_text, logged
+from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
+from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
+                                      write_projection, write_site_comm, write_sweep, write_validation)
+from exabench.records.progress import progress_counts, progress_line
+from exabench.records.tidy import aggregate
+
+
+def _say(log, text: str, echo: bool = False) -> None:
+    log.write(text + "\n")
+    if echo:
+        print(text, flush=True)
+
+
+# --- plan and render ---------------------------------------------------------------------------
+
+def write_plan(runs: list[Run], path: str, log_path: str) -> None:
+    import pandas as pd
+    with logged(log_path):
+        atomic_write_text(path, pd.DataFrame(plan_table(runs)).to_csv(index=False))
+
+
+def write_plan_json(runs: list[dict], path: str, log_path: str) -> None:
+    with logged(log_path):
+        atomic_write_text(path, json.dumps(runs, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def write_node_sweep(runs: list[Run], site: Site, results_dir: str, nodes: int, path: str, log_path: str) -> None:
+    with logged(log_path):
+        atomic_write_text(path, render_node_sweep(runs, site, Path(results_dir), nodes), mode=0o755)
+
+
+def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:
+    with logged(log_path):
+        write_run_files(run, site, RunPaths(Path(results_dir), run.run_id))
+
+
+def write_bundle_script(runs, site, results_dir, campaign, path, log_path) -> None:
+    with logged(log_path):
+        write_bundle(runs, site, Path(results_dir), campaign, Path(path))
+
+
+# --- run -----------------------------------------------------------------------------------------
+
+def status_lines(spec_path: str, rec: dict) -> list[str]:
+    """What a user sees when a run ends: its status, and the campaign's progress (done/failed/remaining)."""
+    lines = [f"{rec['run_id']}: {rec['status']}" + (f" ({rec['error']})" if rec.get("error") else "")]
+    record = Path(json.loads(Path(spec_path).read_text())["paths"]["record"])
+    if record.parent.name == "records":  # a campaign run (not an every-node one under records/nodes)
+        lines.append(progress_line(record.parent.parent, rec["run_id"], rec["status"]))
+    return lines
+
+
+def execute_run(spec_path: str, log_path: str) -> list[str]:
+    """Execute one run, its output in `log_path`; prints and returns the status lines."""
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        rec = execute(spec_path, log=log)
+    lines = status_lines(spec_path, rec)
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+def job_resources(site, get_run) -> dict:
+    """Snakemake `resources` of a run job for the executor plugins (callables of wildcards)."""
+    if site.scheduler not in ("slurm", "lsf"):
+        return {}
+
+    def lay(wildcards):
+        return get_run(wildcards).layout
+
+    # Whole nodes, evenly: ranks per node where there are several (the plugin then asks for
+    # --ntasks-per-node), else the total (one per node). The plugin takes one or the other.
+    def tasks(wildcards):
+        layout = lay(wildcards)
+        return layout.ranks if layout.ranks_per_node == 1 else 0
+
+    def tasks_per_node(wildcards):
+        layout = lay(wildcards)
+        return layout.ranks_per_node if layout.ranks_per_node > 1 else 0
+
+    def slurm_extra(wildcards):
+        # GPUs where the site makes them a requested resource (Perlmutter); the plugin's own
+        # `gpu` resource would add --ntasks-per-gpu in some versions (PLATFORM.md).
+        gpus = lay(wildcards).gpus_per_node
+        return f"--gpus-per-node={gpus}" if gpus and site.scheduler_options.get("request_gpus") else ""
+
+    def cpus_per_task(wildcards):
+        return srun_arith.cpus_per_task(site, lay(wildcards))
+
+    def runtime(wildcards):
+        return walltime_min(site, get_run(wildcards).timeout_s)
+
+    def mpi(wildcards):
+        # The rule's own shell starts the ranks with the site's launcher: the plugin's documented
+        # `mpi` resource keeps its job step from wrapping the rule in another srun. The plugin
+        # refuses `mpi` with one task, so one-rank runs go without it (srun.py adds --overlap).
+        return site.launcher if lay(wildcards).ranks > 1 else ""
+
+    res = {
+        "nodes": lambda wildcards: lay(wildcards).nodes,
+        "tasks": tasks,
+        "tasks_per_node": tasks_per_node,
+        "cpus_per_task": cpus_per_task,
+        "runtime": runtime,
+        "mpi": mpi,
+    }
+    if site.node.memory_gb:
+        res["mem_mb"] = int(site.node.memory_gb * 1000 * 0.9)
+    if site.scheduler == "slurm":
+        if site.partition:
+            res["slurm_partition"] = site.partition
+        if site.account:
+            res["slurm_account"] = site.account
+        if site.qos:
+            res["qos"] = site.qos
+        if site.constraint:
+            res["constraint"] = site.constraint
+        if site.scheduler_options.get("request_gpus"):
+            res["slurm_extra"] = slurm_extra
+    else:
+        if site.partition:
+            res["lsf_queue"] = site.partition
+        if site.account:
+            res["lsf_project"] = site.account
+    return res
+
+
+# --- tables, verdicts, plots, archive -------------------------------------------------------------
+
+def aggregate_site(records: list[str], csv: str, markdown: str, site: str, log_path: str) -> None:
+    with logged(log_path):
+        aggregate(records, csv, markdown, site)
+
+
+def compare_tables(records: list[str], plan: str, site: str, baseline: str, out_dir: str, log_path: str) -> None:
+    with logged(log_path) as log:
+        _say(log, compare.write_comparison(records, plan, site, baseline or None, out_dir))
+
+
+def accept_verdicts(records: list[str], references: str, plan: str, site: str, markdown: str, csv: str, junit: str,
+                    log_path: str) -> None:
+    with logged(log_path) as log:
+        rows = acceptance.write_verdicts(records, references, plan, site, markdown, csv, junit)
+        _say(log, f"acceptance of {site}: " + ", ".join(f"{n} {v}" for v, n in acceptance.counts(rows).items()))
+
+
+def accept_check(verdicts: str, log_path: str) -> None:
+    """Fail the rule, naming the failing runs, when any run failed acceptance."""
+    with logged(log_path) as log:
+        passed, text = acceptance.check_verdicts(verdicts)
+        _say(log, text, echo=True)
+        if not passed:
+            raise ExabenchError(text.splitlines()[-1])
+
+
+def node_check(records: list[str], references: str, site: str, markdown: str, log_path: str) -> None:
+    with logged(log_path) as log:
+        rows = acceptance.write_node_check(records, references, site, markdown)
+        _say(log, acceptance.node_check_line(rows, markdown), echo=True)
+
+
+def write_plots(records: list[str], nodes: list[str], plan: str, site: str, out_dir: str, log_path: str) -> None:
+    with logged(log_path) as log:
+        _say(log, plots.write_plots(records, nodes, plan, site, out_dir))
+
+
+def archive_campaign(results: str, out: str, site: Site, logs: str, configs: list[str], references: str | None,
+                     baseline: str, baseline_records: list[str], log_path: str) -> None:
+    with logged(log_path) as log:
+        _say(log, archive.archive_campaign(results, out, site.name, logs, configs, site.path, references,
+                                           baseline=baseline or None, baseline_records=baseline_records))
+
+
+def measure_allreduce_sweep(records: list[str], out_csv: str, site: Site, log_path: str) -> None:
+    """The allreduce sweep table: from the campaign's records, else measured here with the site's Python."""
+    write_sweep(records, out_csv, site.python_executable, site.env, log_path)
+
+
+# --- the end of a campaign -----------------------------------------------------------------------
+
+def final_summary(results: str | Path, site: str) -> str:
+    """Where the results are: table, comparison, report command, acceptance verdict."""
+    results = Path(results)
+    c = progress_counts(results)
+    lines = [f"exabench: {c['done']} of {c['planned']} runs done, {c['failed']} failed, {c['remaining']} remaining",
+             f"  table:       {results}/tables/results.csv (summary {results}/tables/summary.md)"]
+    if (results / "tables" / "comparison.md").is_file():
+        lines.append(f"  comparison:  {results}/tables/comparison.md (CSV and Parquet beside it)")
+    if (results / "plots").is_dir():
+        lines.append(f"  plots:       {results}/plots/")
+    lines.append(f"  report:      snakemake --profile profiles/{site} --report {results}/report.html")
+    verdicts = results / "acceptance" / "verdicts.md"
+    if verdicts.is_file():
+        last = verdicts.read_text().rstrip().splitlines()[-1]
+        lines.append(f"  verdict:     {last} ({verdicts}, JUnit {results}/acceptance/junit.xml)")
+    else:
+        lines.append(f"  verdict:     not judged yet: snakemake --profile profiles/{site} acceptance")
+    return "\n".join(lines)
+
+
+def print_summary(results: str, site: str) -> None:
+    summary = Path(results) / "tables" / "summary.md"
+    if summary.exists():
+        print(f"\n{summary.read_text()}\nTable: {Path(results) / 'tables' / 'results.csv'}")
+    print(f"\n{final_summary(results, site)}")

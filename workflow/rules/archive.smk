@@ -1,0 +1,22 @@
+localrules:
+    archive,
+
+
+# A named target, not part of `all`: pack the finished campaign into one archive.
+#   snakemake --profile profiles/<site> archive      then: exabench reproduce results/archives/<site>.tar.gz
+rule archive:
+    input:
+        get_final_outputs,
+        get_compare_outputs,
+        get_plot_outputs,
+        baseline=get_baseline_records,
+    output:
+        f"results/archives/{SITE.name}.tar.gz",
+    params:
+        references=REFERENCES if Path(REFERENCES).exists() else None,
+        configs=list(map(str, workflow.configfiles)),
+    log:
+        f"{LOGS}/archive.log",
+    run:
+        pipeline.archive_campaign(RESULTS, output[0], SITE, LOGS, params.configs, params.references, BASELINE,
+                                  input.baseline, log[0])
