@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from exabench.records.tidy import load_records, markdown_summary, tidy_table, HEADLINES
+from exabench.records.tidy import load_records, markdown_summary, tidy_table
 from exabench.analysis.compare import all_tables, write_tables
 from exabench.analysis.runs import run_table
 
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         lap("read records")
         df = tidy_table(records)
         (root / "results.csv").write_text(df.to_csv(index=False))
-        (root / "summary.md").write_text(markdown_summary(df, "local", HEADLINES))
+        (root / "summary.md").write_text(markdown_summary(df, "local"))
         lap("tidy table + summary (aggregate)")
         runs = run_table(records)
         tables = all_tables(runs)

@@ -153,21 +153,28 @@ def job_resources(site, get_run) -> dict:
 
 # --- tables, verdicts, plots, archive -------------------------------------------------------------
 
-def aggregate_site(records: list[str], csv: str, markdown: str, site: str, log_path: str) -> None:
+def compare_table_names(baseline: str) -> list[str]:
+    return compare.table_names(baseline or None)
+
+
+PLOTS = list(plots.PLOTS)
+
+
+def aggregate_site(records: list[str], csv: str, markdown: str, site: Site, log_path: str) -> None:
     with logged(log_path):
-        aggregate(records, csv, markdown, site)
+        aggregate(records, csv, markdown, site.name)
 
 
-def compare_tables(records: list[str], plan: str, site: str, baseline: str, out_dir: str, log_path: str) -> None:
+def compare_tables(records: list[str], plan: str, site: Site, baseline: str, out_dir: str, log_path: str) -> None:
     with logged(log_path) as log:
-        _say(log, compare.write_comparison(records, plan, site, baseline or None, out_dir))
+        _say(log, compare.write_comparison(records, plan, site.name, baseline or None, out_dir))
 
 
-def accept_verdicts(records: list[str], references: str, plan: str, site: str, markdown: str, csv: str, junit: str,
+def accept_verdicts(records: list[str], references: str, plan: str, site: Site, markdown: str, csv: str, junit: str,
                     log_path: str) -> None:
     with logged(log_path) as log:
-        rows = acceptance.write_verdicts(records, references, plan, site, markdown, csv, junit)
-        _say(log, f"acceptance of {site}: " + ", ".join(f"{n} {v}" for v, n in acceptance.counts(rows).items()))
+        rows = acceptance.write_verdicts(records, references, plan, site.name, markdown, csv, junit)
+        _say(log, f"acceptance of {site.name}: " + ", ".join(f"{n} {v}" for v, n in acceptance.counts(rows).items()))
 
 
 def accept_check(verdicts: str, log_path: str) -> None:
@@ -179,15 +186,15 @@ def accept_check(verdicts: str, log_path: str) -> None:
             raise ExabenchError(text.splitlines()[-1])
 
 
-def node_check(records: list[str], references: str, site: str, markdown: str, log_path: str) -> None:
+def node_check(records: list[str], references: str, site: Site, markdown: str, log_path: str) -> None:
     with logged(log_path) as log:
-        rows = acceptance.write_node_check(records, references, site, markdown)
+        rows = acceptance.write_node_check(records, references, site.name, markdown)
         _say(log, acceptance.node_check_line(rows, markdown), echo=True)
 
 
-def write_plots(records: list[str], nodes: list[str], plan: str, site: str, out_dir: str, log_path: str) -> None:
+def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out_dir: str, log_path: str) -> None:
     with logged(log_path) as log:
-        _say(log, plots.write_plots(records, nodes, plan, site, out_dir))
+        _say(log, plots.write_plots(records, nodes, plan, site.name, out_dir))
 
 
 def archive_campaign(results: str, out: str, site: Site, logs: str, configs: list[str], references: str | None,
@@ -224,8 +231,8 @@ def final_summary(results: str | Path, site: str) -> str:
     return "\n".join(lines)
 
 
-def print_summary(results: str, site: str) -> None:
+def print_summary(results: str, site: Site) -> None:
     summary = Path(results) / "tables" / "summary.md"
     if summary.exists():
         print(f"\n{summary.read_text()}\nTable: {Path(results) / 'tables' / 'results.csv'}")
-    print(f"\n{final_summary(results, site)}")
+    print(f"\n{final_summary(results, site.name)}")

@@ -18,7 +18,7 @@ PACKAGE = REPO / "exabench"
 # Stages on one line are peers and never import each other.
 STAGES = [
     ("errors",),
-    ("config", "io"),
+    ("config", "io", "markdown"),
     ("containers",),
     ("models", "data", "training"),
     ("benchmarks",),
@@ -136,8 +136,10 @@ def test_no_stage_imports_a_later_one():
 
 def test_the_checks_catch_a_circle_and_a_backward_import():
     # The checks themselves, on a graph with both faults: they must not pass vacuously.
-    graph = {"exabench.records.record": {"exabench.analysis.runs"}, "exabench.analysis.runs": {"exabench.records.record"},
-             "exabench.campaign.plan": {"exabench.models.convnets"}, "exabench.models.convnets": {"exabench.data.images"}}
+    graph = {"exabench.records.record": {"exabench.analysis.runs"},
+             "exabench.analysis.runs": {"exabench.records.record"},
+             "exabench.campaign.plan": {"exabench.models.convnets"},
+             "exabench.models.convnets": {"exabench.data.images"}}
     assert circles(graph) == [["exabench.analysis.runs", "exabench.records.record"]]
     assert backward_imports(graph) == [
         "exabench.models.convnets (models) imports exabench.data.images (data), a later or peer stage",

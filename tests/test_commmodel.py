@@ -21,6 +21,8 @@ from exabench.perf.alphabeta import (Assumptions, Link, Machine, Workload, allga
                                      project, ring_allreduce_time, step_time)
 from exabench.errors import ConfigError, ExabenchError
 from exabench.records.record import SCHEMA
+from exabench.benchmarks import REGISTRY
+from exabench.benchmarks.analytics.kmeans import KMeans
 
 
 @pytest.mark.parametrize("n,nbytes,alpha,bw", [(2, 8, 1e-6, 1e9), (4, 1e6, 2e-6, 12.5e9), (7, 3e8, 5e-6, 25e9),
@@ -216,10 +218,12 @@ def test_fitted_link_reproduces_a_measured_two_rank_sweep(tmp_path):
     assert fit.median_rel_error < 0.35, fit.table.to_string()
 
 
+# Rows carry their workload's communication fact, as the tidy table of real records does.
 def kmeans_rows(run_id, ranks, time_s, comm_s, compute_s=None, nodes=1):
     params = json.dumps({"k": 3, "cols": 250, "maxiter": 2, "init": "kmeans++", "dtype": "float64"}, sort_keys=True)
     base = {"run_id": run_id, "benchmark": "kmeans", "status": "ok", "nodes": nodes, "ranks_per_node": ranks // nodes,
-            "threads_per_rank": 1, "ranks": ranks, "params": params}
+            "threads_per_rank": 1, "ranks": ranks, "params": params,
+            "communication": json.dumps(KMeans.communication)}
     return [{**base, "metric": "time", "value": time_s}, {**base, "metric": "comm_time", "value": comm_s},
             {**base, "metric": "compute_time", "value": time_s - comm_s if compute_s is None else compute_s}]
 
@@ -228,7 +232,7 @@ def resnet_rows(run_id, nodes, rpn, threads, step_s):
     params = json.dumps({"image_size": 64, "batch_size": 4, "precision": "fp32"}, sort_keys=True)
     return [{"run_id": run_id, "benchmark": "resnet50", "status": "ok", "nodes": nodes, "ranks_per_node": rpn,
              "threads_per_rank": threads, "ranks": nodes * rpn, "params": params, "metric": "step_time",
-             "value": step_s}]
+             "value": step_s, "communication": json.dumps(REGISTRY["resnet50"].communication)}]
 
 
 def test_local_check_adds_the_collectives_to_the_one_rank_time():

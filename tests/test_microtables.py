@@ -113,10 +113,10 @@ def test_markdown_has_every_nonempty_matrix():
 def test_summary_with_skipped_and_ok_runs(tmp_path):
     from helpers_micro import run_in_process
 
-    from exabench.records.tidy import HEADLINES, markdown_summary, tidy_table
+    from exabench.records.tidy import markdown_summary, tidy_table
     ok = run_in_process(tmp_path / "a", "gemm", {"samples": 1})
     skipped = run_in_process(tmp_path / "b", "allreduce", {"backend": "nccl"})
-    text = markdown_summary(tidy_table([ok, skipped]), "local", HEADLINES)
+    text = markdown_summary(tidy_table([ok, skipped]), "local")
     gemm_line = next(line for line in text.splitlines() if line.startswith(f"| {ok['run_id']} "))
     assert "| tflops |" in gemm_line and gemm_line.endswith("| ok |  |")
     assert "| skipped | backend nccl needs a CUDA GPU" in text

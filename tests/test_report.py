@@ -64,9 +64,15 @@ def test_progress_line_and_final_summary(tmp_path):
     res = tmp_path / "results" / "local"
     (res / "records").mkdir(parents=True)
     (res / "plan.json").write_text(json.dumps([{"run_id": r} for r in ("a", "b", "c", "d")]))
-    (res / "records" / "a.json").write_text(json.dumps({"status": "ok"}))
-    (res / "records" / "b.json").write_text(json.dumps({"status": "timeout"}))
-    (res / "records" / "stray.json").write_text(json.dumps({"status": "ok"}))  # not planned: not counted
+    from exabench.records.record import SCHEMA
+
+    def record(run_id, status):
+        return json.dumps({"schema": SCHEMA, "run_id": run_id, "benchmark": "kmeans", "status": status, "metrics": {}})
+
+    (res / "records" / "a.json").write_text(record("a", "ok"))
+    (res / "records" / "b.json").write_text(record("b", "timeout"))
+    (res / "records" / "c.json").write_text('{"status": "ok"')  # torn or foreign: not counted as finished
+    (res / "records" / "stray.json").write_text(record("stray", "ok"))  # not planned: not counted
     assert progress_line(res, "b", "timeout") == \
         "exabench progress: b timeout; 2 of 4 runs finished (1 done, 1 failed), 2 remaining"
     text = final_summary(res, "local")

@@ -37,7 +37,8 @@ def test_environment_allow_list_never_keeps_secrets():
 
 
 def test_write_record_archives_every_version(tmp_path):
-    rec = {"schema": SCHEMA, "run_id": "x", "provenance": {"end_time": "2026-01-01T00:00:00.000+00:00"}}
+    rec = {"schema": SCHEMA, "run_id": "x", "benchmark": "kmeans", "status": "ok", "metrics": {},
+           "provenance": {"end_time": "2026-01-01T00:00:00.000+00:00"}}
     write_record(rec, tmp_path / "x.json", tmp_path / "archive")
     rec2 = {**rec, "provenance": {"end_time": "2026-01-02T00:00:00.000+00:00"}}
     write_record(rec2, tmp_path / "x.json", tmp_path / "archive")
@@ -49,6 +50,71 @@ def test_read_record_rejects_foreign_json(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"schema": "other/1"}))
     with pytest.raises(ValueError, match="not an exabench result record"):
         read_record(tmp_path / "r.json")
+
+
+def _valid_record(**changes) -> dict:
+    rec = {"schema": SCHEMA, "run_id": "kmeans.tiny.n1r1t1", "benchmark": "kmeans", "status": "ok",
+           "layout": {"nodes": 1, "ranks_per_node": 1, "ranks": 1, "threads_per_rank": 1, "gpus_per_rank": 0},
+           "metrics": {"time": {"value": 1.5, "unit": "s", "samples": [1.5], "higher_is_better": False}},
+           "workload": {"headline": "time", "scaling": "weak", "communication": {"pattern": "kmeans-fit"},
+                        "data_parallel": False, "task": "kmeans"}}
+    for key, value in changes.items():
+        *parents, leaf = key.split(".")
+        node = rec
+        for k in parents:
+            node = node[k]
+        node[leaf] = value
+    return rec
+
+
+@pytest.mark.parametrize("key, value, named", [
+    ("status", "finished", "status"),
+    ("metrics.time.unit", 3, "metrics.time.unit"),
+    ("metrics.time.value", "fast", "metrics.time.value"),
+    ("layout.nodes", 0, "layout.nodes"),
+    ("workload.scaling", "linear", "workload.scaling"),
+    ("run_id", "bad id\n", "run_id"),
+])
+def test_an_invalid_record_is_refused_naming_file_and_key_and_not_written(tmp_path, key, value, named):
+    from exabench.records.record import RecordError
+    target = tmp_path / "records" / "r.json"
+    with pytest.raises(RecordError, match=f"{target}: key '{named}'"):
+        write_record(_valid_record(**{key: value}), target, tmp_path / "archive")
+    assert not target.exists() and not (tmp_path / "archive").exists()
+    # the same record on disk (written by something else) is refused when read for the tables
+    target.parent.mkdir()
+    target.write_text(json.dumps(_valid_record(**{key: value})))
+    with pytest.raises(RecordError, match=f"key '{named}'"):
+        read_record(target)
+
+
+def test_a_record_missing_a_required_key_or_not_json_is_named(tmp_path):
+    from exabench.records.record import RecordError
+    rec = _valid_record()
+    del rec["metrics"]
+    (tmp_path / "a.json").write_text(json.dumps(rec))
+    with pytest.raises(RecordError, match="a.json: key '\\(top level\\)'.*'metrics' is a required property"):
+        read_record(tmp_path / "a.json")
+    (tmp_path / "b.json").write_text('{"schema": ')
+    with pytest.raises(RecordError, match="b.json: not JSON"):
+        read_record(tmp_path / "b.json")
+    assert read_record_ok(tmp_path)
+
+
+def read_record_ok(tmp_path) -> bool:
+    write_record(_valid_record(), tmp_path / "ok.json")
+    return read_record(tmp_path / "ok.json")["metrics"]["time"]["unit"] == "s"
+
+
+def test_aggregating_a_bad_record_exits_naming_it(tmp_path, capsys):
+    from exabench.cli import main
+    write_record(_valid_record(), tmp_path / "good.json")
+    (tmp_path / "bad.json").write_text(json.dumps(_valid_record(**{"metrics.time.unit": None})))
+    rc = main(["aggregate", "--site-name", "local", "--csv", str(tmp_path / "t.csv"), "--markdown",
+               str(tmp_path / "t.md"), str(tmp_path / "good.json"), str(tmp_path / "bad.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{tmp_path / 'bad.json'}: key 'metrics.time.unit' = None" in err
+    assert "Traceback" not in err and not (tmp_path / "t.csv").exists()
 
 
 @pytest.fixture

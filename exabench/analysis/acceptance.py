@@ -19,7 +19,9 @@ from xml.etree import ElementTree as ET
 
 import yaml
 
-from exabench.analysis.runs import LAYOUT, headline_metric
+from exabench.analysis.runs import LAYOUT
+from exabench.records.record import headline_metric
+from exabench import markdown
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError
 
@@ -116,6 +118,7 @@ def verdicts(records: list[dict], refs: list[Reference], plan: list[dict] | None
     for p in plan or []:
         if p["run_id"] not in have:  # a planned run that left no record fails, it is not skipped
             recs.append({"run_id": p["run_id"], "benchmark": p["benchmark"], "params": p.get("params", {}),
+                         "workload": p.get("workload"),
                          "layout": p["layout"], "status": "missing", "error": "planned, but no record was written",
                          "metrics": {}, "site": site})
     rows = []
@@ -124,7 +127,7 @@ def verdicts(records: list[dict], refs: list[Reference], plan: list[dict] | None
                 "status": rec["status"]}
         found = applicable(refs, rec)
         if not found:
-            metric = headline_metric(rec["benchmark"], rec.get("metrics") or {}) or ""
+            metric = headline_metric(rec) or ""
             m = (rec.get("metrics") or {}).get(metric, {})
             bad = rec["status"] != "ok"
             rows.append({**base, "metric": metric, "value": float(m["value"]) if m and not bad else math.nan,
@@ -159,14 +162,11 @@ def failing_runs(rows: list[dict]) -> list[str]:
 
 def summary_markdown(rows: list[dict], site: str, references: str) -> str:
     c = counts(rows)
+    cells = [[r["run_id"], r["benchmark"], r["metric"], "" if math.isnan(r["value"]) else f"{r['value']:.4g}",
+              r["unit"], r["reference"], r["verdict"].upper(),
+              str(r["detail"]).replace("|", "/").replace("\n", " ")[:300]] for r in rows]
     lines = [f"# exabench acceptance: site {site}", "", f"References: {references}", "",
-             "| run | benchmark | metric | value | unit | reference | verdict | detail |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        value = "" if math.isnan(r["value"]) else f"{r['value']:.4g}"
-        detail = str(r["detail"]).replace("|", "/").replace("\n", " ")[:300]
-        lines.append(f"| {r['run_id']} | {r['benchmark']} | {r['metric']} | {value} | {r['unit']} | {r['reference']} "
-                     f"| {r['verdict'].upper()} | {detail} |")
+             *markdown.table(["run", "benchmark", "metric", "value", "unit", "reference", "verdict", "detail"], cells)]
     fails = failing_runs(rows)
     lines += ["", "Runs: " + ", ".join(f"{n} {v}" for v, n in c.items()) + ".",
               ("FAILED: " + ", ".join(fails)) if fails else "ACCEPTED: no run fails."]
@@ -218,7 +218,7 @@ def derive_references(records: list[dict], metrics: dict[str, str] | None = None
             key = {**{k: r["params"].get(k) for k in varying}, **{k: r["layout"].get(k, 0) for k in LAYOUT}}
             groups.setdefault(json.dumps(key, sort_keys=True), []).append(r)
         for key, rs in sorted(groups.items()):
-            metric = (metrics or {}).get(bench) or headline_metric(bench, rs[0]["metrics"])
+            metric = (metrics or {}).get(bench) or headline_metric(rs[0])
             ms = [r["metrics"][metric] for r in rs if metric in r["metrics"]]
             if not ms:
                 continue
@@ -261,7 +261,7 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
     rows = []
     for _, rs in sorted(groups.items()):
         bench = rs[0]["benchmark"]
-        metric = next((headline_metric(bench, r["metrics"]) for r in rs if r.get("metrics")), "")
+        metric = next((headline_metric(r) for r in rs if r.get("metrics")), "")
         vals = [float(r["metrics"][metric]["value"]) for r in rs if r["status"] == "ok" and metric in r["metrics"]]
         med = statistics.median(vals) if vals else math.nan
         mad = statistics.median(abs(v - med) for v in vals) if vals else math.nan
@@ -293,13 +293,12 @@ def flagged_nodes(rows: list[dict]) -> list[str]:
 
 
 def nodes_markdown(rows: list[dict], site: str) -> str:
+    cells = [[r["node"], r["run_id"], r["metric"],
+              *(("" if math.isnan(r[k]) else f"{r[k]:.4g}") for k in ("value", "median", "mad", "z")),
+              "YES" if r["flagged"] else "", r["reason"]] for r in rows]
     lines = [f"# exabench node check: site {site}", "",
-             "| node | run | metric | value | peers' median | MAD | z | flagged | reason |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        f = [("" if math.isnan(r[k]) else f"{r[k]:.4g}") for k in ("value", "median", "mad", "z")]
-        lines.append(f"| {r['node']} | {r['run_id']} | {r['metric']} | {' | '.join(f)} | "
-                     f"{'YES' if r['flagged'] else ''} | {r['reason']} |")
+             *markdown.table(["node", "run", "metric", "value", "peers' median", "MAD", "z", "flagged", "reason"],
+                             cells)]
     bad = flagged_nodes(rows)
     if not rows:
         lines += ["", "No per-node records: the every-node job has not run."]

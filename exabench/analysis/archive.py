@@ -149,7 +149,7 @@ def verify_inventory(root: Path, check: Check) -> None:
 def rebuild(root: Path, out: Path) -> list[Path]:
     """Every table, plot and verdict of the campaign from the archived records alone."""
     from exabench.analysis.acceptance import junit_xml, load_references, summary_markdown, verdicts
-    from exabench.records.tidy import HEADLINES, load_records, markdown_summary, tidy_table
+    from exabench.records.tidy import load_records, markdown_summary, tidy_table
     from exabench.analysis.compare import all_tables, write_tables
     from exabench.analysis.runs import load_plan, run_table
     from exabench.analysis.plots import all_plots
@@ -167,7 +167,7 @@ def rebuild(root: Path, out: Path) -> list[Path]:
     tables = out / "tables"
     df = tidy_table(records)
     atomic_write_text(tables / "results.csv", df.to_csv(index=False))
-    atomic_write_text(tables / "summary.md", markdown_summary(df, site, HEADLINES))
+    atomic_write_text(tables / "summary.md", markdown_summary(df, site))
     written += [tables / "results.csv", tables / "summary.md"]
     both = records + load_records(base)
     runs = run_table(both, plan, site)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from exabench import markdown
 from exabench.analysis import scaling
 from exabench.analysis.frameworks import framework_table
 from exabench.analysis.runs import CELL, LAYOUT, PRECISION_PARAMS, cells, load_runs
@@ -81,16 +82,16 @@ def cross_site_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
 def scaling_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Strong or weak scaling series (same workload, threads and GPUs per rank; workers vary),
     each against its smallest measured (ok) run, with the ideal line."""
-    keys = ["site", "benchmark", "workload", "params", "threads_per_rank", "gpus_per_rank", "metric",
+    keys = ["site", "benchmark", "workload", "params", "scaling", "threads_per_rank", "gpus_per_rank", "metric",
             "higher_is_better", "workers", "nodes"]
     c = cells(runs, keys)
     rows = []
-    for _, s in c.groupby(keys[:8], sort=True):
+    for _, s in c.groupby(keys[:9], sort=True):
         if s["workers"].nunique() < 2:
             continue
         s = s.sort_values(["workers", "nodes"])
         measured = s[s["value"].notna()]
-        mode = scaling.scaling_mode(s["benchmark"].iloc[0])
+        mode = s["scaling"].iloc[0]  # the workload's, from its records
         b = measured.iloc[0] if len(measured) else None
         for _, r in s.iterrows():
             row = {"site": r["site"], "benchmark": r["benchmark"], "series": f"{r['workload']}.t{r['threads_per_rank']}"
@@ -192,7 +193,7 @@ def markdown_long(df: pd.DataFrame, title: str, columns: list[str], note: str = 
     lines = [f"## {title}", ""] + ([note, ""] if note else [])
     if df.empty:
         return "\n".join(lines + ["(no rows: nothing in the records varies the way this table needs)", ""]) + "\n"
-    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    cells = []
     for _, r in df.iterrows():
         vals = []
         for c in columns:
@@ -202,8 +203,8 @@ def markdown_long(df: pd.DataFrame, title: str, columns: list[str], note: str = 
                 vals.append(cell_text(r["value"], r["status"], 1, 1))
             else:
                 vals.append(fmt(r[c]))
-        lines.append("| " + " | ".join(vals) + " |")
-    return "\n".join(lines) + "\n"
+        cells.append(vals)
+    return "\n".join(lines + markdown.table(columns, cells)) + "\n"
 
 
 def markdown_matrix(df: pd.DataFrame, title: str) -> str:
@@ -216,8 +217,7 @@ def markdown_matrix(df: pd.DataFrame, title: str) -> str:
         unit = next((u for u in g["unit"] if u), "")
         cols = list(dict.fromkeys(g["col"]))
         refs: list[str] = []
-        lines += [f"### {bench} on {site}: {metric} ({unit}), {rk} x {ck}", "", f"Context: {context}", "",
-                  f"| {rk} \\ {ck} | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+        grid = []
         for row, rg in g.groupby("row", sort=False):
             texts = []
             for col in cols:
@@ -228,8 +228,10 @@ def markdown_matrix(df: pd.DataFrame, title: str) -> str:
                 h = hit.iloc[0]
                 refs.append(h["run_ids"])
                 texts.append(f"{cell_text(h['value'], h['status'], h['n_ok'], h['n_runs'])} [{len(refs)}]")
-            lines.append(f"| {row} | " + " | ".join(texts) + " |")
-        lines += [""] + [f"[{i}] {ids}" for i, ids in enumerate(refs, 1)] + [""]
+            grid.append([row, *texts])
+        lines += [f"### {bench} on {site}: {metric} ({unit}), {rk} x {ck}", "", f"Context: {context}", "",
+                  *markdown.table([f"{rk} \\ {ck}", *cols], grid), ""]
+        lines += [f"[{i}] {ids}" for i, ids in enumerate(refs, 1)] + [""]
     return "\n".join(lines) + "\n"
 
 
@@ -253,13 +255,16 @@ TABLES = {
 }
 
 
+def table_names(baseline: str | None = None) -> list[str]:
+    """The tables a campaign gets, in order: the cross-site one only against a baseline site."""
+    return [name for name in TABLES if baseline or name != "cross_site"]
+
+
 def all_tables(runs: pd.DataFrame, baseline: str | None = None) -> dict[str, pd.DataFrame]:
-    tables = {"site": site_table(runs)}
-    if baseline:
-        tables["cross_site"] = cross_site_table(runs, baseline)
-    tables.update({"scaling": scaling_table(runs), "threads_x_size": threads_size_table(runs),
-                   "precision_x_algorithm": precision_algorithm_table(runs), "frameworks": framework_table(runs)})
-    return tables
+    make = {"site": site_table, "cross_site": lambda r: cross_site_table(r, baseline), "scaling": scaling_table,
+            "threads_x_size": threads_size_table, "precision_x_algorithm": precision_algorithm_table,
+            "frameworks": framework_table}
+    return {name: make[name](runs) for name in table_names(baseline)}
 
 
 def table_markdown(name: str, df: pd.DataFrame, baseline: str | None = None) -> str:

@@ -18,12 +18,12 @@ import math
 import pandas as pd
 
 from exabench.analysis.runs import cell
+from exabench.records.record import LAYOUT
 
 # Parameters that choose or tune the stack, or how long and in which mode a run is measured.
 STACK_PARAMS = frozenset({"backend", "fusion_threshold_mb", "compression", "channels_last", "compile"})
 MEASURE_PARAMS = frozenset({"mode", "target_accuracy", "max_epochs", "epochs", "steps", "warmup_steps", "warmup",
                             "fail_at_step", "seed"})
-LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank")
 COLUMNS = ["site", "task", "preset", *LAYOUT, "precision", "workload", "stack", "framework", "collectives",
            "metric", "value", "unit", "relative", "time_to_accuracy", "target_accuracy", "tta_relative", "status",
            "run_ids"]

@@ -12,38 +12,22 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from exabench.records.tidy import HEADLINES, load_records
+from exabench.records.progress import load_plan  # noqa: F401 - the run table's plan reader
+from exabench.records.record import LAYOUT, headline_metric, workload_of
+from exabench.records.tidy import load_records
 
-LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank")
 # The parameters that name a run's precision, first match wins.
 PRECISION_PARAMS = ("precision", "dtype")
-FRAMEWORK_SUFFIX = re.compile(r"[-_](tf|tensorflow|keras|torch|pytorch|horovod|jax)$")
 LAYOUT_TOKEN = re.compile(r"\.n\d+r\d+t\d+(g\d+)?(\.rep\d+)?$")
 REPEAT_TOKEN = re.compile(r"\.rep\d+$")
 CELL = ["value", "unit", "n_ok", "n_runs", "status", "run_ids", "error"]
 
 
 # -- one row per run ---------------------------------------------------------------------------
-
-def headline_metric(benchmark: str, metrics: dict) -> str | None:
-    """The figure a table shows for a run: HEADLINES, else throughput, else the first by name."""
-    want = HEADLINES.get(benchmark)
-    if want in metrics:
-        return want
-    if "throughput" in metrics:
-        return "throughput"
-    return min(metrics) if metrics else None
-
-
-def task_of(benchmark: str) -> str:
-    """The task a benchmark implements, so frameworks can be compared (resnet50-tf -> resnet50)."""
-    return FRAMEWORK_SUFFIX.sub("", benchmark)
-
 
 def workers_of(layout: dict) -> int:
     """Workers of a run for scaling: GPUs where ranks drive GPUs, else ranks."""
@@ -58,13 +42,15 @@ def devices_of(layout: dict) -> int:
 
 
 def _run_row(run_id, benchmark, framework, site, preset, repeat, params, layout, status, error, metrics,
-             info=None):
-    metric = headline_metric(benchmark, metrics)
+             info=None, workload=None):
+    facts = workload_of({"benchmark": benchmark, "params": params, "workload": workload})
+    metric = headline_metric({"metrics": metrics, "workload": workload})
     tta = metrics.get("time_to_accuracy") or {}
     m = metrics.get(metric) or {}
     precision = m.get("precision") or next((str(params[k]) for k in PRECISION_PARAMS if k in params), "")
     return {"run_id": run_id, "point": REPEAT_TOKEN.sub("", run_id), "workload": LAYOUT_TOKEN.sub("", run_id),
-            "benchmark": benchmark, "task": task_of(benchmark), "framework": framework, "site": site,
+            "benchmark": benchmark, "task": facts["task"], "scaling": facts["scaling"], "framework": framework,
+            "site": site,
             "preset": preset, "repeat": repeat, **{k: int(layout.get(k) or 0) for k in LAYOUT},
             "ranks": int(layout.get("ranks") or layout["nodes"] * layout["ranks_per_node"]),
             "workers": workers_of(layout), "devices": devices_of(layout),
@@ -81,14 +67,17 @@ def run_table(records: list[dict], plan: list[dict] | None = None, site: str | N
     """One row per run with its headline figure; planned runs without a record are `missing`."""
     rows = [_run_row(r["run_id"], r["benchmark"], r.get("framework", ""), r.get("site", ""), r.get("preset", ""),
                      r.get("repeat", 1), r.get("params", {}), r.get("layout", {}), r["status"], r.get("error"),
-                     r.get("metrics") or {}, r.get("info")) for r in records]
+                     r.get("metrics") or {}, r.get("info"), r.get("workload")) for r in records]
     seen = {(r["site"], r["run_id"]) for r in rows}
+    # A plan written before plan entries carried the workload's facts: those of its benchmark's records.
+    facts = {r["benchmark"]: r["workload"] for r in records if r.get("workload")}
     for p in plan or []:
         where = site or p.get("site", "")
         if (where, p["run_id"]) not in seen:
             rows.append(_run_row(p["run_id"], p["benchmark"], p.get("framework", ""), where, p.get("preset", ""),
                                  p.get("repeat", 1), p.get("params", {}), p["layout"], "missing",
-                                 "planned, but no record was written", {}))
+                                 "planned, but no record was written", {}, None,
+                                 p.get("workload") or facts.get(p["benchmark"])))
     # A run without metrics (missing, crashed, timed out) shows the figure its benchmark's other
     # runs report, so it lands in the same table row, series or matrix as a visible hole.
     headline = {}
@@ -102,13 +91,6 @@ def run_table(records: list[dict], plan: list[dict] | None = None, site: str | N
     if df.empty:
         return df
     return df.sort_values(["site", "benchmark", "run_id"], kind="stable").reset_index(drop=True)
-
-
-def load_plan(path: str | Path | None) -> list[dict]:
-    """The planned runs (plan.json: a list of Run.to_dict()); no file means no plan."""
-    if not path or not Path(path).exists():
-        return []
-    return json.loads(Path(path).read_text())
 
 
 def load_runs(record_paths, plan_path=None, site=None) -> pd.DataFrame:

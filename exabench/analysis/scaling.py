@@ -18,16 +18,6 @@ from __future__ import annotations
 
 MODES = ("strong", "weak")
 
-# How each benchmark's problem grows with the workers (CORAL-2 BDAS is weak-scaled:
-# rows per rank are fixed; data-parallel training fixes the batch per rank).
-SCALING_MODE = {"kmeans": "weak", "pca": "weak", "svm": "weak", "resnet50": "weak"}
-
-
-def scaling_mode(benchmark: str) -> str:
-    """Strong unless the benchmark is known to fix its problem per worker."""
-    return SCALING_MODE.get(benchmark, "strong")
-
-
 def _check(mode: str, n: float, n0: float) -> None:
     if mode not in MODES:
         raise ValueError(f"scaling mode {mode!r} is not valid; valid: {', '.join(MODES)}")

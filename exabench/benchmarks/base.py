@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from exabench.errors import ConfigError
 
 PRESETS = ("tiny", "small", "full")
+SCALING_MODES = ("strong", "weak")
 
 
 def param(default: Any, doc: str, choices: tuple | None = None, minimum: float | None = None):
@@ -84,8 +85,27 @@ class Benchmark:
     presets: ClassVar[dict[str, dict]] = {}
     id_params: ClassVar[tuple[str, ...]] = ()  # always shown in run ids (e.g. precision)
 
+    # Facts about the workload, written into its plan entry and every record ("workload"), so
+    # that tables, verdicts and models read them from there and name no benchmark themselves.
+    headline: ClassVar[str] = "throughput"  # the metric a table or summary shows for a run
+    scaling: ClassVar[str] = "strong"  # how the problem grows with the workers; a `scaling` parameter wins
+    # Its collectives: `pattern`, and where the local scaling check models them, the `backend`, the
+    # message `regime` and the `timed_metric` whose time is one unit of the work the pattern models.
+    communication: ClassVar[dict] = {"pattern": "none"}
+    data_parallel: ClassVar[bool] = False  # replicas of one model, each on its share of the data
+    task: ClassVar[str | None] = None  # the task its framework twins share (default: its name)
+
     def run(self, params, ctx) -> Outcome:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    @classmethod
+    def workload(cls, params) -> dict:
+        """The facts of this workload for one run (its `scaling` parameter, where it has one, wins)."""
+        scaling = getattr(params, "scaling", cls.scaling)
+        if scaling not in SCALING_MODES:
+            raise ValueError(f"{cls.name}: scaling {scaling!r}; valid: {', '.join(SCALING_MODES)}")
+        return {"headline": cls.headline, "scaling": scaling, "communication": dict(cls.communication),
+                "data_parallel": cls.data_parallel, "task": cls.task or cls.name}
 
     # -- parameters ---------------------------------------------------------
     @classmethod

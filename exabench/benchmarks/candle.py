@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from exabench.benchmarks.registry import register
 from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param
-from exabench.benchmarks.timing import torch_device
 
 MODELS = {
     "p1b1": {"features": 60483, "batch": 100, "lr": 1e-3},
@@ -111,6 +110,9 @@ def loss_and_correct(torch, name: str, out, y, model) -> tuple:
 @register
 class Candle(Benchmark):
     name = "candle"
+    headline = "throughput"
+    communication = {"pattern": "ddp-gradient-buckets"}
+    data_parallel = True
     suite = "coral2-dl"
     framework = "pytorch"
     Params = CandleParams
@@ -123,107 +125,135 @@ class Candle(Benchmark):
 
     def run(self, p: CandleParams, ctx) -> Outcome:
         import torch
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel as DDP
 
-        from exabench.training.distributed import init_torch, shutdown_torch
+        from exabench.training import torch_loop as training
+        from exabench.training.devices import torch_device
 
-        spec = MODELS[p.model]
-        world = ctx.world
-        dev = torch_device(ctx)
-        device, cuda = dev.device, dev.cuda
-        backend = p.backend if p.backend != "auto" else ("nccl" if cuda else "gloo")
+        spec, world = MODELS[p.model], ctx.world
+        device, default_backend = torch_device(world, ctx.threads)
+        backend = default_backend if p.backend == "auto" else p.backend
         features = min(spec["features"], p.max_features) if p.max_features else spec["features"]
         batch = p.batch_size or spec["batch"]
         rows = p.samples_per_rank or 20 * batch
         lr = p.lr or spec["lr"]
-        init_torch(world, backend, ctx.run_dir)
-        try:
-            torch.manual_seed(p.seed)
-            model = build_model(torch, p.model, features).to(device)
-            ddp = DDP(model, device_ids=[device.index] if cuda else None)
-            if p.model == "p1b1":
-                opt = torch.optim.Adam(ddp.parameters(), lr=lr, eps=1e-7)
-            elif p.model == "p1b2":
-                opt = torch.optim.RMSprop(ddp.parameters(), lr=lr, alpha=0.9, eps=1e-7)
-            else:
-                opt = torch.optim.SGD(ddp.parameters(), lr=lr)
-            shared = torch.Generator().manual_seed(p.seed)
-            x, y = synthetic(torch, p.model, features, rows, shared,
-                             torch.Generator().manual_seed(p.seed + 1 + world.rank))
-            shared = torch.Generator().manual_seed(p.seed)  # same prototypes for the held-out rows
-            xv, yv = synthetic(torch, p.model, features, p.val_samples_per_rank, shared,
-                               torch.Generator().manual_seed(p.seed + 100_003 + world.rank))
-            to_dev = (lambda t: {k: v.to(device) for k, v in t.items()} if isinstance(t, dict)  # noqa: E731
-                      else t.to(device))
-            x, y, xv, yv = x.to(device), to_dev(y), xv.to(device), to_dev(yv)
-            autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=p.precision == "bf16")
-            pick = lambda t, idx: {k: v[idx] for k, v in t.items()} if isinstance(t, dict) else t[idx]  # noqa: E731
-
-            def evaluate():
-                ddp.eval()
-                with torch.no_grad(), autocast:
-                    loss, correct = loss_and_correct(torch, p.model, ddp(xv), yv, model)
-                ddp.train()
-                v = torch.tensor([float(loss), *correct.values()], dtype=torch.float64, device=device)
-                dist.all_reduce(v)
-                return float(v[0]) / world.size, [float(c) / (p.val_samples_per_rank * world.size) for c in v[1:]]
-
-            val_loss_before, acc_before = evaluate()
-            steps_per_epoch = rows // batch
-            losses, times = [], []
-            gen = torch.Generator().manual_seed(p.seed + 7 + world.rank)
-            for _ in range(p.epochs):
-                order = torch.randperm(rows, generator=gen).to(device)
-                for s in range(steps_per_epoch):
-                    idx = order[s * batch:(s + 1) * batch]
-                    if cuda:
-                        torch.cuda.synchronize(device)
-                    t0 = time.perf_counter()
-                    opt.zero_grad(set_to_none=True)
-                    with autocast:
-                        loss, _ = loss_and_correct(torch, p.model, ddp(x[idx]), pick(y, idx), model)
-                    loss.backward()
-                    opt.step()
-                    if cuda:
-                        torch.cuda.synchronize(device)
-                    times.append(time.perf_counter() - t0)
-                    losses.append(float(loss.detach()))
-            t = torch.tensor(times[p.warmup_steps:], dtype=torch.float64, device=device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            step_max = t.tolist()
-            val_loss, acc = evaluate()
-            n_params = sum(w.numel() for w in model.parameters())
-        finally:
-            shutdown_torch()
+        precision = training.precision_for(p.precision, device)
+        dp = training.data_parallel(backend, world, ctx.run_dir, device)
+        # No try/finally: shutdown is a barrier, and on a failing rank it would wait forever for
+        # peers still inside a collective; the runner exits and the launcher stops them.
+        torch.manual_seed(p.seed)
+        model = build_model(torch, p.model, features).to(device)
+        net, opt = dp.wrap(model, make_optimizer(torch, p.model, model.parameters(), lr))
+        data = rank_data(torch, p, features, rows, world.rank, device)
+        fit = Fit(torch, p, net, model, opt, dp, precision.autocast(device), data, world)
+        val_loss_before, acc_before = fit.evaluate()
+        losses, step_max = fit.train(rows, batch)
+        val_loss, acc = fit.evaluate()
+        n_params = sum(w.numel() for w in model.parameters())
+        dp.shutdown()
         if not step_max:
-            raise ValueError(f"candle: warmup_steps ({p.warmup_steps}) leaves no timed step of "
-                             f"{p.epochs * steps_per_epoch}; lower warmup_steps or raise samples_per_rank")
-        global_batch = batch * world.size
-        elapsed = sum(step_max)
-        metrics = {
-            "throughput": Metric(global_batch * len(step_max) / elapsed, "samples/s",
-                                 [global_batch / s for s in step_max], p.precision,
-                                 description="global samples / slowest rank's elapsed time"),
-            "step_time": Metric(elapsed / len(step_max), "s", step_max, p.precision, higher_is_better=False),
-            "val_loss": Metric(val_loss, "mse" if p.model == "p1b1" else "cross-entropy", [], p.precision,
-                               higher_is_better=False, description="held-out loss after training, mean over ranks"),
-            "train_loss": Metric(sum(losses[-steps_per_epoch:]) / steps_per_epoch, "loss", [], p.precision,
-                                 higher_is_better=False, description="mean loss of the last epoch, rank 0"),
-        }
-        checks = [Check("loss_finite", all(math.isfinite(v) for v in losses + [val_loss]),
-                        f"train {losses[0]:.4g} .. {losses[-1]:.4g}, held-out {val_loss:.4g}"),
-                  Check("loss_falls", val_loss < val_loss_before,
-                        f"held-out loss {val_loss_before:.4g} before training, {val_loss:.4g} after")]
-        if p.model != "p1b1":
-            classes = [spec["classes"]] if p.model == "p1b2" else list(spec["tasks"].values())
-            metrics["accuracy"] = Metric(sum(acc) / len(acc), "fraction", acc, p.precision,
-                                         description="held-out accuracy (P3B1: mean over tasks; samples per task)")
-            floors = [1.5 / k for k in classes]
-            checks.append(Check("accuracy_above_chance", all(a >= f for a, f in zip(acc, floors)),
-                                "accuracy " + ", ".join(f"{a:.3f} (floor {f:.3f})" for a, f in zip(acc, floors))))
+            raise ValueError(f"candle: warmup_steps ({p.warmup_steps}) leaves no timed step of {len(losses)}; "
+                             "lower warmup_steps or raise samples_per_rank")
         info = {"device": str(device), "backend": backend, "features": features, "batch_size": batch,
-                "global_batch": global_batch, "parameters": n_params, "steps": len(losses), "lr": lr,
+                "global_batch": batch * world.size, "parameters": n_params, "steps": len(losses), "lr": lr,
                 "accuracy_before": acc_before, "val_loss_before": val_loss_before,
                 "tasks": list(spec.get("tasks", {})) or None, "losses": losses}
-        return Outcome(metrics, checks, info)
+        return outcome(p, batch * world.size, rows // batch, losses, step_max, (val_loss_before, val_loss), acc, info)
+
+
+def make_optimizer(torch, name: str, parameters, lr: float):
+    """The release's optimizers: Adam (P1B1), RMSprop (P1B2), SGD (P3B1), Keras' epsilon."""
+    if name == "p1b1":
+        return torch.optim.Adam(parameters, lr=lr, eps=1e-7)
+    if name == "p1b2":
+        return torch.optim.RMSprop(parameters, lr=lr, alpha=0.9, eps=1e-7)
+    return torch.optim.SGD(parameters, lr=lr)
+
+
+def rank_data(torch, p: CandleParams, features: int, rows: int, rank: int, device) -> tuple:
+    """(x, y, x_val, y_val) of this rank on its device; the prototypes are the same on every rank."""
+    x, y = synthetic(torch, p.model, features, rows, torch.Generator().manual_seed(p.seed),
+                     torch.Generator().manual_seed(p.seed + 1 + rank))
+    xv, yv = synthetic(torch, p.model, features, p.val_samples_per_rank, torch.Generator().manual_seed(p.seed),
+                       torch.Generator().manual_seed(p.seed + 100_003 + rank))
+    return x.to(device), _to(y, device), xv.to(device), _to(yv, device)
+
+
+def _to(t, device):
+    return {k: v.to(device) for k, v in t.items()} if isinstance(t, dict) else t.to(device)
+
+
+def _pick(t, idx):
+    return {k: v[idx] for k, v in t.items()} if isinstance(t, dict) else t[idx]
+
+
+class Fit:
+    """The training and held-out evaluation of one pilot on one rank, over the shared data-parallel layer."""
+
+    def __init__(self, torch, p, net, model, opt, dp, autocast, data, world):
+        self.torch, self.p, self.net, self.model, self.opt, self.dp = torch, p, net, model, opt, dp
+        self.autocast, self.rank, self.world_size = autocast, world.rank, world.size
+        self.x, self.y, self.xv, self.yv = data
+
+    def evaluate(self) -> tuple[float, list[float]]:
+        """(held-out loss, mean over ranks; accuracy per task over all ranks' held-out rows)."""
+        self.net.eval()
+        with self.torch.no_grad(), self.autocast:
+            loss, correct = loss_and_correct(self.torch, self.p.model, self.net(self.xv), self.yv, self.model)
+        self.net.train()
+        parts = self.dp.allgather([float(loss), *correct.values()])
+        sums = [sum(column) for column in zip(*parts)]
+        return sums[0] / self.world_size, [c / (self.p.val_samples_per_rank * self.world_size) for c in sums[1:]]
+
+    def train(self, rows: int, batch: int) -> tuple[list[float], list[float]]:
+        """(every step's loss on this rank, each timed step's slowest-rank time)."""
+        torch, p, device = self.torch, self.p, self.x.device
+        cuda = device.type == "cuda"
+        losses, times = [], []
+        gen = torch.Generator().manual_seed(p.seed + 7 + self.rank)
+        for _ in range(p.epochs):
+            order = torch.randperm(rows, generator=gen).to(device)
+            for s in range(rows // batch):
+                idx = order[s * batch:(s + 1) * batch]
+                if cuda:
+                    torch.cuda.synchronize(device)
+                t0 = time.perf_counter()
+                self.opt.zero_grad(set_to_none=True)
+                with self.autocast:
+                    loss, _ = loss_and_correct(torch, p.model, self.net(self.x[idx]), _pick(self.y, idx), self.model)
+                loss.backward()
+                self.opt.step()
+                if cuda:
+                    torch.cuda.synchronize(device)
+                times.append(time.perf_counter() - t0)
+                losses.append(float(loss.detach()))
+        timed = times[p.warmup_steps:]
+        return losses, self.dp.max(timed) if timed else []
+
+
+def outcome(p: CandleParams, global_batch: int, steps_per_epoch: int, losses: list[float], step_max: list[float],
+            val_losses: tuple[float, float], acc: list[float], info: dict) -> Outcome:
+    spec = MODELS[p.model]
+    val_loss_before, val_loss = val_losses
+    elapsed = sum(step_max)
+    metrics = {
+        "throughput": Metric(global_batch * len(step_max) / elapsed, "samples/s",
+                             [global_batch / s for s in step_max], p.precision,
+                             description="global samples / slowest rank's elapsed time"),
+        "step_time": Metric(elapsed / len(step_max), "s", step_max, p.precision, higher_is_better=False),
+        "val_loss": Metric(val_loss, "mse" if p.model == "p1b1" else "cross-entropy", [], p.precision,
+                           higher_is_better=False, description="held-out loss after training, mean over ranks"),
+        "train_loss": Metric(sum(losses[-steps_per_epoch:]) / steps_per_epoch, "loss", [], p.precision,
+                             higher_is_better=False, description="mean loss of the last epoch, rank 0"),
+    }
+    checks = [Check("loss_finite", all(math.isfinite(v) for v in losses + [val_loss]),
+                    f"train {losses[0]:.4g} .. {losses[-1]:.4g}, held-out {val_loss:.4g}"),
+              Check("loss_falls", val_loss < val_loss_before,
+                    f"held-out loss {val_loss_before:.4g} before training, {val_loss:.4g} after")]
+    if p.model != "p1b1":
+        classes = [spec["classes"]] if p.model == "p1b2" else list(spec["tasks"].values())
+        metrics["accuracy"] = Metric(sum(acc) / len(acc), "fraction", acc, p.precision,
+                                     description="held-out accuracy (P3B1: mean over tasks; samples per task)")
+        floors = [1.5 / k for k in classes]
+        checks.append(Check("accuracy_above_chance", all(a >= f for a, f in zip(acc, floors)),
+                            "accuracy " + ", ".join(f"{a:.3f} (floor {f:.3f})" for a, f in zip(acc, floors))))
+    return Outcome(metrics, checks, info)

@@ -48,13 +48,9 @@ class Device:
 def torch_device(ctx) -> Device:
     """The GPU of this rank (by local rank) when there is one, else the CPU with the rank's threads."""
     import torch
-    torch.set_num_threads(ctx.threads)
-    if torch.cuda.is_available():
-        dev = torch.device(f"cuda:{ctx.world.local_rank % torch.cuda.device_count()}")
-        torch.cuda.set_device(dev)
-    else:
-        dev = torch.device("cpu")
-    return Device(torch, dev)
+
+    from exabench.training import devices
+    return Device(torch, devices.torch_device(ctx.world, ctx.threads)[0])
 
 
 def dtype_of(torch, precision: str):

@@ -33,6 +33,7 @@ class Run:
     repeat: int = 1
     campaign: str = "campaign"
     timeout_s: int = 1800
+    workload: dict = field(default_factory=dict)  # the benchmark's facts (Benchmark.workload)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -110,7 +111,8 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
                 seen[run_id] = where
                 runs.append(Run(run_id=run_id, benchmark=cls.name, suite=cls.suite, framework=cls.framework,
                                 preset=preset, params=asdict(params), layout=layout, swept=swept, repeat=rep,
-                                campaign=config["campaign"], timeout_s=config["timeout_s"]))
+                                campaign=config["campaign"], timeout_s=config["timeout_s"],
+                                workload=cls.workload(params)))
     return runs
 
 

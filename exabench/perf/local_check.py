@@ -9,10 +9,12 @@ Work per rank, relative to the 1-rank twin: K-Means splits size_per_node over th
 scaling=weak every node adds size_per_node), so nodes / ranks; a DDP classifier keeps its batch per rank
 (scaling=weak: 1) or splits a global batch (strong: 1 / ranks).
 
-Communication per benchmark:
-  kmeans      its collectives inside one timed fit (kmeans_collectives), MPI, small messages;
-  resnet50    (and the other DDP image classifiers) the fp32 gradients allreduced once per step in DDP's
-              25 MiB buckets, Gloo on CPUs, large messages; no overlap with backward (an upper bound).
+Which runs, and how they communicate, is each workload's own fact (Benchmark.communication, carried by
+its records into the table's `communication` column): a run is checked when its pattern names a
+`timed_metric`, and modelled by its pattern:
+  kmeans-fit            the collectives inside one timed K-Means fit (kmeans_collectives), MPI, small messages;
+  ddp-gradient-buckets  the fp32 gradients allreduced once per step in DDP's 25 MiB buckets, Gloo on CPUs,
+                        large messages; no overlap with backward (an upper bound).
 Core sharing: each rank is assumed to own threads_per_rank cores; when the ranks of a node hold more
 threads than the node's usable cores, compute per rank slows by that ratio. Other jobs on the node are
 not modelled: their load is shown beside the figures (load_average, from the records).
@@ -30,9 +32,8 @@ from exabench.perf.alphabeta import Link, allgather_time, allreduce_time
 from exabench.errors import ExabenchError
 
 DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb
-DDP_BENCHMARKS = ("resnet50", "alexnet", "googlenet", "caffenet", "convnet_cifar10")
-# benchmark -> (metric whose time is one unit of work, backend of its collectives, message regime)
-TIMED = {"kmeans": ("time", "mpi", "small"), **{b: ("step_time", "gloo", "large") for b in DDP_BENCHMARKS}}
+KMEANS, DDP = "kmeans-fit", "ddp-gradient-buckets"  # the communication patterns this check models
+PATTERNS = (KMEANS, DDP)
 
 
 def kmeans_collectives(params: dict) -> list[tuple[str, int]]:
@@ -65,27 +66,27 @@ def ddp_buckets(gradient_bytes: float, bucket_bytes: float = DDP_BUCKET_BYTES) -
     return [gradient_bytes / count] * count
 
 
-def comm_time(benchmark: str, params: dict, parameters: int | None, nodes: int, ranks_per_node: int,
+def comm_time(pattern: str, params: dict, parameters: int | None, nodes: int, ranks_per_node: int,
               link: Link) -> float:
     """Modelled communication of one unit of work (a K-Means fit, a training step) on nodes x ranks_per_node
     ranks, every collective a flat ring at `link` (the one level these runs cross)."""
     n = nodes * ranks_per_node
-    if benchmark == "kmeans":
+    if pattern == KMEANS:
         return sum(allreduce_time("ring", 1, n, b, link) if kind == "allreduce" else allgather_time(n, b, link)
                    for kind, b in kmeans_collectives(params))
-    if benchmark in DDP_BENCHMARKS:
+    if pattern == DDP:
         if not parameters:
-            raise ExabenchError(f"{benchmark}: the record has no `parameters` count; cannot size the gradients")
+            raise ExabenchError("the record has no `parameters` count; cannot size the gradients")
         item = 2 if params.get("precision") in ("fp16", "bf16") else 4  # gradients in the training precision
         return sum(allreduce_time("ring", 1, n, b, link) for b in ddp_buckets(parameters * item))
-    raise ExabenchError(f"scaling check: no communication model for benchmark {benchmark!r}; valid: "
-                        f"{', '.join(TIMED)}")
+    raise ExabenchError(f"scaling check: no communication model for pattern {pattern!r}; valid: "
+                        f"{', '.join(PATTERNS)}")
 
 
-def work_per_rank(benchmark: str, params: dict, nodes: int, ranks: int) -> float:
+def work_per_rank(pattern: str, params: dict, nodes: int, ranks: int) -> float:
     """Work of one rank on nodes x (ranks / nodes) ranks over the work of the single rank of the twin."""
     weak = params.get("scaling", "weak") == "weak"
-    if benchmark == "kmeans":
+    if pattern == KMEANS:  # size_per_node split over the node's ranks
         return (nodes if weak else 1) / ranks
     return 1.0 if weak else 1.0 / ranks
 
@@ -102,11 +103,14 @@ def scaling_check(df: pd.DataFrame, links: dict, usable_cores: int, info: dict |
     intra_node / inter_node; a missing key gives a row without projection that says so. info: per run_id
     {"parameters": int, "load_average": [1, 5, 15 min]} from the records."""
     info = info or {}
-    ok = df[(df["status"] == "ok") & df["benchmark"].isin(list(TIMED))]
-    metric_of = {b: TIMED[b][0] for b in TIMED}
-    timed = ok[ok["metric"] == ok["benchmark"].map(metric_of)].copy()
+    comm = df["communication"].map(lambda text: json.loads(text) if isinstance(text, str) and text else {})
+    modelled = comm.map(lambda c: c.get("pattern") in PATTERNS and bool(c.get("timed_metric")))
+    ok = df[(df["status"] == "ok") & modelled]
+    timed = ok[ok["metric"] == comm[ok.index].map(lambda c: c["timed_metric"])].copy()
     if timed.empty:
-        raise ExabenchError(f"scaling check: no ok run of {', '.join(TIMED)} with its time metric in the table")
+        raise ExabenchError(f"scaling check: no ok run whose communication pattern ({', '.join(PATTERNS)}) the "
+                            "model knows, with its timed metric, in the table")
+    timed["comm"] = comm[timed.index]
     extra = {m: dict(zip(ok[ok["metric"] == m]["run_id"], ok[ok["metric"] == m]["value"]))
              for m in ("compute_time", "comm_time")}
     timed["key"] = timed["benchmark"] + "|" + timed["params"] + "|" + timed["threads_per_rank"].astype(str)
@@ -124,7 +128,7 @@ def scaling_check(df: pd.DataFrame, links: dict, usable_cores: int, info: dict |
         for _, r in g[g["ranks"] > 1].iterrows():
             row = _row(r, params, t1, compute1, links, usable_cores, extra, info.get(r["run_id"], {}))
             row["load_1m_1_rank"] = load1
-            row["why"] = _why(row, row["benchmark"])
+            row["why"] = _why(row, r["comm"]["pattern"])
             rows.append(row)
     if not rows:
         raise ExabenchError("scaling check: no run on >1 rank has a 1-rank twin (same benchmark, parameters and "
@@ -133,12 +137,12 @@ def scaling_check(df: pd.DataFrame, links: dict, usable_cores: int, info: dict |
 
 
 def _row(r, params, t1, compute1, links, usable_cores, extra, run_info) -> dict:
-    bench, run_id = r["benchmark"], r["run_id"]
+    bench, run_id, pattern = r["benchmark"], r["run_id"], r["comm"]["pattern"]
     nodes, rpn, threads = int(r["nodes"]), int(r["ranks_per_node"]), int(r["threads_per_rank"])
-    _, backend, regime = TIMED[bench]
+    backend, regime = r["comm"]["backend"], r["comm"]["regime"]
     level = "inter_node" if nodes > 1 else "intra_node"
     share = core_share_factor(rpn, threads, usable_cores)
-    work = work_per_rank(bench, params, nodes, int(r["ranks"]))
+    work = work_per_rank(pattern, params, nodes, int(r["ranks"]))
     measured = float(r["value"])
     got = links.get((backend, level, regime))
     load = run_info.get("load_average") or [float("nan")]
@@ -151,18 +155,18 @@ def _row(r, params, t1, compute1, links, usable_cores, extra, run_info) -> dict:
            "load_1m": float(load[0]), "usable_cores": usable_cores}
     if not math.isnan(row["measured_compute_s"]) and not math.isnan(compute1) and compute1 > 0:
         row["compute_vs_model"] = row["measured_compute_s"] / (compute1 * work * share)
-    if got and bench in DDP_BENCHMARKS and not run_info.get("parameters"):
+    if got and pattern == DDP and not run_info.get("parameters"):
         row["link_origin"] = "none (the record has no `parameters` count to size the gradients)"
         got = None
     if got:
-        comm = comm_time(bench, params, run_info.get("parameters"), nodes, rpn, got[0])
+        comm = comm_time(pattern, params, run_info.get("parameters"), nodes, rpn, got[0])
         row["model_comm_s"] = comm
         row["projected_s"] = t1 * work * share + comm
         row["gap"] = measured / row["projected_s"] - 1.0
     return row
 
 
-def _why(row: dict, bench: str) -> str:
+def _why(row: dict, pattern: str) -> str:
     if row["link_origin"].startswith("none ("):
         return f"no projection: {row['link_origin'][6:-1]}"
     if row["link_origin"] == "none":
@@ -177,7 +181,7 @@ def _why(row: dict, bench: str) -> str:
             parts.append(f"time inside collectives {row['measured_comm_s'] * 1e3:.3g} ms vs "
                          f"{row['model_comm_s'] * 1e3:.3g} ms modelled transfer: the rest is waiting for the slower "
                          "rank")
-    elif bench in DDP_BENCHMARKS:
+    elif pattern == DDP:
         implied = (row["measured_s"] - row["model_comm_s"]) / (row["measured_1_rank_s"] * row["work_per_rank"])
         parts.append(f"DDP step, compute not timed apart: if the allreduce costs what the model says, compute per rank "
                      f"took {implied:.2f}x the 1-rank step (cores shared with the other rank and other jobs)")

@@ -27,11 +27,12 @@ import numpy as np
 import pandas as pd
 
 from exabench.errors import ExabenchError
+from exabench.records.record import LAYOUT
 
 DEFAULT_FACTORS = {"site": "site", "workload": "benchmark", "size": "problem", "config": "layout",
                    "precision": "precision"}
 # Swept keys that are not the problem size: the layout (its own factor) and the precision (its own).
-NOT_SIZE_KEYS = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "precision", "dtype")
+NOT_SIZE_KEYS = (*LAYOUT, "precision", "dtype")
 
 
 def _factor_value(row: pd.Series, spec: str) -> str:
@@ -57,14 +58,14 @@ def _factor_value(row: pd.Series, spec: str) -> str:
 def model_frame(df: pd.DataFrame, factors: dict[str, str] | None = None, metric: str | None = None) -> pd.DataFrame:
     """Tidy table -> one row per ok run: run_id, one column per factor, value, unit, log_perf.
 
-    The metric is `metric` if given, else the benchmark's headline (aggregate.HEADLINES), else
-    `throughput`. Time metrics (higher_is_better False) enter as log(1 / value)."""
-    from exabench.records.tidy import HEADLINES
+    The metric is `metric` if given, else the benchmark's headline (the table's `headline` column, from
+    its records), else `throughput`. Time metrics (higher_is_better False) enter as log(1 / value)."""
     factors = factors or DEFAULT_FACTORS
     rows = []
     ok = df[df["status"] == "ok"]
     for bench, g in ok.groupby("benchmark", sort=True):
-        want = metric or HEADLINES.get(bench, "throughput")
+        named = g["headline"].dropna() if "headline" in g else pd.Series(dtype=object)
+        want = metric or (str(named.iloc[0]) if len(named) else "throughput")
         sel = g[g["metric"] == want]
         if sel.empty:
             raise ExabenchError(f"benchmark {bench}: no metric {want!r} in its records; valid: "

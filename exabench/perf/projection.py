@@ -311,12 +311,12 @@ def check_links(sweep: pd.DataFrame, split_bytes: int, site=None) -> dict:
 
 def record_info(table: pd.DataFrame, records_dir: Path) -> dict:
     """Per run: the model's parameter count and the load average, from the records beside the table."""
-    import json
+    from exabench.records.record import read_record
     out = {}
     for run_id in table["run_id"].unique():
         path = records_dir / f"{run_id}.json"
         if path.exists():
-            rec = json.loads(path.read_text())
+            rec = read_record(path)
             out[run_id] = {"parameters": (rec.get("info") or {}).get("parameters"),
                            "load_average": ((rec.get("provenance") or {}).get("hardware") or {}).get("load_average")}
     return out

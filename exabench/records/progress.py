@@ -12,11 +12,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from exabench.records.record import read_record
+
+
+def load_plan(path: str | Path | None) -> list[dict]:
+    """The planned runs (plan.json: a list of Run.to_dict()); no file means no plan."""
+    if not path or not Path(path).exists():
+        return []
+    return json.loads(Path(path).read_text())
+
 
 def planned_runs(results: Path) -> list[str]:
     """Run ids of the campaign: plan.json or plan.csv, else the runs rendered so far."""
     if (results / "plan.json").is_file():
-        return [r["run_id"] for r in json.loads((results / "plan.json").read_text())]
+        return [r["run_id"] for r in load_plan(results / "plan.json")]
     if (results / "plan.csv").is_file():
         return list(pd.read_csv(results / "plan.csv", usecols=["run_id"])["run_id"])
     return sorted(p.parent.name for p in (results / "runs").glob("*/spec.json"))
@@ -30,8 +39,8 @@ def progress_counts(results: Path) -> dict[str, int]:
         if not path.is_file():
             continue
         try:
-            status = json.loads(path.read_text()).get("status")
-        except (OSError, ValueError):  # being written by another run right now
+            status = read_record(path)["status"]
+        except (OSError, ValueError):  # not a record (RecordError is a ValueError): counted as not finished
             continue
         done += status == "ok"
         failed += status != "ok"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import platform
@@ -10,14 +11,19 @@ import re
 import socket
 import subprocess
 import sys
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 
+import yaml
+
 from exabench import __version__
+from exabench.config import REPO_ROOT, key_path
+from exabench.errors import ExabenchError
 from exabench.io import atomic_write_text
-from exabench.config import REPO_ROOT
 
 SCHEMA = "exabench.result/1"
+# The layout fields every table keys runs by (the record's `layout` has these and more).
+LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank")
 STATUSES = ("ok", "failed", "timeout", "skipped")
 
 # Only these variables (and these prefixes) reach a record; anything that looks like a
@@ -34,10 +40,37 @@ PACKAGES = ("numpy", "torch", "torchvision", "tensorflow-cpu", "tensorflow", "mp
             "horovod", "snakemake", "scikit-learn")
 
 
+class RecordError(ExabenchError, ValueError):
+    """A file that is not a valid result record: names the file, the key and what is wrong."""
+
+
+@functools.cache
+def _validator():
+    """The record schema (package data: the runner reads it inside a container, no checkout around)."""
+    import jsonschema
+
+    schema = yaml.safe_load(resources.files("exabench.records").joinpath("record.schema.yaml").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def check_record(record, path: str | Path) -> None:
+    """Raise RecordError naming `path`, the first failing key and what is valid."""
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        got = record.get("schema") if isinstance(record, dict) else type(record).__name__
+        raise RecordError(f"{path}: not an exabench result record (schema {got!r}, want {SCHEMA!r})")
+    error = min(_validator().iter_errors(record), key=lambda e: list(e.absolute_path), default=None)
+    if error is not None:
+        shown = repr(error.instance)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise RecordError(f"{path}: key '{key_path(error.absolute_path)}' = {shown} is not a valid record "
+                          f"field: {error.message} (schema: exabench/records/record.schema.yaml)")
+
+
 def write_record(record: dict, path: str | Path, archive_dir: str | Path | None = None) -> None:
-    """Write the record atomically; also keep an append-only copy so no result is ever lost
-    when a run is repeated (Snakemake removes a job's outputs before re-running it)."""
+    """Write the record atomically, once it is valid; also keep an append-only copy so no result is
+    ever lost when a run is repeated (Snakemake removes a job's outputs before re-running it)."""
     text = json.dumps(record, indent=2, sort_keys=True, default=str) + "\n"
+    check_record(json.loads(text), path)  # as a reader will see it
     atomic_write_text(path, text)
     if archive_dir:
         stamp = record.get("provenance", {}).get("end_time") or now_iso()
@@ -48,10 +81,12 @@ def write_record(record: dict, path: str | Path, archive_dir: str | Path | None 
 
 
 def read_record(path: str | Path) -> dict:
-    with open(path) as f:
-        rec = json.load(f)
-    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: not an exabench result record (schema {rec.get('schema')!r}, want {SCHEMA!r})")
+    try:
+        with open(path) as f:
+            rec = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    check_record(rec, path)
     return rec
 
 
@@ -135,7 +170,7 @@ def base_record(spec: dict) -> dict:
     return {"schema": SCHEMA, "run_id": spec["run_id"], "benchmark": spec["benchmark"], "suite": spec["suite"],
             "framework": spec["framework"], "campaign": spec["campaign"], "preset": spec["preset"],
             "repeat": spec["repeat"], "params": spec["params"], "swept": spec["swept"], "site": spec["site"],
-            "layout": {**spec["layout"], "launch_line": spec["launch_line"]}}
+            "layout": {**spec["layout"], "launch_line": spec["launch_line"]}, "workload": spec.get("workload", {})}
 
 
 def failed_record(spec: dict, status: str, error: str, start_time: str, end_time: str) -> dict:
@@ -154,3 +189,27 @@ def record_paths(items) -> list[str]:
         p = Path(item)
         out += sorted(str(f) for f in p.glob("*.json") if f.name != "plan.json") if p.is_dir() else [str(p)]
     return out
+
+
+def workload_of(rec: dict) -> dict:
+    """The workload facts a record or plan entry carries (Benchmark.workload). A record written
+    before records carried them gets the neutral ones: no headline, its `scaling` parameter or
+    strong, its benchmark as its task, no communication pattern."""
+    w = rec.get("workload") or {}
+    return {"headline": w.get("headline"),
+            "scaling": w.get("scaling") or (rec.get("params") or {}).get("scaling") or "strong",
+            "communication": w.get("communication") or {}, "data_parallel": bool(w.get("data_parallel")),
+            "task": w.get("task") or rec.get("benchmark")}
+
+
+def headline_metric(rec: dict) -> str | None:
+    """The figure a table shows for a run: its workload's headline where the run has it, else
+    throughput, else its first metric by name."""
+    metrics = rec.get("metrics") or {}
+    want = workload_of(rec)["headline"]
+    if want in metrics:
+        return want
+    if "throughput" in metrics:
+        return "throughput"
+    return min(metrics) if metrics else None
+

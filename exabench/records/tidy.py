@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from exabench.records.record import read_record
+from exabench import markdown
+from exabench.records.record import LAYOUT, read_record, workload_of
 
 COLUMNS = ["run_id", "benchmark", "suite", "framework", "site", "preset", "repeat", "nodes", "ranks_per_node",
            "threads_per_rank", "gpus_per_rank", "ranks", "params", "swept", "status", "error", "metric", "value",
-           "unit", "precision", "median", "std", "iqr", "n_samples", "higher_is_better"]
+           "unit", "precision", "median", "std", "iqr", "n_samples", "higher_is_better", "headline", "communication"]
 
 
 def records_to_rows(records: list[dict]) -> list[dict]:
@@ -23,12 +24,11 @@ def records_to_rows(records: list[dict]) -> list[dict]:
         lay = rec.get("layout", {})
         base = {"run_id": rec["run_id"], "benchmark": rec["benchmark"], "suite": rec.get("suite"),
                 "framework": rec.get("framework"), "site": rec.get("site"), "preset": rec.get("preset"),
-                "repeat": rec.get("repeat"), **{k: lay.get(k) for k in
-                                                ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank",
-                                                 "ranks")},
+                "repeat": rec.get("repeat"), **{k: lay.get(k) for k in (*LAYOUT, "ranks")},
                 "params": json.dumps(rec.get("params", {}), sort_keys=True),
                 "swept": json.dumps(rec.get("swept", {}), sort_keys=True),
-                "status": rec["status"], "error": rec.get("error")}
+                "status": rec["status"], "error": rec.get("error"), "headline": workload_of(rec)["headline"],
+                "communication": json.dumps(workload_of(rec)["communication"], sort_keys=True)}
         metrics = rec.get("metrics") or {}
         if not metrics:
             rows.append({**base, "metric": None, "value": None})
@@ -58,47 +58,39 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def markdown_summary(df: pd.DataFrame, site: str, headline: dict[str, str] | None = None) -> str:
-    """One line per run: its headline figure (the first metric unless named), spread and status."""
-    headline = headline or {}
-    lines = [f"# exabench results: site {site}", "",
-             "| run | benchmark | swept | figure | value | unit | spread (IQR) | n | status | error |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+def markdown_summary(df: pd.DataFrame, site: str) -> str:
+    """One line per run: its headline figure (the first metric where its record names none), spread
+    and status."""
+    cells = []
     n_ok = 0
     # Plain dicts grouped in order of first appearance (as groupby(sort=False)): fast for 10^4 runs.
     by_run: dict[str, list[dict]] = {}
-    cols = ["run_id", "benchmark", "swept", "metric", "value", "unit", "iqr", "n_samples", "status", "error"]
+    cols = ["run_id", "benchmark", "swept", "metric", "value", "unit", "iqr", "n_samples", "status", "error",
+            "headline"]
     for values in zip(*(df[c].tolist() for c in cols)):  # column lists: far faster than to_dict on arrow strings
         rec = dict(zip(cols, values))
         by_run.setdefault(rec["run_id"], []).append(rec)
     for run_id, g in by_run.items():
-        want = headline.get(g[0]["benchmark"])
+        want = g[0]["headline"]
         row = next((r for r in g if r["metric"] == want), g[0])
         n_ok += row["status"] == "ok"
         swept = ", ".join(f"{k}={v}" for k, v in json.loads(row["swept"]).items())
         # pandas 3 stores a missing error as NaN (str dtype), not None: only text is an error.
         err = row["error"] if isinstance(row["error"], str) else ""
         err = err.replace("|", "/").replace("\n", " ")
-        lines.append(f"| {run_id} | {row['benchmark']} | {swept} | {_fmt(row['metric'])} | {_fmt(row['value'])} "
-                     f"| {_fmt(row['unit'])} | {_fmt(row['iqr'])} | {_fmt(row['n_samples'])} | {row['status']} "
-                     f"| {err[:200]} |")
+        cells.append([run_id, row["benchmark"], swept, _fmt(row["metric"]), _fmt(row["value"]), _fmt(row["unit"]),
+                      _fmt(row["iqr"]), _fmt(row["n_samples"]), row["status"], err[:200]])
     total = df["run_id"].nunique()
+    lines = [f"# exabench results: site {site}", "",
+             *markdown.table(["run", "benchmark", "swept", "figure", "value", "unit", "spread (IQR)", "n", "status",
+                              "error"], cells)]
     lines += ["", f"{n_ok} of {total} runs ok, {total - n_ok} not ok."]
     return "\n".join(lines) + "\n"
-
-
-# The figure a summary line shows per benchmark (tables and models default to it too). The
-# analytics suite shows its runtime, as the CORAL-2 reference reports; its FOM is beside it.
-HEADLINES = {"resnet50": "throughput", "kmeans": "time", "pca": "time", "svm": "time",
-             "cosmoflow": "time_to_train", "deepcam": "time_to_train", "cosmoflow-keras": "time_to_train"}
-HEADLINES.update(alexnet="throughput", googlenet="throughput", caffenet="throughput", convnet_cifar10="throughput")
-HEADLINES.update({"resnet50-keras": "throughput", "convnet_cifar10-keras": "throughput"})
-HEADLINES.update(gemm="tflops", conv="tflops", rnn="tflops", allreduce="busbw", io_read="read_pfs", candle="throughput")
 
 
 def aggregate(record_paths, csv_path: str | Path, md_path: str | Path, site: str) -> pd.DataFrame:
     from exabench.io import atomic_write_text
     df = tidy_table(load_records(record_paths))
     atomic_write_text(csv_path, df.to_csv(index=False))
-    atomic_write_text(md_path, markdown_summary(df, site, HEADLINES))
+    atomic_write_text(md_path, markdown_summary(df, site))
     return df

@@ -77,6 +77,10 @@ class Collectives:
         values = self.allgather(value)
         return {"max": max, "min": min, "sum": sum}[op](values)
 
+    def max(self, values: list[float]) -> list[float]:
+        """Element-wise max over ranks (the slowest rank's time of each step)."""
+        return [max(column) for column in zip(*self.allgather(list(values)))]
+
     def bcast(self, obj, root: int = 0):
         if self.world.size == 1:
             return obj
@@ -93,6 +97,20 @@ class Collectives:
             self._mpi.Barrier()
         else:
             self._torch().barrier()
+
+
+def torch_allreduce(values: list[float], op: str = "sum") -> list[float]:
+    """Element-wise sum or max of a few floats over the torch.distributed group (float64, on the
+    GPU under NCCL, which reduces device tensors only); the values as they are without a group."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        if dist.get_backend() == "nccl":
+            t = t.cuda()
+        dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
+    return t.cpu().tolist()
 
 
 def _free_port() -> int:

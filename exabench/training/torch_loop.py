@@ -149,16 +149,14 @@ class TorchDDP(DataParallel):
         init_torch(world, backend, run_dir)
 
     def wrap(self, model, optimizer, named_parameters=None):
-        from torch.nn.parallel import DistributedDataParallel as DDP
+        from exabench.training.devices import ddp
         if self.world.size == 1:
             return model, optimizer  # one rank: nothing to average, DDP's bucket copies would be pure overhead
-        ids = [self.device.index] if self.device.type == "cuda" else None
-        return DDP(model, device_ids=ids), optimizer
+        return ddp(model, self.device), optimizer
 
     def max(self, values):
-        t = torch.tensor(values, dtype=torch.float64)
-        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
-        return t.tolist()
+        from exabench.training.distributed import torch_allreduce
+        return torch_allreduce(values, "max")
 
     def allgather(self, obj):
         out = [None] * self.world.size

@@ -25,7 +25,7 @@ rule acceptance_verdicts:
     log:
         f"{LOGS}/acceptance_verdicts.log",
     run:
-        pipeline.accept_verdicts(input.records, input.references, input.plan, SITE.name, output.markdown,
+        pipeline.accept_verdicts(input.records, input.references, input.plan, SITE, output.markdown,
                                  output.csv, output.junit, log[0])
 
 
@@ -69,4 +69,4 @@ rule node_check:
     log:
         f"{LOGS}/node_check.log",
     run:
-        pipeline.node_check(input.nodes, input.references, SITE.name, output[0], log[0])
+        pipeline.node_check(input.nodes, input.references, SITE, output[0], log[0])

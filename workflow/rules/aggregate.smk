@@ -14,8 +14,8 @@ rule aggregate:
     log:
         f"{LOGS}/aggregate.log",
     run:
-        pipeline.aggregate_site(list(input), output.csv, output.markdown, SITE.name, log[0])
+        pipeline.aggregate_site(list(input), output.csv, output.markdown, SITE, log[0])
 
 
 onsuccess:
-    pipeline.print_summary(RESULTS, SITE.name)
+    pipeline.print_summary(RESULTS, SITE)

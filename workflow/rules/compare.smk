@@ -1,8 +1,6 @@
 # Records (and the plan, so runs that left no record show as missing) -> comparison tables.
-COMPARE_TABLES = ["site", "scaling", "threads_x_size", "precision_x_algorithm", "frameworks"]
 BASELINE = config.get("baseline_site") or ""
-if BASELINE:
-    COMPARE_TABLES.insert(1, "cross_site")
+COMPARE_TABLES = pipeline.compare_table_names(BASELINE)
 
 
 localrules:
@@ -29,5 +27,5 @@ rule compare:
     log:
         f"{LOGS}/compare.log",
     run:
-        pipeline.compare_tables([*input.records, *input.baseline], input.plan, SITE.name, BASELINE,
+        pipeline.compare_tables([*input.records, *input.baseline], input.plan, SITE, BASELINE,
                                 f"{RESULTS}/tables", log[0])

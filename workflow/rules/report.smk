@@ -2,7 +2,7 @@
 #   snakemake --profile profiles/<site> --report results/<site>/report.html
 # It collects every output marked report(): the comparison tables, these plots, and the
 # acceptance verdicts when the acceptance target has been run.
-PLOTS = ["scaling", "precision", "allreduce", "nodes"]
+PLOTS = pipeline.PLOTS
 
 
 localrules:
@@ -23,5 +23,5 @@ rule plots:
     log:
         f"{LOGS}/plots.log",
     run:
-        pipeline.write_plots([*input.records, *input.baseline], input.nodes, input.plan, SITE.name,
+        pipeline.write_plots([*input.records, *input.baseline], input.nodes, input.plan, SITE,
                              f"{RESULTS}/plots", log[0])

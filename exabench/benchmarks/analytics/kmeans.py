@@ -167,6 +167,9 @@ def centre_errors(centres: np.ndarray) -> list[float]:
 class KMeans(AnalyticsBenchmark):
     name = "kmeans"
     Params = KMeansParams
+    # Its collectives inside one timed fit (row picks, k-means++ potentials, Lloyd sums): what
+    # perf.local_check.kmeans_collectives models.
+    communication = {"pattern": "kmeans-fit", "backend": "mpi", "regime": "small", "timed_metric": "time"}
 
     def run(self, p: KMeansParams, ctx) -> Outcome:
         block = load_block(p, ctx, shift_of_rows=mean_of_rows, label_of_rows=component_of_rows)

@@ -41,6 +41,9 @@ class KerasImageClassificationParams(ImageClassificationParams):
 class KerasImageClassification(ImageClassification):
     framework = "tensorflow"
     Params = KerasImageClassificationParams
+    # MultiWorkerMirroredStrategy's (or Horovod's) all-reduce of the gradients: not modelled by the
+    # local scaling check, which knows DDP's buckets only.
+    communication = {"pattern": "gradient-allreduce"}
 
     @classmethod
     def resolve_params(cls, preset: str, overrides: dict, file: str, where: str):
@@ -97,26 +100,13 @@ class KerasImageClassification(ImageClassification):
         return outcome(p, world, int(ctx.layout["nodes"]), result, global_batch, flops_per_image, sums, info)
 
 
-class _Collectives:
-    """The reductions the measured loop needs, over the runner's collectives."""
-
-    def __init__(self, collectives):
-        self.collectives = collectives
-
-    def max(self, values: list[float]) -> list[float]:
-        return [max(column) for column in zip(*self.collectives.allgather(list(values)))]
-
-    def allgather(self, obj) -> list:
-        return self.collectives.allgather(obj)
-
-
 class _KerasLoop(_Loop):
     """The PyTorch version's measured loops with Keras steps and tf.data input."""
 
     def __init__(self, p, world, collectives, model, opt, step_fn, lr, global_batch, local_batch):
         import tensorflow as tf
         self.tf = tf
-        self.p, self.world, self.dp, self.local_batch = p, world, _Collectives(collectives), local_batch
+        self.p, self.world, self.dp, self.local_batch = p, world, collectives, local_batch  # max, allgather
         self.model, self.opt, self.step_fn, self.lr = model, opt, step_fn, lr
         self.warmup_start = min(1.0, p.reference_batch / global_batch)
         self.losses: list[float] = []
@@ -177,7 +167,7 @@ def _keras_benchmark(torch_name: str, doc: str):
     torch_cls = REGISTRY[torch_name]
     name = f"{torch_name}-keras"
     return register(type(name, (KerasImageClassification,), {"__doc__": doc, "name": name,
-                                                             "model_name": torch_name,
+                                                             "model_name": torch_name, "task": torch_name,
                                                              "presets": torch_cls.presets}))
 
 

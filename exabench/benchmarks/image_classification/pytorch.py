@@ -128,18 +128,23 @@ class ImageClassification(Benchmark):
     Params = ImageClassificationParams
     id_params = ("precision",)
     model_name: str
+    headline = "throughput"
+    scaling = "weak"  # the default batch_size is per rank
+    # The fp32 gradients all-reduced in DDP's 25 MiB buckets once per step: what the local scaling
+    # check models for these runs (Gloo on CPUs).
+    communication = {"pattern": "ddp-gradient-buckets", "backend": "gloo", "regime": "large",
+                     "timed_metric": "step_time"}
+    data_parallel = True
 
     def run(self, p: ImageClassificationParams, ctx) -> Outcome:
         import torch
 
         from exabench.training import torch_loop as training
 
-        torch.set_num_threads(ctx.threads)
+        from exabench.training.devices import torch_device
+
         world = ctx.world
-        cuda = torch.cuda.is_available()
-        device = torch.device(f"cuda:{world.local_rank % torch.cuda.device_count()}" if cuda else "cpu")
-        if cuda:
-            torch.cuda.set_device(device)
+        device, _ = torch_device(world, ctx.threads)
         local_batch, global_batch = batch_sizes(p, world)
         precision = training.precision_for(p.precision, device)
         dp = training.data_parallel(p.backend, world, ctx.run_dir, device, p.fusion_threshold_mb, p.compression)

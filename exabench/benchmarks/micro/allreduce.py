@@ -184,6 +184,8 @@ class AllreduceParams:
 @register
 class Allreduce(Benchmark):
     name = "allreduce"
+    headline = "busbw"
+    communication = {"pattern": "allreduce"}
     suite = "coral2-dl-micro"
     framework = "pytorch-mpi4py-horovod"
     Params = AllreduceParams

@@ -100,6 +100,7 @@ class ConvParams:
 @register
 class Conv(Benchmark):
     name = "conv"
+    headline = "tflops"
     suite = "coral2-dl-micro"
     framework = "pytorch"
     Params = ConvParams

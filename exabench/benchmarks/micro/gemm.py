@@ -61,6 +61,7 @@ class GemmParams:
 @register
 class Gemm(Benchmark):
     name = "gemm"
+    headline = "tflops"
     suite = "coral2-dl-micro"
     framework = "pytorch"
     Params = GemmParams

@@ -206,6 +206,7 @@ class IoReadParams:
 @register
 class IoRead(Benchmark):
     name = "io_read"
+    headline = "read_pfs"
     suite = "coral2-dl-micro"
     framework = "python-h5py"
     Params = IoReadParams

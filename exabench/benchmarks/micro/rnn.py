@@ -47,6 +47,7 @@ def rnn_flop(cell: str, hidden: int, batch: int, steps: int) -> float:
 @register
 class Rnn(Benchmark):
     name = "rnn"
+    headline = "tflops"
     suite = "coral2-dl-micro"
     framework = "pytorch"
     Params = RnnParams

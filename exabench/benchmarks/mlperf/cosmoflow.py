@@ -16,6 +16,7 @@ from pathlib import Path
 
 from exabench.errors import ConfigError
 from exabench.benchmarks.registry import register
+from exabench.training import devices
 from exabench.benchmarks.base import Benchmark, Outcome, param
 
 
@@ -58,6 +59,9 @@ def parse_decay(text: str, key: str = "decay_schedule") -> dict[int, float]:
 @register
 class CosmoFlow(Benchmark):
     name = "cosmoflow"
+    headline = "time_to_train"  # MLPerf-HPC's score: time to the target MAE
+    communication = {"pattern": "ddp-gradient-buckets"}
+    data_parallel = True
     suite = "mlperf-hpc"
     framework = "pytorch"
     Params = CosmoFlowParams
@@ -75,7 +79,6 @@ class CosmoFlow(Benchmark):
     def run(self, p: CosmoFlowParams, ctx) -> Outcome:
         import numpy as np
         import torch
-        from torch.nn.parallel import DistributedDataParallel as DDP
 
         from exabench.data import cosmo
         from exabench.benchmarks.mlperf.harness import TrainingRun
@@ -95,7 +98,7 @@ class CosmoFlow(Benchmark):
             torch.manual_seed(p.seed)
             model = Net(p.sample_size, conv_size=p.conv_size, kernel_size=p.kernel_size, fc1_size=p.fc1_size,
                         fc2_size=p.fc2_size, dropout=p.dropout).to(tr.device)
-            ddp = DDP(model, device_ids=[tr.device.index] if tr.device.type == "cuda" else None)
+            ddp = devices.ddp(model, tr.device)
             opt = torch.optim.SGD(ddp.parameters(), lr=p.base_lr, momentum=p.momentum,
                                   weight_decay=p.weight_decay)
             peak = p.base_lr * gb / p.base_batch
@@ -134,6 +137,8 @@ class CosmoFlowKeras(CosmoFlow):
 
     name = "cosmoflow-keras"
     framework = "tensorflow"
+    task = "cosmoflow"
+    communication = {"pattern": "none"}  # one process (see above)
 
     def run(self, p: CosmoFlowParams, ctx) -> Outcome:
         import time

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from exabench.training.devices import torch_device
+
 # The newest HPC ruleset mlperf-logging 4.1.68 ships (compliance_checker/hpc_3.0.0).
 HPC_RULESET = "3.0.0"
 # Runs the HPC rules ask for per strong-scaling result (mlperf_logging.benchmark_meta).
@@ -159,26 +161,10 @@ def run_to_target(log: MLPerfLog, max_epochs: int, train_epoch: Callable[[int], 
 
 
 # ---- pieces both PyTorch workloads share -------------------------------------------------
-def torch_device(world):
-    """(device, default backend): this rank's GPU and NCCL where there are GPUs, else CPU and Gloo."""
-    import torch
-    if torch.cuda.is_available():
-        device = torch.device(f"cuda:{world.local_rank % torch.cuda.device_count()}")
-        torch.cuda.set_device(device)
-        return device, "nccl"
-    return torch.device("cpu"), "gloo"
-
-
 def allreduce(values: list[float], op: str = "sum") -> list[float]:
-    """Element-wise sum or max of a few floats over all ranks (float64, on the CPU group)."""
-    import torch
-    import torch.distributed as dist
-    t = torch.tensor(values, dtype=torch.float64)
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        if dist.get_backend() == "nccl":
-            t = t.cuda()
-        dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
-    return t.cpu().tolist()
+    """Element-wise sum or max of a few floats over all ranks."""
+    from exabench.training.distributed import torch_allreduce
+    return torch_allreduce(values, op)
 
 
 def weight_spread(model) -> tuple[float, float]:
