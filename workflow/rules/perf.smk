@@ -1,6 +1,6 @@
 # Performance models (docs/perf.md). Named targets, not part of `rule all`:
 #   snakemake --profile profiles/local perf_validation perf_projection      (no runs needed)
-#   snakemake --profile profiles/local --configfile config/perf.yaml perf  (runs the tiny campaign)
+#   snakemake --profile profiles/local perf --configfile config/perf.yaml  (runs the tiny campaign)
 # Validation and projection read results/reference/published_scaling.yaml only; the fit and the local
 # check read this site's records.
 PERF = "results/perf"
