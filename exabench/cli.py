@@ -336,6 +336,12 @@ def main(argv: list[str] | None = None) -> int:
     except ExabenchError as exc:
         print(f"exabench: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader left (`exabench list | head`): not an error of ours. Point stdout at devnull so
+        # the interpreter's final flush does not raise again (the Python docs' recipe).
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

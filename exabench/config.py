@@ -19,17 +19,84 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
 
 
+# A config, site or references file is a page of YAML; anything larger is a mistake (a data file
+# passed by accident), refused before it is read, not parsed for minutes.
+MAX_YAML_BYTES = 4 * 2**20
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently:
+    a second `benchmarks:` would drop the first)."""
+
+
+def _mapping_without_duplicates(loader, node, deep=False):
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        try:
+            if key in seen:
+                raise ConfigError(loader.name, str(key), f"line {line}",
+                                  f"each key once per mapping (first given on line {seen[key]})", "is given twice")
+            seen[key] = line
+        except TypeError:  # an unhashable key: let PyYAML say so
+            continue
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
 def load_yaml(path: str | Path) -> Any:
+    """Parse a user's YAML file, or raise ConfigError naming it: missing, a directory, unreadable,
+    too large, not UTF-8, not YAML, or a key given twice."""
     path = Path(path)
+    where = str(path)
     try:
-        text = path.read_text()
+        size = path.stat().st_size
+        if path.is_dir():
+            raise ConfigError(where, "(file)", where, "a YAML file", "is a directory")
+        if size > MAX_YAML_BYTES:
+            raise ConfigError(where, "(file)", f"{size} bytes", f"at most {MAX_YAML_BYTES} bytes", "is too large")
+        raw = path.read_bytes()
     except FileNotFoundError:
-        raise ConfigError(str(path), "(file)", str(path), "an existing YAML file", "does not exist") from None
+        raise ConfigError(where, "(file)", where, "an existing YAML file", "does not exist") from None
+    except PermissionError:
+        raise ConfigError(where, "(file)", where, "a file this user can read", "cannot be read") from None
+    except OSError as exc:
+        raise ConfigError(where, "(file)", where, "a readable YAML file", f"cannot be read ({exc.strerror})") from None
     try:
-        return yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(where, "(encoding)", f"byte {exc.start}", "UTF-8 text", "is not UTF-8") from None
+    loader = _UniqueKeyLoader(text)
+    loader.name = where
+    try:
+        return loader.get_single_data()
     except yaml.YAMLError as exc:
-        raise ConfigError(str(path), "(syntax)", getattr(exc, "problem_mark", ""), "YAML syntax",
-                          f"cannot be parsed ({getattr(exc, 'problem', exc)})") from None
+        mark = getattr(exc, "problem_mark", None)
+        place = f"line {mark.line + 1}" if mark else ""
+        raise ConfigError(where, "(syntax)", place, "YAML syntax",
+                          f"cannot be parsed ({getattr(exc, 'problem', None) or exc})") from None
+    finally:
+        loader.dispose()
+
+
+def reject_control_characters(file: str, value, key: str = "") -> None:
+    """JSON Schema patterns are searched with Python's re, where `$` also matches before a final
+    newline: refuse control characters (newline, tab, ...) in every value and key that may reach a
+    script or a file name. Free text (`description`, `sources`) may have them."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            where = f"{key}.{k}" if key else str(k)
+            reject_control_characters(file, str(k), where)
+            if k not in ("description", "sources", "source", "note"):
+                reject_control_characters(file, v, where)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            reject_control_characters(file, v, f"{key}[{i}]")
+    elif isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ConfigError(file, key or "(top level)", value, "text without control characters (newline, tab, ...)")
 
 
 def load_schema(name: str) -> dict:
@@ -126,6 +193,7 @@ def validate(data: Any, schema_name: str, file: str) -> dict:
             valid = _describe_valid(err) + (f" ({what})" if what else "")
             raise ConfigError(file, key_path(path), None, valid, "is missing")
         raise ConfigError(file, key_path(path), value, _describe_valid(err))
+    reject_control_characters(file, data)
     return data
 
 

@@ -20,7 +20,7 @@ from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as expand_plan  # noqa: F401 - Snakemake's own `expand` stays usable
 from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write_run_files
 from exabench.campaign.site import Site, load_site  # noqa: F401
-from exabench.config import validate  # noqa: F401
+from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ExabenchError  # noqa: F401
 from exabench.execute import execute
 from exabench.io import atomic_write_text, logged
@@ -29,6 +29,20 @@ from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_
                                       write_projection, write_site_comm, write_sweep, write_validation)
 from exabench.records.progress import progress_counts, progress_line
 from exabench.records.tidy import aggregate
+
+
+def config_file_of(cli_files, all_files) -> str:
+    """The config file errors name: the last one given with --configfile (its keys override the
+    Snakefile's default config/config.yaml, which Snakemake lists last), else that default."""
+    given = [str(f) for f in cli_files or []] or [str(f) for f in all_files or []]
+    return given[-1] if given else "config/config.yaml"
+
+
+def check_config_files(files) -> None:
+    """Read each config file again with exabench's loader: Snakemake's keeps the last of two equal
+    keys silently (a second `benchmarks:` would drop the first)."""
+    for path in files:
+        load_yaml(path)
 
 
 def _say(log, text: str, echo: bool = False) -> None:

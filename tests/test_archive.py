@@ -13,6 +13,7 @@ import tarfile
 import pytest
 
 from exabench.analysis import archive
+from exabench.errors import ExabenchError
 from helpers_compare import env, finished_campaign, scratch_copy, snakemake
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -122,6 +123,33 @@ def test_unpack_refuses_escaping_names(tmp_path):
         info = tarfile.TarInfo("../escape.txt")
         info.size = 2
         tar.addfile(info, io.BytesIO(b"hi"))
-    with pytest.raises(ValueError, match="escape.txt"):
+    with pytest.raises(ExabenchError, match="escape.txt"):
         archive.unpack(bad, tmp_path / "out")
     assert not (tmp_path / "escape.txt").exists()
+
+
+def test_an_archive_repacked_with_plain_tar_still_reproduces(packed, tmp_path):
+    # `tar czf` adds folder entries and reorders members: the files and their hashes are what count.
+    _, path = packed
+    unpacked = tmp_path / "u"
+    unpacked.mkdir()
+    subprocess.run(["tar", "xzf", str(path), "-C", str(unpacked)], check=True)
+    repacked = tmp_path / "repacked.tar.gz"
+    subprocess.run(["tar", "czf", str(repacked), "-C", str(unpacked), "."], check=True)
+    res = _exabench("reproduce", str(repacked), "--out", str(tmp_path / "r"))
+    assert res.returncode == 0 and "REPRODUCED" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda p: None, "no such archive file"),
+    (lambda p: p.write_bytes(b"not a tar at all"), "not a readable tar archive"),
+    (lambda p: subprocess.run(["tar", "czf", str(p), "-C", str(p.parent), "."], check=True),
+     "not an archive written by `exabench archive`"),
+])
+def test_reproduce_of_what_is_not_an_archive_says_so_without_a_traceback(tmp_path, make, says):
+    target = tmp_path / "in" / "a.tar.gz"
+    target.parent.mkdir()
+    (target.parent / "x.txt").write_text("x")
+    make(target)
+    res = _exabench("reproduce", str(target), "--out", str(tmp_path / "r"))
+    assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr, res.stderr

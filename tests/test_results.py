@@ -134,6 +134,9 @@ def test_launcher_failure_gives_failed_record(rendered):
     assert "exited with code 3" in rec["error"] and "no such launcher" in rec["error"]
     assert read_record(rendered.record) == rec
     assert rec["params"]["k"] == 3 and rec["layout"]["ranks"] == 2  # what was asked is still recorded
+    spec = json.loads(rendered.spec.read_text())
+    # the run's own environment, though the record was written outside its ranks
+    assert rec["provenance"]["environment"]["OMP_NUM_THREADS"] == spec["env"]["OMP_NUM_THREADS"]
 
 
 def test_time_limit_gives_timeout_record(rendered):

@@ -18,6 +18,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exabench.errors import ExabenchError
+
 ARCHIVE_SCHEMA = "exabench.archive/1"
 INVENTORY = "inventory.sha256"
 META = "archive.json"
@@ -101,16 +103,30 @@ def pack(out: str | Path, files: dict[str, Path], meta: dict) -> Path:
 
 
 def unpack(archive: str | Path, dest: str | Path) -> Path:
-    """Extract regular files only, refusing names that leave the destination."""
+    """Extract regular files (and folders) only, refusing names that leave the destination and an
+    archive that is not one exabench wrote (re-packed with plain tar: fine while it keeps the files)."""
     dest = Path(dest)
+    if not Path(archive).is_file():
+        raise ExabenchError(f"{archive}: no such archive file")
     dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "r:gz") as tar:
-        for m in tar.getmembers():
-            target = (dest / m.name).resolve()
-            if not m.isfile() or dest.resolve() not in target.parents:
-                raise ValueError(f"{archive}: member {m.name!r} is not a plain file inside the archive; refused")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(tar.extractfile(m).read())
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for m in tar.getmembers():
+                target = (dest / m.name).resolve()
+                inside = target == dest.resolve() or dest.resolve() in target.parents
+                if m.isdir() and inside:
+                    continue
+                if not m.isfile() or not inside:
+                    raise ExabenchError(f"{archive}: member {m.name!r} is not a plain file inside the archive; "
+                                        "refused")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(tar.extractfile(m).read())
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise ExabenchError(f"{archive}: not a readable tar archive ({exc})") from None
+    for name in (META, INVENTORY):
+        if not (dest / name).is_file():
+            raise ExabenchError(f"{archive}: no {name} inside: not an archive written by `exabench archive` "
+                                "(or re-packed without it)")
     return dest
 
 

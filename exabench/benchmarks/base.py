@@ -16,9 +16,11 @@ PRESETS = ("tiny", "small", "full")
 SCALING_MODES = ("strong", "weak")
 
 
-def param(default: Any, doc: str, choices: tuple | None = None, minimum: float | None = None):
-    """A benchmark parameter: its default, what it means, and what values are valid."""
-    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum})
+def param(default: Any, doc: str, choices: tuple | None = None, minimum: float | None = None,
+          maximum: float | None = None):
+    """A benchmark parameter: its default, what it means, and what values are valid (a `maximum`
+    where a larger value cannot be run, rather than run until the time-out)."""
+    return field(default=default, metadata={"doc": doc, "choices": choices, "minimum": minimum, "maximum": maximum})
 
 
 @dataclass
@@ -139,4 +141,6 @@ def _check_value(hint, fld: dataclasses.Field, value, file: str, key: str):
         raise ConfigError(file, key, value, "one of " + ", ".join(map(repr, meta["choices"])))
     if meta.get("minimum") is not None and value < meta["minimum"]:
         raise ConfigError(file, key, value, f">= {meta['minimum']} ({meta.get('doc', '')})")
+    if meta.get("maximum") is not None and value > meta["maximum"]:
+        raise ConfigError(file, key, value, f"<= {meta['maximum']} ({meta.get('doc', '')})")
     return value

@@ -50,7 +50,7 @@ def pin_to_node(launch_line: str, node: str, ranks_per_node: int) -> str:
 
 def node_run_files(spec_path: str | Path, node: str) -> Path:
     """Write the node's spec.json and job.sh beside the run's; returns the node's spec path."""
-    if not NODE_NAME.match(node):
+    if not NODE_NAME.fullmatch(node):
         raise ExabenchError(f"node name {node!r} is not valid; valid: letters, digits, '.', '_', '-'")
     spec_path = Path(spec_path).resolve()
     spec = json.loads(spec_path.read_text())

@@ -95,24 +95,9 @@ def _local_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _reject_control_characters(path: str, value, key: str = "") -> None:
-    """JSON Schema patterns are searched with Python's re, where `$` also matches before a final
-    newline: refuse control characters in every value that may reach a script."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if k not in ("description", "sources"):
-                _reject_control_characters(path, v, f"{key}.{k}" if key else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _reject_control_characters(path, v, f"{key}[{i}]")
-    elif isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise ConfigError(path, key, value, "text without control characters (newline, tab, ...)")
-
-
 def load_site(path: str | Path) -> Site:
     path = str(path)
-    raw = load_and_validate(path, "site")
-    _reject_control_characters(path, raw)
+    raw = load_and_validate(path, "site")  # control characters refused there too
     node = dict(raw["node"])
     if node["cores_per_socket"] == "auto":
         if raw["scheduler"] != "none":

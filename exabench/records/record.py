@@ -35,7 +35,8 @@ ENV_ALLOW = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA
 # Launcher-internal variables (OMPI_MCA_orte_*, PMIX_*) are noise and may carry session keys:
 # MPI tuning reaches a record through the site's `env`, which the run spec lists.
 ENV_ALLOW_PREFIXES = ("NCCL_", "UCX_", "FI_", "MPICH_", "HOROVOD_", "CUDA_", "HIP_", "MIOPEN_")
-ENV_DENY = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|PRIVATE|_KEY|KEY_|AUTH|COOKIE", re.I)
+# Denied whatever the prefix or the allow-list says (NCCL_PASS, UCX_PASSPHRASE, CUDA_APIKEY, MPICH_PWD).
+ENV_DENY = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CREDENTIAL|PRIVATE|AUTH|COOKIE|SESSION", re.I)
 PACKAGES = ("numpy", "torch", "torchvision", "tensorflow-cpu", "tensorflow", "mpi4py", "h5py", "pandas",
             "horovod", "snakemake", "scikit-learn")
 
@@ -157,11 +158,14 @@ def _container_provenance() -> dict:
 
 
 def provenance(start_time: str, end_time: str, hosts: list[str], container: dict | None = None,
-               env_names: tuple[str, ...] = ()) -> dict:
+               env_names: tuple[str, ...] = (), run_env: dict | None = None) -> dict:
+    """Where and with what a run ran. `run_env`: the run's own environment (the spec's `env`), for
+    a record written outside the ranks (a failed or timed-out run), where os.environ lacks it."""
+    environ = {**os.environ, **(run_env or {})}
     return {"exabench_version": __version__, "git": git_state(), "python": sys.version.split()[0],
             "container": container or _container_provenance(),
             "packages": package_versions(), "hosts": sorted(set(hosts)), "hardware": hardware(),
-            "environment": allowed_env(extra=env_names), "start_time": start_time, "end_time": end_time,
+            "environment": allowed_env(environ, extra=env_names), "start_time": start_time, "end_time": end_time,
             "hostname": socket.gethostname()}
 
 
@@ -178,7 +182,7 @@ def failed_record(spec: dict, status: str, error: str, start_time: str, end_time
     rec = base_record(spec)
     rec.update({"status": status, "error": error, "metrics": {}, "checks": [],
                 "provenance": provenance(start_time, end_time, [socket.gethostname()],
-                                         env_names=tuple(spec.get("env", {})))})
+                                         env_names=tuple(spec.get("env", {})), run_env=spec.get("env") or {})})
     return rec
 
 

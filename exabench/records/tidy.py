@@ -78,8 +78,9 @@ def markdown_summary(df: pd.DataFrame, site: str) -> str:
         # pandas 3 stores a missing error as NaN (str dtype), not None: only text is an error.
         err = row["error"] if isinstance(row["error"], str) else ""
         err = err.replace("|", "/").replace("\n", " ")
-        cells.append([run_id, row["benchmark"], swept, _fmt(row["metric"]), _fmt(row["value"]), _fmt(row["unit"]),
-                      _fmt(row["iqr"]), _fmt(row["n_samples"]), row["status"], err[:200]])
+        # A run that is not ok has no figure: the status and the error say why.
+        figure = [_fmt(row[c]) for c in ("value", "unit", "iqr", "n_samples")] if row["status"] == "ok" else [""] * 4
+        cells.append([run_id, row["benchmark"], swept, _fmt(row["metric"]), *figure, row["status"], err[:200]])
     total = df["run_id"].nunique()
     lines = [f"# exabench results: site {site}", "",
              *markdown.table(["run", "benchmark", "swept", "figure", "value", "unit", "spread (IQR)", "n", "status",

@@ -6,9 +6,10 @@ from pathlib import Path
 # Snakemake's own `workflow` object stays usable.
 import exabench.workflow as pipeline
 
-# The last config file given wins where keys overlap: name it in errors.
-CONFIG_FILE = workflow.configfiles[-1] if workflow.configfiles else "config/config.yaml"
+# Errors name the user's file: the last --configfile (it overrides the Snakefile's default), else the default.
+CONFIG_FILE = pipeline.config_file_of(workflow.overwrite_configfiles, workflow.configfiles)
 try:
+    pipeline.check_config_files(workflow.configfiles)
     pipeline.validate(config, "config", CONFIG_FILE)
     SITE = pipeline.load_site(config["site"])
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}

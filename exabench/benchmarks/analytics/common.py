@@ -244,7 +244,7 @@ class AnalyticsParams:
     """Parameters every analytics benchmark takes (each benchmark's Params extends these)."""
 
     size_per_node: str = param("20000rows", f"problem size per node: {SIZE_VALID}; split over the node's ranks")
-    cols: int = param(COLS, "columns (num_global_cols; 250 in the suite)", minimum=1)
+    cols: int = param(COLS, "columns (num_global_cols; 250 in the suite)", minimum=1, maximum=1_000_000)
     dtype: str = param("float64", "storage and arithmetic precision", choices=("float64", "float32"))
     data: str = param("synthetic", "synthetic (the suite's generated rows) or iris (validation on scikit-learn's "
                       "iris, 150 x 4; size_per_node and cols are then ignored)", choices=DATA_CHOICES)

@@ -28,8 +28,9 @@ LLOYD_CHUNK_ROWS = 2048  # rows per chunk of a Lloyd pass (2048 x 250 float64 = 
 
 @dataclass
 class KMeansParams(AnalyticsParams):
-    k: int = param(3, "clusters (the suite runs 2, 3 and 4)", minimum=1)
-    maxiter: int = param(2, "Lloyd iterations timed (2 in the suite)", minimum=1)
+    # Bounds: every centre is a k x cols array on every rank, every iteration a pass over the data.
+    k: int = param(3, "clusters (the suite runs 2, 3 and 4)", minimum=1, maximum=100_000)
+    maxiter: int = param(2, "Lloyd iterations timed (2 in the suite)", minimum=1, maximum=100_000)
     init: str = param("kmeans++", "initial centres: greedy distributed k-means++ or random rows (the reference)",
                       choices=("kmeans++", "random"))
     tolerance: float = param(0.25, "sanity: max |found - true| per coordinate (mean over columns)", minimum=0.0)

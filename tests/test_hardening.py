@@ -1,0 +1,112 @@
+"""Bad input from the user's own files: a non-zero exit, a message that names the file, the key and
+the value and what is valid, no traceback, nothing written. Both entry points: the `exabench`
+command and `snakemake` run from the repository root (where config/config.yaml exists, so that an
+error naming the default file instead of the user's would show)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from exabench.config import MAX_YAML_BYTES, load_yaml
+from exabench.errors import ConfigError
+from exabench.records.record import allowed_env
+
+KMEANS = "benchmarks:\n  - name: kmeans\n"
+
+BAD_FILES = {
+    "duplicate-key": (KMEANS + "benchmarks:\n  - name: pca\n", "key 'benchmarks' = 'line 3' is given twice"),
+    "duplicate-nested": ("benchmarks:\n  - name: kmeans\n    params: {k: 2, k: 3}\n", "key 'k'"),
+    "not-utf8": (b"campaign: caf\xe9\n" + KMEANS.encode(), "is not UTF-8"),
+    "syntax": ("benchmarks: [\n", "cannot be parsed"),
+    "control-character": ('campaign: "tiny\\n"\n' + KMEANS, "key 'campaign' = 'tiny\\n'"),
+    "tab-in-label": ('benchmarks:\n  - name: kmeans\n    label: "a\\tb"\n', "benchmarks[0].label"),
+    "k-beyond-bound": ("benchmarks:\n  - name: kmeans\n    params: {k: 1000000000000000000000000000000}\n",
+                       "<= 100000"),
+}
+
+
+def _write(path, content):
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "exabench", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_the_command_names_the_users_file_and_key(tmp_path, case):
+    content, says = BAD_FILES[case]
+    path = _write(tmp_path / f"{case}.yaml", content)
+    res = _cli("plan", "--config", str(path))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"exabench: error: {path}" in res.stderr and says in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("case", ["duplicate-key", "control-character", "k-beyond-bound"])
+def test_snakemake_from_the_repository_root_names_the_configfile_given(tmp_path, case):
+    content, says = BAD_FILES[case]
+    path = _write(tmp_path / f"{case}.yaml", content)
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--configfile", str(path),
+                          "-n"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and f"exabench: invalid configuration: {path}" in out and says in out, out[-3000:]
+    assert "config/config.yaml" not in out.split("exabench: invalid configuration:")[1].splitlines()[0]
+
+
+def test_a_directory_a_missing_file_and_an_oversized_file_are_named(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_yaml(tmp_path)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_yaml(tmp_path / "nope.yaml")
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as f:
+        f.truncate(MAX_YAML_BYTES + 1)  # sparse: refused from its size, never read
+    with pytest.raises(ConfigError, match=f"is too large; valid: at most {MAX_YAML_BYTES} bytes"):
+        load_yaml(big)
+    res = _cli("plan", "--config", str(tmp_path))
+    assert res.returncode == 2 and "is a directory" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_site_file_gets_the_same_loader(tmp_path):
+    site = _write(tmp_path / "site.yaml", (REPO / "profiles/local/site.yaml").read_text() + "name: again\n")
+    res = _cli("plan", "--site", str(site))
+    assert res.returncode == 2 and f"{site}: key 'name'" in res.stderr and "given twice" in res.stderr, res.stderr
+
+
+def test_a_reader_that_leaves_early_is_no_error():
+    res = subprocess.run(f"{sys.executable} -m exabench list -v | head -1", shell=True, cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.count("\n") == 1 and res.stderr == "", res.stderr
+
+
+@pytest.mark.parametrize("name", ["NCCL_PASS", "UCX_PASSPHRASE", "CUDA_APIKEY", "MPICH_PWD", "HOROVOD_SECRET",
+                                  "FI_CXI_AUTH_KEY", "SLURM_JOB_TOKEN"])
+def test_no_secret_reaches_a_record_whatever_its_prefix(name):
+    env = {name: "hunter2", "NCCL_IB_HCA": "mlx5", "OMP_NUM_THREADS": "4"}
+    assert allowed_env(env, extra=(name,)) == {"NCCL_IB_HCA": "mlx5", "OMP_NUM_THREADS": "4"}
+
+
+def test_a_node_name_with_a_trailing_newline_is_refused():
+    from exabench.campaign.node_sweep import node_run_files
+    from exabench.errors import ExabenchError
+    with pytest.raises(ExabenchError, match=r"node name 'c001\\n' is not valid"):
+        node_run_files(str(REPO / "nonexistent-spec.json"), "c001\n")
+
+
+def test_a_failed_run_shows_no_figure_in_the_summary():
+    from exabench.records.tidy import markdown_summary, tidy_table
+    base = {"schema": "exabench.result/1", "benchmark": "kmeans", "swept": {}, "layout": {"nodes": 1},
+            "workload": {"headline": "time"}}
+    ok = {**base, "run_id": "a", "status": "ok", "metrics": {"time": {"value": 2.5, "unit": "s"}}}
+    failed = {**base, "run_id": "b", "status": "failed", "error": "rank 1: boom",
+              "metrics": {"time": {"value": 0.001, "unit": "s"}}}  # a partial figure from a run that failed
+    lines = markdown_summary(tidy_table([ok, failed]), "local").splitlines()
+    assert "| a | kmeans |  | time | 2.5 | s |" in lines[4]
+    assert lines[5] == "| b | kmeans |  | time |  |  |  |  | failed | rank 1: boom |"
