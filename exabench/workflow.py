@@ -81,21 +81,22 @@ def write_bundle_script(runs, site, results_dir, campaign, path, log_path) -> No
 
 # --- run -----------------------------------------------------------------------------------------
 
-def status_lines(spec_path: str, rec: dict) -> list[str]:
-    """What a user sees when a run ends: its status, and the campaign's progress (done/failed/remaining)."""
+def status_lines(spec_path: str, rec: dict, planned: list[str] | None = None) -> list[str]:
+    """What a user sees when a run ends: its status, and the campaign's progress (done/failed/remaining)
+    against `planned`, the whole plan's run ids where the caller knows them."""
     lines = [f"{rec['run_id']}: {rec['status']}" + (f" ({rec['error']})" if rec.get("error") else "")]
     record = Path(json.loads(Path(spec_path).read_text())["paths"]["record"])
     if record.parent.name == "records":  # a campaign run (not an every-node one under records/nodes)
-        lines.append(progress_line(record.parent.parent, rec["run_id"], rec["status"]))
+        lines.append(progress_line(record.parent.parent, rec["run_id"], rec["status"], planned))
     return lines
 
 
-def execute_run(spec_path: str, log_path: str) -> list[str]:
+def execute_run(spec_path: str, log_path: str, planned: list[str] | None = None) -> list[str]:
     """Execute one run, its output in `log_path`; prints and returns the status lines."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
         rec = execute(spec_path, log=log)
-    lines = status_lines(spec_path, rec)
+    lines = status_lines(spec_path, rec, planned)
     print("\n".join(lines), flush=True)
     return lines
 
@@ -200,10 +201,22 @@ def accept_check(verdicts: str, log_path: str) -> None:
             raise ExabenchError(text.splitlines()[-1])
 
 
-def node_check(records: list[str], references: str, site: Site, markdown: str, log_path: str) -> None:
+def node_report(records: list[str], references: list[str], site: Site, markdown: str, csv: str,
+                log_path: str) -> None:
+    """The per-node report; it always gets written (node_check then fails on it)."""
     with logged(log_path) as log:
-        rows = acceptance.write_node_check(records, references, site.name, markdown)
+        rows = acceptance.write_node_check(records, references[0] if references else None, site.name, markdown,
+                                           csv=csv)
         _say(log, acceptance.node_check_line(rows, markdown), echo=True)
+
+
+def node_check(nodes_csv: str, references: list[str], log_path: str) -> None:
+    """Fail the rule, naming the nodes, when a node is flagged or nothing could be judged."""
+    with logged(log_path) as log:
+        passed, text = acceptance.check_nodes(nodes_csv, bool(references))
+        _say(log, text, echo=True)
+        if not passed:
+            raise ExabenchError(text)
 
 
 def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out_dir: str, log_path: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from xml.etree import ElementTree as ET
@@ -14,6 +15,7 @@ from xml.etree import ElementTree as ET
 import pytest
 import yaml
 
+from conftest import REPO
 from exabench.analysis import acceptance as acc
 from exabench.records.tidy import load_records
 from exabench.errors import ConfigError
@@ -252,3 +254,33 @@ def test_every_node_needs_a_launcher_that_targets_a_node(tmp_path):
                 layout=Layout(2, 2, 1))
     with pytest.raises(ExabenchError, match="no single-node run"):
         render_node_sweep([multi], site, tmp_path, 4)
+
+
+def _node_check(tmp_path, records, references="none.yaml"):
+    nodes = tmp_path / "results/local/records/nodes"
+    nodes.mkdir(parents=True)
+    for path in records:
+        shutil.copy(path, nodes / path.name)
+    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
+                           str(REPO / "profiles/local"), "--configfile", str(REPO / "config/config.yaml"), "--config",
+                           f"site={REPO}/profiles/local/site.yaml", f"references={tmp_path / references}",
+                           "--cores", "1", "node_check"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.integration
+def test_snakemake_node_check_fails_naming_flagged_nodes_and_keeps_the_report(tmp_path):
+    # No references.yaml: the outliers among peers need none.
+    res = _node_check(tmp_path, sorted((DATA / "nodes").glob("*.json")))
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "node check FAILED: flagged c004 c005 c006" in out, out[-3000:]
+    assert "Flagged nodes: c004 c005 c006" in (tmp_path / "results/local/acceptance/nodes.md").read_text()
+    assert not (tmp_path / "results/local/acceptance/nodes-accepted").exists()
+
+
+@pytest.mark.integration
+def test_snakemake_node_check_refuses_to_judge_two_nodes_without_references(tmp_path):
+    two = sorted((DATA / "nodes").glob("resnet50*.json"))[:2]
+    res = _node_check(tmp_path, two)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "node check cannot judge: fewer than 3 ok nodes" in out, out[-3000:]
+    assert "not judged among peers: 2 ok nodes" in (tmp_path / "results/local/acceptance/nodes.md").read_text()

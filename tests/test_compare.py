@@ -242,3 +242,19 @@ def test_framework_table_matches_workloads_and_puts_tta_beside_throughput():
     assert hvd["value"] == 16.0 and hvd["target_accuracy"] == "0.5;0.9" and math.isnan(hvd["time_to_accuracy"])
     failed = table.loc["tensorflow+horovod"]
     assert failed["status"] == "failed" and math.isnan(failed["value"]) and math.isnan(failed["relative"])
+
+
+def test_scaling_mode_comes_from_the_runs_own_parameter():
+    # Fixed total work over 1 -> 2 ranks (scaling: strong): the efficiency of a run twice as fast on
+    # twice the ranks is 1, and half as fast would be 0.5; as weak scaling the same times give 2x that.
+    def rec(run_id, ranks, seconds, mode):
+        return {"run_id": run_id, "benchmark": "kmeans", "framework": "mpi4py-numpy", "site": "local",
+                "preset": "tiny", "params": {"k": 3, "scaling": mode},
+                "layout": {"nodes": 1, "ranks_per_node": ranks, "ranks": ranks, "threads_per_rank": 1,
+                           "gpus_per_rank": 0},
+                "status": "ok", "metrics": {"time": {"value": seconds, "unit": "s", "higher_is_better": False}},
+                "workload": {"headline": "time", "scaling": mode, "task": "kmeans"}}
+    for mode, want in (("strong", 0.5), ("weak", 1.0)):
+        runs = run_table([rec(f"kmeans.{mode}.n1r1t1", 1, 1.0, mode), rec(f"kmeans.{mode}.n1r2t1", 2, 1.0, mode)])
+        table = compare.scaling_table(runs).set_index("workers")
+        assert set(table["mode"]) == {mode} and table.loc[2, "efficiency"] == pytest.approx(want)

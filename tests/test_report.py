@@ -81,3 +81,39 @@ def test_progress_line_and_final_summary(tmp_path):
     (res / "acceptance").mkdir()
     (res / "acceptance" / "verdicts.md").write_text("# x\n\nFAILED: b\n")
     assert "verdict:     FAILED: b" in final_summary(res, "local")
+
+
+def test_progress_counts_against_the_whole_plan_from_the_first_run(tmp_path):
+    # The workflow passes every planned run id: before plan.json exists, the first run of a 20-run
+    # campaign is "1 of 20", not "1 of 1" (the runs rendered so far).
+    import json
+    from exabench.records.progress import progress_line
+    from exabench.records.record import SCHEMA
+    res = tmp_path / "results" / "local"
+    (res / "records").mkdir(parents=True)
+    (res / "runs" / "r00").mkdir(parents=True)
+    (res / "runs" / "r00" / "spec.json").write_text("{}")
+    (res / "records" / "r00.json").write_text(json.dumps({"schema": SCHEMA, "run_id": "r00", "benchmark": "kmeans",
+                                                          "status": "ok", "metrics": {}}))
+    planned = [f"r{i:02d}" for i in range(20)]
+    assert progress_line(res, "r00", "ok", planned) == \
+        "exabench progress: r00 ok; 1 of 20 runs finished (1 done, 0 failed), 19 remaining"
+    assert "1 of 1 runs" in progress_line(res, "r00", "ok")  # without the plan: what is on disk
+
+
+def test_a_precision_bar_never_folds_two_workloads():
+    # The ConvNet in throughput mode (142.5 images/s) and in time-to-accuracy mode (193): two panels,
+    # each bar a value of its own runs, not the median of both (168).
+    from exabench.analysis.runs import run_table
+
+    def rec(mode, value):
+        return {"run_id": f"convnet_cifar10.tiny.fp32.mode-{mode}.n1r2t1", "benchmark": "convnet_cifar10",
+                "framework": "pytorch", "site": "local", "preset": "tiny",
+                "params": {"precision": "fp32", "mode": mode, "batch_size": 32},
+                "layout": {"nodes": 1, "ranks_per_node": 2, "ranks": 2, "threads_per_rank": 1, "gpus_per_rank": 0},
+                "status": "ok", "workload": {"headline": "throughput", "task": "convnet_cifar10"},
+                "metrics": {"throughput": {"value": value, "unit": "images/s", "precision": "fp32"}}}
+    panels = plots.precision_panels(run_table([rec("throughput", 142.5), rec("time_to_accuracy", 193.0)]))
+    assert [(title, list(bars["value"])) for title, _, bars in panels] == [
+        ("convnet_cifar10 on local\nmode=throughput", [142.5]),
+        ("convnet_cifar10 on local\nmode=time_to_accuracy", [193.0])]

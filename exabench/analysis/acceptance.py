@@ -31,6 +31,8 @@ VERDICTS = ("pass", "fail", "expected-fail", "unexpected-pass", "no-reference")
 # floored at 1% of the median, so peers that agree to 0.1% do not make a 0.2% node an outlier.
 OUTLIER_Z = 3.5
 MAD_FLOOR = 0.01
+# The robust z of one node among two can never pass OUTLIER_Z: outliers need at least three peers.
+MIN_PEERS = 3
 NODE_SUFFIX = re.compile(r"\.node-([A-Za-z0-9._-]+)$")
 
 
@@ -266,6 +268,7 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
         med = statistics.median(vals) if vals else math.nan
         mad = statistics.median(abs(v - med) for v in vals) if vals else math.nan
         scale = max(mad, MAD_FLOOR * abs(med)) if vals else math.nan
+        judged = len(vals) >= MIN_PEERS
         for r in sorted(rs, key=node_of):
             reasons = []
             value = math.nan
@@ -273,7 +276,7 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
                 reasons.append(f"run {r['status']}: {r.get('error')}")
             else:
                 value = float(r["metrics"][metric]["value"])
-            z = 0.6745 * (value - med) / scale if scale and not math.isnan(value) else math.nan
+            z = 0.6745 * (value - med) / scale if judged and scale and not math.isnan(value) else math.nan
             if not math.isnan(z) and abs(z) > z_max:
                 hib = r["metrics"][metric].get("higher_is_better", True)
                 worse = (z < 0) == hib
@@ -282,9 +285,10 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
                 verdict, _, detail = judge(r, ref)
                 if verdict in FAILING and r["status"] == "ok":
                     reasons.append(f"reference: {detail}")
+            note = [] if judged else [f"not judged among peers: {len(vals)} ok nodes, outliers need {MIN_PEERS}"]
             rows.append({"node": node_of(r), "run_id": r["run_id"], "benchmark": bench, "metric": metric,
                          "value": value, "median": med, "mad": mad, "z": z, "flagged": bool(reasons),
-                         "reason": "; ".join(reasons)})
+                         "judged": judged, "reason": "; ".join(reasons + note)})
     return rows
 
 
@@ -344,8 +348,9 @@ def check_verdicts(verdicts_csv: str) -> tuple[bool, str]:
 
 
 def write_node_check(records: list[str], references: str | None, site: str, markdown: str,
-                     z_max: float = OUTLIER_Z) -> list[dict]:
-    """Flag nodes outside tolerance or outliers among their peers; write the Markdown report."""
+                     z_max: float = OUTLIER_Z, csv: str | None = None) -> list[dict]:
+    """Flag nodes outside tolerance or outliers among their peers; write the Markdown report (and the
+    rows as CSV, which `check_nodes` reads)."""
     from exabench.io import atomic_write_text
     from exabench.records.record import record_paths
     from exabench.records.tidy import load_records
@@ -353,7 +358,28 @@ def write_node_check(records: list[str], references: str | None, site: str, mark
     refs = load_references(references) if references else []
     rows = node_outliers(load_records(record_paths(records)), refs, z_max)
     atomic_write_text(markdown, nodes_markdown(rows, site))
+    if csv:
+        import pandas as pd
+        columns = ["node", "run_id", "benchmark", "metric", "value", "median", "mad", "z", "flagged", "judged",
+                   "reason"]
+        atomic_write_text(csv, pd.DataFrame(rows, columns=columns).to_csv(index=False))
     return rows
+
+
+def check_nodes(nodes_csv: str, with_references: bool) -> tuple[bool, str]:
+    """(passed, text): no node flagged, and something was judged (among peers, or against references)."""
+    import pandas as pd
+
+    df = pd.read_csv(nodes_csv, keep_default_na=False)
+    if df.empty:
+        return False, "exabench: node check FAILED: no per-node records (run the every-node job script first)"
+    bad = sorted(set(df.loc[df["flagged"].astype(str) == "True", "node"]))
+    if bad:
+        return False, f"exabench: node check FAILED: flagged {' '.join(bad)} (see {nodes_csv})"
+    if not with_references and not (df["judged"].astype(str) == "True").any():
+        return False, (f"exabench: node check cannot judge: fewer than {MIN_PEERS} ok nodes per configuration and "
+                       "no references.yaml to judge them against")
+    return True, f"exabench: node check passed: {df['node'].nunique()} nodes, none flagged"
 
 
 def node_check_line(rows: list[dict], markdown: str) -> str:

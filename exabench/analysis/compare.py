@@ -23,7 +23,7 @@ from exabench.analysis.frameworks import framework_table
 from exabench.analysis.runs import CELL, LAYOUT, PRECISION_PARAMS, cells, load_runs
 
 # Parameters that name a problem size or an algorithm, first match wins.
-SIZE_PARAMS = ("rows_per_rank", "size", "batch_size", "image_size", "message_bytes", "bytes", "m", "n")
+SIZE_PARAMS = ("size_per_node", "rows_per_rank", "size", "batch_size", "image_size", "message_bytes", "bytes", "m", "n")
 ALGORITHM_PARAMS = ("algorithm", "algo", "init", "optimizer", "solver", "kernel")
 
 

@@ -6,6 +6,7 @@ matplotlib version (no timestamps), so a reproduced plot can be compared with it
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -16,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from exabench.analysis.runs import cells  # noqa: E402
+from exabench.analysis.runs import PRECISION_PARAMS, cells  # noqa: E402
 
 BUSBW = re.compile(r"^busbw\.(\d+)B$")
 PNG_META = {"Software": None}  # no version string: the bytes depend on the data only
@@ -79,19 +80,45 @@ def plot_scaling(scaling: pd.DataFrame, path) -> Path:
     return _save(fig, path)
 
 
-def plot_precision(runs: pd.DataFrame, path) -> Path:
-    """Throughput (higher-is-better headline figures) by precision, one panel per benchmark
-    and site; a precision whose runs all failed shows its status instead of a bar."""
-    title = "Throughput by precision"
-    rates = runs[runs["higher_is_better"] & (runs["precision"] != "")]
-    groups = [(k, g) for k, g in rates.groupby(["site", "benchmark", "metric"], sort=True)]
-    if not groups:
-        return _empty(path, title, "no higher-is-better figure with a precision in the records")
-    fig, axes = _grid(len(groups), 4.5, 3.2)
-    for ax, ((site, bench, metric), g) in zip(axes, groups):
-        # The best layout of each precision (the largest run), so precisions compare like for like.
+def _setting(params: str) -> str:
+    """A run's parameters but its precision: runs that differ in nothing else share a panel."""
+    return json.dumps({k: v for k, v in json.loads(params).items() if k not in PRECISION_PARAMS}, sort_keys=True)
+
+
+def _setting_label(setting: str, others: list[str]) -> str:
+    """What sets this panel's runs apart from the benchmark's other panels (e.g. mode=time_to_accuracy)."""
+    mine, theirs = json.loads(setting), [json.loads(o) for o in others if o != setting]
+    differ = sorted(k for k in mine if any(o.get(k) != mine[k] for o in theirs))
+    return ", ".join(f"{k}={mine[k]}" for k in differ)
+
+
+def precision_panels(runs: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """(title, y label, bars) per site, benchmark and setting (every parameter but the precision: a bar
+    never folds two workloads); the bars are the cells of the best layout of each precision (the
+    largest run), so precisions compare like for like."""
+    rates = runs[runs["higher_is_better"] & (runs["precision"] != "")].copy()
+    if rates.empty:
+        return []
+    rates["setting"] = [_setting(p) for p in rates["params"]]
+    settings = rates.groupby(["site", "benchmark"])["setting"].unique()
+    panels = []
+    for (site, bench, metric, setting), g in rates.groupby(["site", "benchmark", "metric", "setting"], sort=True):
         c = cells(g, ["precision", "nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank"])
         c = c.sort_values(["precision", "nodes", "ranks_per_node"]).groupby("precision").tail(1)
+        label = _setting_label(setting, list(settings[(site, bench)]))
+        panels.append((f"{bench} on {site}" + (f"\n{label}" if label else ""), f"{metric} ({c['unit'].iloc[0]})", c))
+    return panels
+
+
+def plot_precision(runs: pd.DataFrame, path) -> Path:
+    """Throughput (higher-is-better headline figures) by precision (precision_panels); a precision whose
+    runs all failed shows its status instead of a bar."""
+    title = "Throughput by precision"
+    panels = precision_panels(runs)
+    if not panels:
+        return _empty(path, title, "no higher-is-better figure with a precision in the records")
+    fig, axes = _grid(len(panels), 4.5, 3.2)
+    for ax, (panel_title, ylabel, c) in zip(axes, panels):
         xs = list(range(len(c)))
         have = [(x, v) for x, v in zip(xs, c["value"]) if v == v]
         ax.bar([x for x, _ in have], [v for _, v in have], color="C0")
@@ -100,8 +127,8 @@ def plot_precision(runs: pd.DataFrame, path) -> Path:
             ax.annotate(text, (x, 0 if r["value"] != r["value"] else r["value"]), ha="center", fontsize=8,
                         textcoords="offset points", xytext=(0, 3))
         ax.set_xticks(xs, [f"{p}\nn{n}r{rp}" for p, n, rp in zip(c["precision"], c["nodes"], c["ranks_per_node"])])
-        ax.set_ylabel(f"{metric} ({c['unit'].iloc[0]})")
-        ax.set_title(f"{bench} on {site}", fontsize=9)
+        ax.set_ylabel(ylabel)
+        ax.set_title(panel_title, fontsize=9)
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)

@@ -31,8 +31,10 @@ def planned_runs(results: Path) -> list[str]:
     return sorted(p.parent.name for p in (results / "runs").glob("*/spec.json"))
 
 
-def progress_counts(results: Path) -> dict[str, int]:
-    planned = planned_runs(results)
+def progress_counts(results: Path, planned: list[str] | None = None) -> dict[str, int]:
+    """Done, failed and remaining runs of `planned` (the workflow passes the whole plan; without it,
+    the plan files, which may not be written yet when the first runs end)."""
+    planned = planned_runs(results) if planned is None else planned
     done = failed = 0
     for run_id in planned:
         path = results / "records" / f"{run_id}.json"
@@ -47,8 +49,8 @@ def progress_counts(results: Path) -> dict[str, int]:
     return {"planned": len(planned), "done": done, "failed": failed, "remaining": len(planned) - done - failed}
 
 
-def progress_line(results: str | Path, run_id: str, status: str) -> str:
-    c = progress_counts(Path(results))
+def progress_line(results: str | Path, run_id: str, status: str, planned: list[str] | None = None) -> str:
+    c = progress_counts(Path(results), planned)
     finished = c["done"] + c["failed"]
     return (f"exabench progress: {run_id} {status}; {finished} of {c['planned']} runs finished "
             f"({c['done']} done, {c['failed']} failed), {c['remaining']} remaining")

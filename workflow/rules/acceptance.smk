@@ -10,6 +10,7 @@ localrules:
     acceptance_verdicts,
     acceptance,
     every_node_script,
+    node_report,
     node_check,
 
 
@@ -46,7 +47,8 @@ rule acceptance:
 # the local profile), then check the nodes:
 #   snakemake --profile profiles/<site> every_node_script   -> results/<site>/nodes/every-node.sh
 #   sbatch results/<site>/nodes/every-node.sh               (or: bash ... on the local profile)
-#   snakemake --profile profiles/<site> node_check          -> results/<site>/acceptance/nodes.md
+#   snakemake --profile profiles/<site> node_check          -> results/<site>/acceptance/nodes.md; fails
+#                                                              when a node is flagged or none can be judged
 rule every_node_script:
     input:
         get_single_node_specs,
@@ -60,13 +62,26 @@ rule every_node_script:
         pipeline.write_node_sweep(list(RUNS.values()), SITE, RESULTS, params.nodes, output[0], log[0])
 
 
-rule node_check:
+rule node_report:
     input:
         nodes=get_node_records,
-        references=REFERENCES,
+        references=get_references_if_any,  # outliers among peers need none
     output:
-        report(f"{ACCEPTANCE}/nodes.md", caption="../report/nodes.rst", category="Acceptance"),
+        markdown=report(f"{ACCEPTANCE}/nodes.md", caption="../report/nodes.rst", category="Acceptance"),
+        csv=f"{ACCEPTANCE}/nodes.csv",
+    log:
+        f"{LOGS}/node_report.log",
+    run:
+        pipeline.node_report(input.nodes, input.references, SITE, output.markdown, output.csv, log[0])
+
+
+rule node_check:
+    input:
+        csv=f"{ACCEPTANCE}/nodes.csv",
+        references=get_references_if_any,
+    output:
+        touch(f"{ACCEPTANCE}/nodes-accepted"),
     log:
         f"{LOGS}/node_check.log",
     run:
-        pipeline.node_check(input.nodes, input.references, SITE, output[0], log[0])
+        pipeline.node_check(input.csv, input.references, log[0])

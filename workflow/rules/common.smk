@@ -64,6 +64,10 @@ def get_baseline_records(wildcards=None):
     return sorted(glob(f"results/{BASELINE}/records/*.json") + glob(f"results/reference/{BASELINE}/*.json"))
 
 
+def get_references_if_any(wildcards=None):
+    return [REFERENCES] if Path(REFERENCES).exists() else []
+
+
 def get_node_records(wildcards=None):
     # Per-node records of a cluster-wide acceptance campaign (results/<site>/records/nodes/).
     return sorted(glob(f"{RESULTS}/records/nodes/*.json"))

@@ -17,4 +17,4 @@ rule run_benchmark:
     resources:
         **pipeline.job_resources(SITE, get_run),
     run:
-        pipeline.execute_run(input.spec, log[0])
+        pipeline.execute_run(input.spec, log[0], planned=list(RUNS))
