@@ -165,7 +165,8 @@ def read_source(item: str | Path) -> list[tuple[str, dict]]:
     if p.is_dir():
         paths = _records_in_dir(p)
         if not paths:
-            raise StoreError(f"{p}: no records found (looked for records/*.json, *.json, */records/*.json and */*.json)")
+            raise StoreError(f"{p}: no records found (looked for records/*.json, *.json, */records/*.json "
+                             "and */*.json)")
         return [(str(f), read_record(f)) for f in paths]
     if p.name.endswith((".tar.gz", ".tgz", ".tar")):
         out = []
