@@ -86,6 +86,21 @@ def cmd_references(args) -> int:
     if args.tolerance:
         lo, hi = (float(x) for x in args.tolerance.split(","))
         tol = {True: (lo, hi), False: (lo, hi)}
+    if args.from_history:
+        from exabench.analysis.history import history_references, parse_band
+        if args.source:
+            raise ExabenchError("give either --from (records) or --from-history (the results store), not both")
+        band = parse_band(args.band)
+        refs, ids = history_references(args.store, args.site_name, args.select, args.last, band,
+                                       same_system=not args.any_system)
+        command = (f"exabench references --from-history --store {args.store} --site-name {args.site_name} "
+                   f"--last {args.last} --band {args.band} --out {args.out}")
+        command += (f" --select {args.select}" if args.select else "") + (" --any-system" if args.any_system else "")
+        atomic_write_text(args.out, references_yaml(refs, args.site_name, command))
+        print(f"{len(refs)} references from {len(ids)} stored campaign(s) -> {args.out}")
+        return 0
+    if not args.source:
+        raise ExabenchError("give --from RECORDS... or --from-history")
     refs = derive_references(_read_records(args.source), tolerances=tol)
     command = "exabench references --from " + " ".join(args.source) + f" --site-name {args.site_name} --out {args.out}"
     command += f" --tolerance {args.tolerance}" if args.tolerance else ""
@@ -309,7 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verdicts", required=True, help="verdicts CSV written by `exabench accept`")
     p.set_defaults(fn=cmd_accept_check)
     p = sub.add_parser("references", help="derive a site's references.yaml from measured runs")
-    p.add_argument("--from", dest="source", nargs="+", required=True, help="record files or directories")
+    p.add_argument("--from", dest="source", nargs="+", default=None, help="record files or directories")
+    p.add_argument("--from-history", action="store_true",
+                   help="derive from the stored campaigns of --site-name instead (docs/history.md)")
+    p.add_argument("--store", default="results/history.duckdb", help="with --from-history: the results store")
+    p.add_argument("--select", default=None, help="with --from-history: only these campaigns (a selection)")
+    p.add_argument("--last", type=int, default=10, help="with --from-history: the last N campaigns (default 10)")
+    p.add_argument("--band", default="5,95", help="with --from-history: percentiles of the tolerance band "
+                                                  "(default %(default)s)")
+    p.add_argument("--any-system", action="store_true",
+                   help="with --from-history: also campaigns on other hardware (default: the newest one's)")
     p.add_argument("--site-name", required=True)
     p.add_argument("--out", required=True, help="references.yaml to write")
     p.add_argument("--tolerance", default=None,

@@ -207,3 +207,28 @@ def test_the_slowed_campaign_is_regressed(campaigns3):
     assert row["params_differ"] == "maxiter"  # the run id does not name it: the verdict says so
     assert "regressed" in res.stdout and "1 regressed" in res.stdout
     print(row.to_dict())
+
+
+@requires_mpi
+@pytest.mark.timeout(900)
+def test_references_from_history_pass_the_history_and_fail_the_slowed_run(campaigns3):
+    from exabench.analysis.acceptance import load_references
+    d = campaigns3["dir"]
+    table = history.campaigns(d / "results" / "history.duckdb")
+    slowed = table.iloc[-1]
+    until = slowed["started"].isoformat()
+    res = _exabench("references", "--from-history", "--site-name", "local", "--select", f"until:{until}",
+                    "--out", "refs.yaml", cwd=d)
+    assert res.returncode == 0 and "1 references from 2 stored campaign(s)" in res.stdout, res.stdout + res.stderr
+    (ref,) = load_references(d / "refs.yaml")
+    assert ref.benchmark == "kmeans" and ref.metric == "time" and ref.lower >= 0.05 and ref.upper >= 0.05
+    assert "20 samples from 2 campaign(s)" in ref.note and all(c in ref.note for c in table["campaign_id"][:2])
+    assert "--from-history" in (d / "refs.yaml").read_text()  # the file says how it was derived
+    res = _exabench("accept", "--references", "refs.yaml", "--site-name", "local", "--markdown", "v.md", "--csv",
+                    "v.csv", "--junit", "j.xml", "results/local/records", cwd=d)
+    assert res.returncode == 0, res.stderr
+    import pandas as pd
+    verdicts = pd.read_csv(d / "v.csv")
+    assert verdicts["verdict"].tolist() == ["fail"]  # the slowed run is outside the history's band
+    bad = _exabench("references", "--from-history", "--site-name", "nosite", "--out", "x.yaml", cwd=d)
+    assert bad.returncode == 2 and "no stored campaign of site 'nosite'" in bad.stderr

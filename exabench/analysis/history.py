@@ -311,3 +311,72 @@ def write_regressions(df: pd.DataFrame, csv: str | None = None, markdown: str | 
     if csv:
         atomic_write_text(csv, df.to_csv(index=False))
     return text + "\n" + regression_line(df)
+
+
+# --- references from history -------------------------------------------------------------------
+
+def parse_band(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise SelectionError(f"--band {text!r} is not valid; valid: LOW,HIGH percentiles, e.g. 5,95") from None
+    return lo, hi
+
+
+def history_references(store: str | Path, site: str, selection: str | None = None, last: int = 10,
+                       band: tuple[float, float] = (5.0, 95.0), min_tolerance: float = 0.05,
+                       same_system: bool = True) -> tuple[list[dict], list[str]]:
+    """References of `site` from its stored campaigns: per benchmark, headline metric and point
+    (as `exabench references --from` groups them), the median of the pooled samples of the last
+    `last` campaigns (on the newest campaign's system fingerprint unless `same_system` is off),
+    with a tolerance band from the `band` percentiles (at least `min_tolerance` each side).
+    Each entry's note names its campaigns and sample count. Returns (entries, campaign ids)."""
+    from exabench.analysis.acceptance import reference_points
+    from exabench.records.record import headline_metric
+
+    lo_pct, hi_pct = band
+    if not 0 <= lo_pct < 50 < hi_pct <= 100:
+        raise SelectionError(f"--band {lo_pct:g},{hi_pct:g} is not valid; valid: LOW,HIGH percentiles with "
+                             "0 <= LOW < 50 < HIGH <= 100 (e.g. 5,95)")
+    table = campaigns(store)
+    table = table[table["site"] == site]
+    ids = select(table, selection) if selection else list(table["campaign_id"])
+    chosen = table[table["campaign_id"].isin(ids)]
+    if same_system and not chosen.empty and chosen["system_fingerprint"].notna().any():
+        newest = chosen.dropna(subset=["system_fingerprint"]).iloc[-1]["system_fingerprint"]
+        chosen = chosen[chosen["system_fingerprint"] == newest]
+    ids = list(chosen["campaign_id"])[-last:]
+    if not ids:
+        raise SelectionError(f"no stored campaign of site {site!r}"
+                             + (f" in selection {selection!r}" if selection else "")
+                             + f" in {store} (exabench history lists them)")
+    con = connect(store, read_only=True)
+    try:
+        con.register("wanted", pd.DataFrame({"campaign_id": ids}))
+        rows = con.execute("SELECT record, campaign_id FROM records WHERE status = 'ok' AND "
+                           "campaign_id IN (SELECT campaign_id FROM wanted)").fetchall()
+    finally:
+        con.close()
+    records = []
+    for text, cid in rows:
+        rec = json.loads(text)
+        rec["_campaign_id"] = cid
+        records.append(rec)
+    out = []
+    for (bench, key), rs in reference_points(records).items():
+        metric = headline_metric(rs[0])
+        ms = [(r, r["metrics"][metric]) for r in rs if metric in r["metrics"]]
+        if not ms:
+            continue
+        values = np.asarray([s for _, m in ms for s in (m.get("samples") or [m["value"]]) if s is not None], float)
+        med = float(np.median(values))
+        lo, hi = (float(x) for x in np.percentile(values, [lo_pct, hi_pct]))
+        used = sorted({r["_campaign_id"] for r, _ in ms})
+        out.append({"benchmark": bench, "metric": metric, "params": json.loads(key),
+                    "value": float(f"{med:.4g}"),
+                    "lower": float(round(max(min_tolerance, 1 - lo / med), 4)) if med else min_tolerance,
+                    "upper": float(round(max(min_tolerance, hi / med - 1), 4)) if med else min_tolerance,
+                    "unit": ms[0][1]["unit"],
+                    "note": f"history: median of {len(values)} samples from {len(used)} campaign(s) "
+                            f"{', '.join(used)}; band p{lo_pct:g}..p{hi_pct:g}"})
+    return out, ids

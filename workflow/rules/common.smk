@@ -86,7 +86,7 @@ def get_plot_outputs(wildcards=None):
 
 # --- results store (history.smk) --------------------------------------------------
 
-HISTORY_STORE = config.get("history_store") or "results/history.duckdb"
+HISTORY_STORE = config.get("results_store") or "results/history.duckdb"
 
 
 def get_history_outputs(wildcards=None):

@@ -1,5 +1,5 @@
 # Every finished campaign lands in the results store (results/history.duckdb: docs/history.md).
-# Part of `all` (it takes about a second); `history_store: none` in the config turns it off.
+# Part of `all` (it takes about a second); `results_store: none` in the config turns it off.
 #   snakemake --profile profiles/<site> ingest      the same on its own
 # The store is shared by every site and campaign under results/, so it is not a declared output
 # (Snakemake would delete it before the rule runs): the rule writes a receipt naming what it added.
