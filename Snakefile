@@ -3,6 +3,7 @@
 #   snakemake --profile profiles/<site> -n       list the planned runs
 #   snakemake --profile profiles/<site> acceptance   verdicts against profiles/<site>/references.yaml
 #   snakemake --profile profiles/<site> --report results/<site>/report.html   the HTML report
+#   exabench history                                  the campaigns in results/history.duckdb (docs/history.md)
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -23,6 +24,7 @@ include: "workflow/rules/compare.smk"
 include: "workflow/rules/acceptance.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/archive.smk"
+include: "workflow/rules/history.smk"
 
 
 rule all:
@@ -30,4 +32,5 @@ rule all:
         get_final_outputs,
         get_compare_outputs,
         get_plot_outputs,
+        get_history_outputs,
     default_target: True

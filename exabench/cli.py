@@ -86,6 +86,21 @@ def cmd_references(args) -> int:
     if args.tolerance:
         lo, hi = (float(x) for x in args.tolerance.split(","))
         tol = {True: (lo, hi), False: (lo, hi)}
+    if args.from_history:
+        from exabench.analysis.history import history_references, parse_band
+        if args.source:
+            raise ExabenchError("give either --from (records) or --from-history (the results store), not both")
+        band = parse_band(args.band)
+        refs, ids = history_references(args.store, args.site_name, args.select, args.last, band,
+                                       same_system=not args.any_system)
+        command = (f"exabench references --from-history --store {args.store} --site-name {args.site_name} "
+                   f"--last {args.last} --band {args.band} --out {args.out}")
+        command += (f" --select {args.select}" if args.select else "") + (" --any-system" if args.any_system else "")
+        atomic_write_text(args.out, references_yaml(refs, args.site_name, command))
+        print(f"{len(refs)} references from {len(ids)} stored campaign(s) -> {args.out}")
+        return 0
+    if not args.source:
+        raise ExabenchError("give --from RECORDS... or --from-history")
     refs = derive_references(_read_records(args.source), tolerances=tol)
     command = "exabench references --from " + " ".join(args.source) + f" --site-name {args.site_name} --out {args.out}"
     command += f" --tolerance {args.tolerance}" if args.tolerance else ""
@@ -122,6 +137,39 @@ def cmd_reproduce(args) -> int:
     print(check_report(check, args.archive))
     print(f"unpacked and rebuilt under {dest}")
     return 0 if check.ok else 1
+
+
+def cmd_ingest(args) -> int:
+    from exabench.records.store import ingest
+    print(ingest(args.sources, args.store).line())
+    return 0
+
+
+def cmd_history(args) -> int:
+    from exabench.analysis import history
+    table = history.campaigns(args.store)
+    if args.select:
+        table = table[table["campaign_id"].isin(history.select(table, args.select))]
+    shown = history.campaign_table(table)
+    print(history.write_table(shown, f"Campaigns in {args.store}", args.csv, args.markdown), end="")
+    print(f"\n{len(shown)} campaign(s)")
+    return 0
+
+
+def cmd_history_compare(args) -> int:
+    from exabench.analysis import history
+    df = history.compare_selections(args.store, args.a, args.b, args.metric, history.parse_aggregates(args.aggregate))
+    title = f"A = {args.a} ({', '.join(df.attrs['A_ids'])}) vs B = {args.b} ({', '.join(df.attrs['B_ids'])})"
+    print(history.write_table(df, title, args.csv, args.markdown), end="")
+    return 0
+
+
+def cmd_history_regress(args) -> int:
+    from exabench.analysis import history
+    df = history.regressions(args.store, args.current, args.against, args.last, not args.any_system, args.metric,
+                             args.alpha, args.min_change, args.correction)
+    print(history.write_regressions(df, args.csv, args.markdown))
+    return 1 if args.strict and (df["verdict"] == "regressed").any() else 0
 
 
 def cmd_node_run(args) -> int:
@@ -276,7 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verdicts", required=True, help="verdicts CSV written by `exabench accept`")
     p.set_defaults(fn=cmd_accept_check)
     p = sub.add_parser("references", help="derive a site's references.yaml from measured runs")
-    p.add_argument("--from", dest="source", nargs="+", required=True, help="record files or directories")
+    p.add_argument("--from", dest="source", nargs="+", default=None, help="record files or directories")
+    p.add_argument("--from-history", action="store_true",
+                   help="derive from the stored campaigns of --site-name instead (docs/history.md)")
+    p.add_argument("--store", default="results/history.duckdb", help="with --from-history: the results store")
+    p.add_argument("--select", default=None, help="with --from-history: only these campaigns (a selection)")
+    p.add_argument("--last", type=int, default=10, help="with --from-history: the last N campaigns (default 10)")
+    p.add_argument("--band", default="5,95", help="with --from-history: percentiles of the tolerance band "
+                                                  "(default %(default)s)")
+    p.add_argument("--any-system", action="store_true",
+                   help="with --from-history: also campaigns on other hardware (default: the newest one's)")
     p.add_argument("--site-name", required=True)
     p.add_argument("--out", required=True, help="references.yaml to write")
     p.add_argument("--tolerance", default=None,
@@ -323,6 +380,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the site's max_nodes)")
     p.add_argument("--out", required=True)
     p.set_defaults(fn=cmd_node_sweep)
+    store_help = "the results store (default %(default)s)"
+    p = sub.add_parser("ingest", help="add result folders, record files or campaign archives to the results store")
+    p.add_argument("--store", default="results/history.duckdb", help=store_help)
+    p.add_argument("sources", nargs="+", help="results/<site>, results/, records, or .tar.gz from exabench archive")
+    p.set_defaults(fn=cmd_ingest)
+    # `history` and its subcommands: `exabench compare` is already the comparison-tables command of
+    # one campaign's records, so comparing stored selections is `exabench history compare`.
+    p = sub.add_parser("history", help="the campaigns in the results store; `history compare` and "
+                                       "`history regress` query it (docs/history.md)")
+    p.add_argument("--store", default="results/history.duckdb", help=store_help)
+    p.add_argument("--select", default=None, help="only the campaigns of this selection (docs/history.md)")
+    p.add_argument("--csv", default=None, help="also write the table as CSV here")
+    p.add_argument("--markdown", default=None, help="also write the table as Markdown here")
+    p.set_defaults(fn=cmd_history)
+    hsub = p.add_subparsers(dest="history_command")
+    for name, fn, text in (("list", cmd_history, "the campaigns (the same as plain `exabench history`)"),
+                           ("compare", cmd_history_compare, "two selections side by side per benchmark, parameter "
+                                                            "set and metric, with aggregations"),
+                           ("regress", cmd_history_regress, "regression verdicts of a campaign against its history "
+                                                            "(Mann-Whitney U, bootstrap CI, BH/Holm)")):
+        q = hsub.add_parser(name, help=text)
+        q.add_argument("--store", default="results/history.duckdb", help=store_help)
+        q.add_argument("--csv", default=None, help="also write the table as CSV here")
+        q.add_argument("--markdown", default=None, help="also write the table as Markdown here")
+        q.set_defaults(fn=fn)
+        if name == "list":
+            q.add_argument("--select", default=None, help="only the campaigns of this selection")
+        if name == "compare":
+            q.add_argument("a", help="selection A, the baseline (e.g. latest~1, a campaign id, since:2025-06-01)")
+            q.add_argument("b", help="selection B, compared with A (e.g. latest)")
+            q.add_argument("--aggregate", default=None,
+                           help="comma-separated: count, median, mean, std, min, max, pN (default "
+                                "count,median,mean,p5,p95)")
+        if name in ("compare", "regress"):
+            q.add_argument("--metric", default="headline", help="headline (default), all, or a metric name")
+        if name == "regress":
+            q.add_argument("--current", default="latest", help="the campaign(s) judged (default %(default)s)")
+            q.add_argument("--against", default=None,
+                           help="the history (default: every campaign that started before the current one)")
+            q.add_argument("--last", type=int, default=None, help="only the last N campaigns of the history")
+            q.add_argument("--any-system", action="store_true",
+                           help="also history from other system fingerprints (default: the same hardware only)")
+            q.add_argument("--alpha", type=float, default=0.01, help="significance level (default %(default)s)")
+            q.add_argument("--min-change", type=float, default=0.05,
+                           help="smallest relative change of the median that counts (default %(default)s)")
+            q.add_argument("--correction", default="bh", choices=("bh", "holm", "none"),
+                           help="multiple-comparison correction across the campaign (default %(default)s)")
+            q.add_argument("--strict", action="store_true", help="exit 1 when any metric regressed")
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)

@@ -28,6 +28,7 @@ from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F40
 from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
                                       write_projection, write_site_comm, write_sweep, write_validation)
 from exabench.records.progress import progress_counts, progress_line
+from exabench.records.store import ingest
 from exabench.records.tidy import aggregate
 
 
@@ -231,6 +232,14 @@ def archive_campaign(results: str, out: str, site: Site, logs: str, configs: lis
                                            baseline=baseline or None, baseline_records=baseline_records))
 
 
+def ingest_campaign(records: list[str], store: str, receipt: str, log_path: str) -> None:
+    """Add the campaign's records to the results store (one transaction) and write the receipt."""
+    with logged(log_path) as log:
+        done = ingest(records, store)
+        _say(log, done.line(), echo=True)
+        atomic_write_text(receipt, json.dumps(done.to_dict(), indent=1, sort_keys=True) + "\n")
+
+
 def measure_allreduce_sweep(records: list[str], out_csv: str, site: Site, log_path: str) -> None:
     """The allreduce sweep table: from the campaign's records, else measured here with the site's Python."""
     write_sweep(records, out_csv, site.python_executable, site.env, log_path)
@@ -248,6 +257,10 @@ def final_summary(results: str | Path, site: str) -> str:
         lines.append(f"  comparison:  {results}/tables/comparison.md (CSV and Parquet beside it)")
     if (results / "plots").is_dir():
         lines.append(f"  plots:       {results}/plots/")
+    receipt = results / "history" / "ingested.json"
+    if receipt.is_file():
+        store = json.loads(receipt.read_text()).get("store")
+        lines.append(f"  history:     {store} (exabench history --store {store}; docs/history.md)")
     lines.append(f"  report:      snakemake --profile profiles/{site} --report {results}/report.html")
     verdicts = results / "acceptance" / "verdicts.md"
     if verdicts.is_file():

@@ -204,13 +204,11 @@ def junit_xml(rows: list[dict], site: str) -> str:
 TOLERANCES = {True: (0.8, 1.0), False: (0.5, 4.0)}  # higher_is_better -> (lower, upper)
 
 
-def derive_references(records: list[dict], metrics: dict[str, str] | None = None,
-                      tolerances: dict[bool, tuple[float, float]] | None = None) -> list[dict]:
-    """One reference per benchmark, headline metric and point (the parameters that vary among
-    the benchmark's runs, plus the layout), valued at the median over repeats of ok runs."""
-    tolerances = tolerances or TOLERANCES
+def reference_points(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """The ok runs grouped by benchmark and point: the parameters that vary among the benchmark's
+    runs, plus the layout (JSON of the point's `params` key of a reference entry)."""
     ok = [r for r in records if r["status"] == "ok" and r.get("metrics")]
-    out = []
+    out: dict[tuple[str, str], list[dict]] = {}
     for bench in sorted({r["benchmark"] for r in ok}):
         mine = [r for r in ok if r["benchmark"] == bench]
         varying = sorted(k for k in {k for r in mine for k in r.get("params", {})}
@@ -219,16 +217,26 @@ def derive_references(records: list[dict], metrics: dict[str, str] | None = None
         for r in mine:
             key = {**{k: r["params"].get(k) for k in varying}, **{k: r["layout"].get(k, 0) for k in LAYOUT}}
             groups.setdefault(json.dumps(key, sort_keys=True), []).append(r)
-        for key, rs in sorted(groups.items()):
-            metric = (metrics or {}).get(bench) or headline_metric(rs[0])
-            ms = [r["metrics"][metric] for r in rs if metric in r["metrics"]]
-            if not ms:
-                continue
-            lower, upper = tolerances[bool(ms[0].get("higher_is_better", True))]
-            out.append({"benchmark": bench, "metric": metric, "params": json.loads(key),
-                        "value": float(f"{statistics.median(m['value'] for m in ms):.4g}"), "lower": lower,
-                        "upper": upper, "unit": ms[0]["unit"],
-                        "note": "median of " + ", ".join(sorted(r["run_id"] for r in rs))})
+        out.update({(bench, key): rs for key, rs in sorted(groups.items())})
+    return out
+
+
+def derive_references(records: list[dict], metrics: dict[str, str] | None = None,
+                      tolerances: dict[bool, tuple[float, float]] | None = None) -> list[dict]:
+    """One reference per benchmark, headline metric and point (the parameters that vary among
+    the benchmark's runs, plus the layout), valued at the median over repeats of ok runs."""
+    tolerances = tolerances or TOLERANCES
+    out = []
+    for (bench, key), rs in reference_points(records).items():
+        metric = (metrics or {}).get(bench) or headline_metric(rs[0])
+        ms = [r["metrics"][metric] for r in rs if metric in r["metrics"]]
+        if not ms:
+            continue
+        lower, upper = tolerances[bool(ms[0].get("higher_is_better", True))]
+        out.append({"benchmark": bench, "metric": metric, "params": json.loads(key),
+                    "value": float(f"{statistics.median(m['value'] for m in ms):.4g}"), "lower": lower,
+                    "upper": upper, "unit": ms[0]["unit"],
+                    "note": "median of " + ", ".join(sorted(r["run_id"] for r in rs))})
     return out
 
 

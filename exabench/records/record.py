@@ -20,6 +20,7 @@ from exabench import __version__
 from exabench.config import REPO_ROOT, key_path
 from exabench.errors import ExabenchError
 from exabench.io import atomic_write_text
+from exabench.records.system import system_description
 
 SCHEMA = "exabench.result/1"
 # The layout fields every table keys runs by (the record's `layout` has these and more).
@@ -166,7 +167,7 @@ def provenance(start_time: str, end_time: str, hosts: list[str], container: dict
             "container": container or _container_provenance(),
             "packages": package_versions(), "hosts": sorted(set(hosts)), "hardware": hardware(),
             "environment": allowed_env(environ, extra=env_names), "start_time": start_time, "end_time": end_time,
-            "hostname": socket.gethostname()}
+            "hostname": socket.gethostname(), "system": system_description()}
 
 
 def base_record(spec: dict) -> dict:

@@ -87,3 +87,12 @@ def get_single_node_specs(wildcards=None):
 
 def get_plot_outputs(wildcards=None):
     return [f"{RESULTS}/plots/{name}.png" for name in PLOTS]
+
+
+# --- results store (history.smk) --------------------------------------------------
+
+HISTORY_STORE = config.get("results_store") or "results/history.duckdb"
+
+
+def get_history_outputs(wildcards=None):
+    return [] if HISTORY_STORE == "none" else [f"{RESULTS}/history/ingested.json"]

@@ -1,0 +1,234 @@
+"""The results store and its queries (exabench/records/store.py, exabench/analysis/history.py):
+ingestion keyed by record id + content hash, one transaction per campaign (checked by killing a
+real ingestion mid-campaign), archives, a store read by plain DuckDB and pandas, selections, and
+three real tiny campaigns through Snakemake, the third deliberately slowed by a parameter that
+adds work (more Lloyd iterations), which `exabench history regress` must flag."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tarfile
+
+import pytest
+import yaml
+
+from conftest import requires_mpi
+from exabench.analysis import history
+from exabench.records import store
+from helpers_compare import RECORDS, copy_workflow, env
+
+GOLDEN = [str(RECORDS / "local"), str(RECORDS / "titan")]
+
+
+def _exabench(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "exabench", *args], cwd=cwd, env=env(), capture_output=True,
+                          text=True, timeout=300)
+
+
+def _count(path, table):
+    con = store.connect(path, read_only=True)
+    try:
+        return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_ingesting_twice_adds_nothing(tmp_path):
+    db = tmp_path / "history.duckdb"
+    first = store.ingest(GOLDEN, db)
+    assert first.added == 18 and [c["site"] for c in first.campaigns] == ["local", "titan"]
+    again = store.ingest(GOLDEN + [str(RECORDS)], db)
+    assert again.added == 0 and again.campaigns == [] and again.skipped == 36
+    assert (_count(db, "campaigns"), _count(db, "records")) == (2, 18)
+    # A changed record is a new version: a new campaign of one record.
+    rec = json.loads((RECORDS / "local" / "kmeans.tiny.float64.n1r1t1.json").read_text())
+    rec["metrics"]["time"]["samples"] = [0.2]
+    (tmp_path / "edited.json").write_text(json.dumps(rec))
+    edited = store.ingest([tmp_path / "edited.json"], db)
+    assert edited.added == 1 and edited.campaigns[0]["runs"] == 1
+    assert _count(db, "records") == 19
+
+
+KILLER = """
+import os, signal, sys
+from exabench.records import store
+real = store._insert
+def insert(con, table, rows):
+    real(con, table, rows)
+    if table == "records" and con.execute("SELECT count(*) FROM records").fetchone()[0] >= 5:
+        os.kill(os.getpid(), signal.SIGKILL)   # killed mid-campaign, the transaction open
+store._insert = insert
+store.ingest(sys.argv[2:], sys.argv[1])
+"""
+
+
+def test_a_killed_ingestion_leaves_no_partial_campaign(tmp_path):
+    db = tmp_path / "history.duckdb"
+    store.ingest([RECORDS / "titan"], db)  # an earlier campaign, committed
+    res = subprocess.run([sys.executable, "-c", KILLER, str(db), str(RECORDS / "local")], env=env(),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == -9, res.stderr
+    assert (_count(db, "campaigns"), _count(db, "records"), _count(db, "metrics")) == (1, 2, 4)
+    done = store.ingest([RECORDS / "local"], db)  # the next ingestion adds the campaign whole
+    assert done.added == 16 and (_count(db, "campaigns"), _count(db, "records")) == (2, 18)
+
+
+PLAIN_READER = """
+import sys
+import duckdb, pandas
+con = duckdb.connect(sys.argv[1], read_only=True)
+campaigns = con.sql("SELECT campaign_id, site, runs FROM campaigns ORDER BY site").df()
+samples = con.sql("SELECT series, metric, sample FROM samples WHERE series = 'resnet50.tiny.fp32.n1r2t1'").df()
+assert "exabench" not in sys.modules
+print(campaigns.to_json(orient="records"))
+print(len(samples), round(samples["sample"].median(), 3))
+"""
+
+
+def test_the_store_reads_with_plain_duckdb_and_pandas(tmp_path):
+    db = tmp_path / "history.duckdb"
+    store.ingest(GOLDEN, db)
+    res = subprocess.run([sys.executable, "-c", PLAIN_READER, str(db)], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert [(c["site"], c["runs"]) for c in json.loads(lines[0])] == [("local", 16), ("titan", 2)]
+    rep = [json.loads((RECORDS / "local" / f"resnet50.tiny.fp32.n1r2t1.rep{i}.json").read_text()) for i in (1, 2)]
+    n = sum(len(r["metrics"][m].get("samples") or []) for r in rep for m in r["metrics"])
+    assert lines[1].split()[0] == str(n)
+
+
+def test_an_archive_is_ingested_and_bad_sources_are_named(tmp_path):
+    tar_path = tmp_path / "local.tar.gz"
+    with tarfile.open(tar_path, "w:gz") as tar:
+        for p in sorted((RECORDS / "local").glob("*.json")):
+            tar.add(p, f"records/{p.name}" if p.name != "plan.json" else "plan.json")
+    db = tmp_path / "h.duckdb"
+    res = _exabench("ingest", "--store", str(db), str(tar_path))
+    assert res.returncode == 0 and "16 records in 1 campaign(s)" in res.stdout, res.stderr
+    assert "nothing new" in _exabench("ingest", "--store", str(db), str(RECORDS / "local")).stdout
+    bad = _exabench("ingest", "--store", str(db), str(tmp_path / "missing"))
+    assert bad.returncode == 2 and "missing: no such file or folder" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "broken.json").write_text(json.dumps({"schema": "exabench.result/1", "run_id": "x"}))
+    bad = _exabench("ingest", "--store", str(db), str(tmp_path / "broken.json"))
+    assert bad.returncode == 2 and "broken.json: key" in bad.stderr
+    nostore = _exabench("history", "--store", str(tmp_path / "none.duckdb"))
+    assert nostore.returncode == 2 and "no results store there" in nostore.stderr
+
+
+def test_selections(tmp_path):
+    db = tmp_path / "history.duckdb"
+    store.ingest(GOLDEN, db)
+    table = history.campaigns(db)
+    ids = list(table["campaign_id"])
+    assert history.select(table, "all") == ids
+    assert history.select(table, "site:titan") == [table[table.site == "titan"].campaign_id.item()]
+    assert history.select(table, ids[0][:12]) == [ids[0]]
+    assert history.select(table, "latest~5") == []
+    for bad, named in (("colour:red", "valid: latest"), ("since:yesterday", "not a date"), ("last:0", "last:N"),
+                       ("nosuchid", "names no campaign")):
+        with pytest.raises(history.SelectionError, match=named):
+            history.select(table, bad)
+    with pytest.raises(history.SelectionError, match="valid: count, median"):
+        history.parse_aggregates("median,p150")
+
+
+# -- three real tiny campaigns through Snakemake --------------------------------------------------
+
+def _config(maxiter: int) -> str:
+    return yaml.safe_dump({"campaign": "history-test", "preset": "tiny", "repeats": 1, "timeout_s": 300,
+                           "benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [1]},
+                                           "params": {"size_per_node": "20000rows", "repeats": 10,
+                                                      "maxiter": maxiter}}]})
+
+
+def _campaign(d, maxiter: int, *extra):
+    (d / "hist.yaml").write_text(_config(maxiter))
+    cmd = [sys.executable, "-m", "snakemake", "--rerun-triggers", "mtime", "--profile", "profiles/local",
+           "--configfile", "hist.yaml", "--cores", "2", *extra]
+    res = subprocess.run(cmd, cwd=d, env=env(), capture_output=True, text=True, timeout=280)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res
+
+
+@pytest.fixture(scope="module")
+def campaigns3(tmp_path_factory):
+    d = copy_workflow(tmp_path_factory.mktemp("history"))
+    out = {"dir": d, "runs": [_campaign(d, 2)]}
+    out["runs"].append(_campaign(d, 2, "--forcerun", "run_benchmark"))
+    out["after_two"] = history.campaigns(d / "results" / "history.duckdb")
+    out["ingest_again"] = _exabench("ingest", "results/local", cwd=d)
+    out["compare"] = _exabench("history", "compare", "latest~1", "latest", "--csv", "cmp.csv", cwd=d)
+    out["runs"].append(_campaign(d, 24, "--forcerun", "render", "run_benchmark"))  # 12x the Lloyd iterations
+    return out
+
+
+@requires_mpi
+@pytest.mark.timeout(900)
+def test_each_campaign_is_ingested_by_the_workflow(campaigns3):
+    d = campaigns3["dir"]
+    table = campaigns3["after_two"]
+    assert list(table["campaign"]) == ["history-test"] * 2 and list(table["runs"]) == [1, 1]
+    assert table["system_fingerprint"].nunique() == 1 and table["system_summary"].str.contains("cores").all()
+    assert "history:" in campaigns3["runs"][0].stdout  # the end-of-campaign summary names the store
+    receipt = json.loads((d / "results/local/history/ingested.json").read_text())
+    assert receipt["added"] == 1 and receipt["store"] == "results/history.duckdb"
+    assert "nothing new" in campaigns3["ingest_again"].stdout
+    listed = _exabench("history", cwd=d)
+    assert listed.returncode == 0 and "3 campaign(s)" in listed.stdout and "history-test" in listed.stdout
+
+
+@requires_mpi
+@pytest.mark.timeout(900)
+def test_history_compare_prints_the_table(campaigns3):
+    res = campaigns3["compare"]
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"\| kmeans \| kmeans\.tiny\.float64\.n1r1t\d \| time \| s \| 10 \|", res.stdout), res.stdout
+    import pandas as pd
+    table = pd.read_csv(campaigns3["dir"] / "cmp.csv")
+    assert list(table.columns[:6]) == ["benchmark", "series", "metric", "unit", "A count", "A median"]
+    assert table["A count"].tolist() == [10] and table["B count"].tolist() == [10]
+
+
+@requires_mpi
+@pytest.mark.timeout(900)
+def test_the_slowed_campaign_is_regressed(campaigns3):
+    d = campaigns3["dir"]
+    res = _exabench("history", "regress", "--csv", "regress.csv", "--strict", cwd=d)
+    assert res.returncode == 1, res.stdout + res.stderr  # --strict: a regression fails the command
+    import pandas as pd
+    row = pd.read_csv(d / "regress.csv").iloc[0]
+    assert row["verdict"] == "regressed" and row["p_adjusted"] < 0.01, row.to_dict()
+    assert row["n_current"] == 10 and row["n_history"] == 20 and row["campaigns_history"] == 2
+    assert row["change"] > 1.0 and row["ci_low"] > 0.5  # init is fixed work: about 5x the time, not 12x
+    assert row["params_differ"] == "maxiter"  # the run id does not name it: the verdict says so
+    assert "regressed" in res.stdout and "1 regressed" in res.stdout
+    print(row.to_dict())
+
+
+@requires_mpi
+@pytest.mark.timeout(900)
+def test_references_from_history_pass_the_history_and_fail_the_slowed_run(campaigns3):
+    from exabench.analysis.acceptance import load_references
+    d = campaigns3["dir"]
+    table = history.campaigns(d / "results" / "history.duckdb")
+    slowed = table.iloc[-1]
+    until = slowed["started"].isoformat()
+    res = _exabench("references", "--from-history", "--site-name", "local", "--select", f"until:{until}",
+                    "--out", "refs.yaml", cwd=d)
+    assert res.returncode == 0 and "1 references from 2 stored campaign(s)" in res.stdout, res.stdout + res.stderr
+    (ref,) = load_references(d / "refs.yaml")
+    assert ref.benchmark == "kmeans" and ref.metric == "time" and ref.lower >= 0.05 and ref.upper >= 0.05
+    assert "20 samples from 2 campaign(s)" in ref.note and all(c in ref.note for c in table["campaign_id"][:2])
+    assert "--from-history" in (d / "refs.yaml").read_text()  # the file says how it was derived
+    res = _exabench("accept", "--references", "refs.yaml", "--site-name", "local", "--markdown", "v.md", "--csv",
+                    "v.csv", "--junit", "j.xml", "results/local/records", cwd=d)
+    assert res.returncode == 0, res.stderr
+    import pandas as pd
+    verdicts = pd.read_csv(d / "v.csv")
+    assert verdicts["verdict"].tolist() == ["fail"]  # the slowed run is outside the history's band
+    bad = _exabench("references", "--from-history", "--site-name", "nosite", "--out", "x.yaml", cwd=d)
+    assert bad.returncode == 2 and "no stored campaign of site 'nosite'" in bad.stderr
