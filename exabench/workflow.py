@@ -240,6 +240,27 @@ def ingest_campaign(records: list[str], store: str, receipt: str, log_path: str)
         atomic_write_text(receipt, json.dumps(done.to_dict(), indent=1, sort_keys=True) + "\n")
 
 
+def history_report(store: str, receipt: str, site: Site, csv: str, markdown: str, plot: str, log_path: str) -> None:
+    """The campaign just ingested against the site's history: regression verdicts (Markdown, CSV) and
+    the history plot, both in the HTML report."""
+    from exabench.analysis import history
+
+    with logged(log_path) as log:
+        added = [c["campaign_id"] for c in json.loads(Path(receipt).read_text())["campaigns"]
+                 if c["site"] == site.name]
+        table = history.campaigns(store)
+        # The campaign this run added; nothing new (a rerun that changed no record): the site's latest.
+        current_ids = added[-1:] or history.select(table, f"site:{site.name},latest")
+        if current_ids:
+            df = history.regressions(store, current=f"campaign:{current_ids[0]}")
+            _say(log, history.write_regressions(df, csv, markdown))
+        else:  # nothing of this site stored (results_store was off, or no record is ok)
+            atomic_write_text(markdown, f"# Regression verdicts\n\nNo campaign of site {site.name} in {store}.\n")
+            atomic_write_text(csv, ",".join(history.REGRESSION_COLUMNS) + "\n")
+        site_ids = history.select(table, f"site:{site.name}")
+        plots.plot_history(history.samples(store, site_ids), current_ids, plot)
+
+
 def measure_allreduce_sweep(records: list[str], out_csv: str, site: Site, log_path: str) -> None:
     """The allreduce sweep table: from the campaign's records, else measured here with the site's Python."""
     write_sweep(records, out_csv, site.python_executable, site.env, log_path)

@@ -207,6 +207,11 @@ def test_the_slowed_campaign_is_regressed(campaigns3):
     assert row["params_differ"] == "maxiter"  # the run id does not name it: the verdict says so
     assert "regressed" in res.stdout and "1 regressed" in res.stdout
     print(row.to_dict())
+    # The workflow's own history view of the same campaign, in the HTML report's outputs.
+    view = pd.read_csv(d / "results/local/history/regressions.csv").iloc[0]
+    assert view["verdict"] == "regressed" and view["campaigns_history"] == 2
+    assert "regressed" in (d / "results/local/history/regressions.md").read_text()
+    assert (d / "results/local/history/history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @requires_mpi
@@ -230,5 +235,6 @@ def test_references_from_history_pass_the_history_and_fail_the_slowed_run(campai
     import pandas as pd
     verdicts = pd.read_csv(d / "v.csv")
     assert verdicts["verdict"].tolist() == ["fail"]  # the slowed run is outside the history's band
+    assert "References: refs.yaml (derived from the results history)" in (d / "v.md").read_text()
     bad = _exabench("references", "--from-history", "--site-name", "nosite", "--out", "x.yaml", cwd=d)
     assert bad.returncode == 2 and "no stored campaign of site 'nosite'" in bad.stderr

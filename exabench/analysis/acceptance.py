@@ -319,6 +319,18 @@ def nodes_markdown(rows: list[dict], site: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def references_label(path: str | Path, name: str | None = None) -> str:
+    """The references file's name and its kind: derived from the results history (its `source` is an
+    `exabench references --from-history` command) or static (written by hand, or from one campaign)."""
+    path = Path(path)
+    source = ""
+    if path.is_file():
+        data = yaml.safe_load(path.read_text()) or {}
+        source = str(data.get("source") or "") if isinstance(data, dict) else ""
+    kind = "derived from the results history" if "--from-history" in source else "static"
+    return f"{name or path.name} ({kind})"
+
+
 def write_verdicts(records: list[str], references: str, plan: str | None, site: str, markdown: str, csv: str,
                    junit: str) -> list[dict]:
     """Judge the records (files or directories) against references.yaml; write the verdicts as
@@ -332,7 +344,7 @@ def write_verdicts(records: list[str], references: str, plan: str | None, site: 
 
     rows = verdicts(load_records(record_paths(records)), load_references(references), load_plan(plan), site)
     # The file's name only, so a summary rebuilt from an archive is byte-identical.
-    atomic_write_text(markdown, summary_markdown(rows, site, Path(references).name))
+    atomic_write_text(markdown, summary_markdown(rows, site, references_label(references)))
     atomic_write_text(csv, pd.DataFrame(rows).to_csv(index=False))
     atomic_write_text(junit, junit_xml(rows, site))
     return rows

@@ -164,7 +164,8 @@ def verify_inventory(root: Path, check: Check) -> None:
 
 def rebuild(root: Path, out: Path) -> list[Path]:
     """Every table, plot and verdict of the campaign from the archived records alone."""
-    from exabench.analysis.acceptance import junit_xml, load_references, summary_markdown, verdicts
+    from exabench.analysis.acceptance import (junit_xml, load_references, references_label, summary_markdown,
+                                              verdicts)
     from exabench.records.tidy import load_records, markdown_summary, tidy_table
     from exabench.analysis.compare import all_tables, write_tables
     from exabench.analysis.runs import load_plan, run_table
@@ -193,7 +194,8 @@ def rebuild(root: Path, out: Path) -> list[Path]:
     if (root / "acceptance").is_dir() and refs_file.is_file():
         rows = verdicts(records, load_references(refs_file), plan, site)
         acc = out / "acceptance"
-        atomic_write_text(acc / "verdicts.md", summary_markdown(rows, site, meta.get("references_name", "")))
+        label = references_label(refs_file, meta.get("references_name") or None)
+        atomic_write_text(acc / "verdicts.md", summary_markdown(rows, site, label))
         atomic_write_text(acc / "verdicts.csv", pd.DataFrame(rows).to_csv(index=False))
         atomic_write_text(acc / "junit.xml", junit_xml(rows, site))
         written += [acc / "verdicts.md", acc / "verdicts.csv", acc / "junit.xml"]

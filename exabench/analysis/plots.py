@@ -219,3 +219,34 @@ def write_plots(records: list[str], nodes: list[str], plan: str | None, site: st
     node_recs = load_records(record_paths(nodes)) if nodes else []
     written = all_plots(run_table(recs, load_plan(plan), site), recs, node_recs, out_dir)
     return f"{len(written)} plots -> {out_dir}"
+
+
+MAX_HISTORY_PANELS = 12  # the series beyond these are named in the figure, not drawn
+
+
+def plot_history(history: pd.DataFrame, current: list[str], path) -> Path:
+    """The headline figure of each series over the stored campaigns (the median of each campaign's
+    samples), the current campaign marked. `history`: analysis.history.samples() rows."""
+    title = "History: headline figure per campaign (current campaign marked)"
+    if history.empty:
+        return _empty(path, title, "no stored campaign has an ok run of this site yet")
+    series = sorted(history.groupby(["series", "metric", "unit"]).groups)
+    drawn = series[:MAX_HISTORY_PANELS]
+    fig, axes = _grid(len(drawn), 5.0, 3.0)
+    for ax, (name, metric, unit) in zip(axes, drawn):
+        g = history[(history["series"] == name) & (history["metric"] == metric)]
+        per = g.groupby("campaign_id", sort=False).agg(started=("started", "min"), value=("value", "median"))
+        per = per.sort_values("started").reset_index()
+        xs = list(range(len(per)))
+        ax.plot(xs, per["value"], marker="o", ms=3, color="C0")
+        now = [x for x, cid in zip(xs, per["campaign_id"]) if cid in current]
+        ax.plot(now, per["value"].iloc[now], "o", ms=8, mfc="none", color="C3", label="current")
+        ax.set_xticks(xs, [str(s)[:10] for s in per["started"]], rotation=45, fontsize=6)
+        ax.set_ylabel(f"{metric} ({unit})", fontsize=8)
+        ax.set_title(name, fontsize=8)
+    if len(series) > len(drawn):
+        fig.text(0.5, 0.01, f"and {len(series) - len(drawn)} more series (exabench history compare)",
+                 ha="center", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)

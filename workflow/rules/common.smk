@@ -95,4 +95,7 @@ HISTORY_STORE = config.get("results_store") or "results/history.duckdb"
 
 
 def get_history_outputs(wildcards=None):
-    return [] if HISTORY_STORE == "none" else [f"{RESULTS}/history/ingested.json"]
+    if HISTORY_STORE == "none":
+        return []
+    return [f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv",
+                                                     "history.png")]

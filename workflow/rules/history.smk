@@ -8,6 +8,7 @@
 
 localrules:
     ingest,
+    history_report,
 
 
 rule ingest:
@@ -21,3 +22,24 @@ rule ingest:
         f"{LOGS}/ingest.log",
     run:
         pipeline.ingest_campaign(list(input.records), params.store, output[0], log[0])
+
+
+# The campaign against its site's history (same system): regression verdicts and the metric over
+# time, in the HTML report beside the tables and plots.
+rule history_report:
+    input:
+        f"{RESULTS}/history/ingested.json",
+    output:
+        markdown=report(
+            f"{RESULTS}/history/regressions.md", caption="../report/regressions.rst", category="History"
+        ),
+        csv=f"{RESULTS}/history/regressions.csv",
+        plot=report(
+            f"{RESULTS}/history/history.png", caption="../report/plot_history.rst", category="History"
+        ),
+    params:
+        store=HISTORY_STORE,
+    log:
+        f"{LOGS}/history_report.log",
+    run:
+        pipeline.history_report(params.store, input[0], SITE, output.csv, output.markdown, output.plot, log[0])
