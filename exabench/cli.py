@@ -190,8 +190,8 @@ def cmd_node_sweep(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from exabench.benchmarks import REGISTRY
-    for name, cls in sorted(REGISTRY.items()):
+    from exabench.benchmarks import load_all
+    for name, cls in sorted(load_all().items()):
         doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
         print(f"{name:12s} {cls.suite:12s} {cls.framework:14s} {doc[0] if doc else ''}")
         if args.verbose:

@@ -21,7 +21,7 @@ from exabench.perf.alphabeta import (Assumptions, Link, Machine, Workload, allga
                                      project, ring_allreduce_time, step_time)
 from exabench.errors import ConfigError, ExabenchError
 from exabench.records.record import SCHEMA
-from exabench.benchmarks import REGISTRY
+from exabench.benchmarks import get
 from exabench.benchmarks.analytics.kmeans import KMeans
 
 
@@ -232,7 +232,7 @@ def resnet_rows(run_id, nodes, rpn, threads, step_s):
     params = json.dumps({"image_size": 64, "batch_size": 4, "precision": "fp32"}, sort_keys=True)
     return [{"run_id": run_id, "benchmark": "resnet50", "status": "ok", "nodes": nodes, "ranks_per_node": rpn,
              "threads_per_rank": threads, "ranks": nodes * rpn, "params": params, "metric": "step_time",
-             "value": step_s, "communication": json.dumps(REGISTRY["resnet50"].communication)}]
+             "value": step_s, "communication": json.dumps(get("resnet50").communication)}]
 
 
 def test_local_check_adds_the_collectives_to_the_one_rank_time():

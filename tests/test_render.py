@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -12,7 +14,7 @@ import pytest
 
 from exabench.config import validate
 from exabench.errors import LayoutError
-from exabench.campaign.render import RunPaths, render_script, write_run_files
+from exabench.campaign.render import RunPaths, render_script, write_run_files, write_runs_files
 from exabench.campaign.plan import expand
 
 
@@ -38,6 +40,32 @@ def test_local_mpirun_script(tmp_path, two_core_site, kmeans_run):
     spec = json.loads(paths.spec.read_text())
     assert spec["run_id"] == kmeans_run.run_id and spec["launch_line"] == line
     assert spec["layout"]["ranks"] == 2 and spec["paths"]["record"].endswith(f"records/{kmeans_run.run_id}.json")
+
+
+def test_batch_render_writes_the_same_bytes_as_one_by_one(tmp_path, two_core_site):
+    cfg = validate({"benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [1, 2], "k": [2, 3]}},
+                                   {"name": "pca", "sweep": {"dtype": ["float64", "float32"]}}]}, "config", "c.yaml")
+    runs = expand(cfg, two_core_site, "c.yaml")
+    root = tmp_path / "results" / "local"
+
+    def tree():
+        return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode) for p in sorted(root.rglob("*"))
+                if p.is_file()}
+
+    for run in runs:
+        write_run_files(run, two_core_site, RunPaths(root, run.run_id))
+    one_by_one = tree()
+    shutil.rmtree(root)
+    write_runs_files(runs, two_core_site, root)
+    assert len(one_by_one) == 2 * len(runs) == 12
+    assert tree() == one_by_one
+
+
+def test_run_to_dict_is_asdict_with_the_layouts_own_dict(two_core_site, kmeans_run):
+    expected = dataclasses.asdict(kmeans_run)
+    expected["layout"] = kmeans_run.layout.to_dict()
+    assert json.dumps(kmeans_run.to_dict()) == json.dumps(expected)  # same keys, values and order
+    assert kmeans_run.to_dict()["params"] is not kmeans_run.params  # a copy, as asdict makes
 
 
 def test_rendering_is_deterministic(tmp_path, two_core_site, kmeans_run):

@@ -12,7 +12,7 @@ from exabench.execute import execute
 from exabench.campaign.render import RunPaths, write_run_files
 from exabench.campaign.plan import expand
 from exabench.records.record import SCHEMA, allowed_env, read_record, write_record
-from exabench.io import atomic_write_text
+from exabench.io import atomic_write_many, atomic_write_text
 
 
 def test_atomic_write_leaves_old_content_on_failure(tmp_path):
@@ -27,6 +27,32 @@ def test_atomic_write_leaves_old_content_on_failure(tmp_path):
         atomic_write_text(target, Boom())  # fails inside the write
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind
+
+
+def test_atomic_write_many_writes_every_file_with_its_mode(tmp_path):
+    files = [(tmp_path / f"d{i}" / name, f"{i} {name}\n", mode)
+             for i in range(40) for name, mode in (("spec.json", 0o644), ("job.sh", 0o755))]
+    atomic_write_many(files)
+    for path, text, mode in files:
+        assert path.read_text() == text
+        assert path.stat().st_mode & 0o777 == mode
+    assert sorted(p.name for p in (tmp_path / "d3").iterdir()) == ["job.sh", "spec.json"]  # no temp file left
+
+
+def test_atomic_write_many_replaces_nothing_when_one_write_fails(tmp_path):
+    old = [(tmp_path / f"f{i}", f"old {i}\n", 0o644) for i in range(30)]
+    atomic_write_many(old)
+
+    class Boom:
+        def __str__(self):
+            raise RuntimeError("boom")
+
+    new = [(p, f"new {i}\n", 0o644) for i, (p, _, _) in enumerate(old)]
+    new[17] = (new[17][0], Boom(), 0o644)  # one bad text among good ones, written on other threads
+    with pytest.raises(TypeError):
+        atomic_write_many(new)
+    assert [p.read_text() for p, _, _ in old] == [t for _, t, _ in old]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p, _, _ in old)
 
 
 def test_environment_allow_list_never_keeps_secrets():

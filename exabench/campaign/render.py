@@ -11,6 +11,7 @@ with an error naming site, field and value, never executed.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -43,6 +44,7 @@ CONSTRAINT = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.&|,:-]{0,63})?")
 # A path: / or $VAR first, then plain characters and $VAR references (expanded inside "...").
 PATH = re.compile(r"(/|\$[A-Za-z_][A-Za-z0-9_]*)([A-Za-z0-9_.+/-]|\$[A-Za-z_][A-Za-z0-9_]*)*")
 LITERAL_PATH = re.compile(r"/[A-Za-z0-9_.+/-]*")
+VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _check(site: Site, field: str, value, pattern: re.Pattern, valid: str, allow_empty: bool = False) -> str:
@@ -62,7 +64,9 @@ def safe_path(site: Site, field: str, value, allow_vars: bool = True) -> str:
     return _check(site, field, value, pattern, valid)
 
 
+@functools.cache
 def _env() -> jinja2.Environment:
+    """One environment per process: each template is compiled once (auto_reload still sees an edit)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters["shquote"] = lambda v: shlex.quote(str(v))
@@ -95,6 +99,35 @@ class RunPaths:
     @property
     def archive_dir(self) -> Path:
         return self.root / "archive" / self.run_id
+
+
+@dataclass(frozen=True)
+class RealPaths:
+    """A run's paths with symlinks followed (the form scripts and specs name them in)."""
+
+    root: Path
+    run_dir: Path
+    record: Path
+    archive_dir: Path
+
+    @property
+    def spec(self) -> Path:
+        return self.run_dir / "spec.json"
+
+
+def real_folders(root: Path) -> dict[str, Path]:
+    """The results root and its runs/, records/ and archive/ folders, resolved once for a batch."""
+    return {name: (Path(root) / name).resolve() for name in ("", "runs", "records", "archive")}
+
+
+def real_paths(paths: RunPaths, folders: dict[str, Path] | None = None) -> RealPaths:
+    """`paths` resolved: each path on its own, or (a batch) joined to folders resolved once by
+    `real_folders`, which follows every symlink but one made by hand at a run's own folder."""
+    if folders is None:
+        return RealPaths(paths.root.resolve(), paths.run_dir.resolve(), paths.record.resolve(),
+                         paths.archive_dir.resolve())
+    return RealPaths(folders[""], folders["runs"] / paths.run_id, folders["records"] / f"{paths.run_id}.json",
+                     folders["archive"] / paths.run_id)
 
 
 def run_environment(site: Site, layout: Layout, run_id: str) -> dict[str, str]:
@@ -229,14 +262,17 @@ def _launch_line(site: Site, layout: Layout, program: list[str], env: dict[str, 
     return shlex.join(launch_argv(site, layout, program))
 
 
-def render_script(run: Run, site: Site, paths: RunPaths) -> tuple[str, str]:
+def render_script(run: Run, site: Site, paths: RunPaths, real: RealPaths | None = None) -> tuple[str, str]:
     """(job script text, launch line) for one run."""
+    real = real or real_paths(paths)
     env = run_environment(site, run.layout, run.run_id)
     for key in env:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        if not VAR_NAME.fullmatch(key):
             raise ConfigError(site.path or site.name, "env", key, "a variable name ([A-Za-z_][A-Za-z0-9_]*)")
-    line = _launch_line(site, run.layout, program_argv(site, paths.spec, run, env), env)
-    run_dir = paths.run_dir.resolve()
+    program = (program_argv(site, real.spec, run, env) if containers.uses_container(site)
+               else [site.python_executable, "-m", "exabench.runner", "--spec", str(real.spec)])
+    line = _launch_line(site, run.layout, program, env)
+    run_dir = real.run_dir
     request = batch_request(site, run.layout, run.run_id, walltime_min(site, run.timeout_s), run_dir)
     text = _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
         run=run, site=site, env=env, req=request, setup=_setup_lines(site),
@@ -244,21 +280,40 @@ def render_script(run: Run, site: Site, paths: RunPaths) -> tuple[str, str]:
     return text, line
 
 
-def run_spec(run: Run, site: Site, paths: RunPaths, launch_line: str) -> dict:
+def run_spec(run: Run, site: Site, paths: RunPaths, launch_line: str, real: RealPaths | None = None) -> dict:
     """Everything the runner needs, resolved: it reads no config or site file itself."""
+    real = real or real_paths(paths)
     env = run_environment(site, run.layout, run.run_id)
-    pin = containers.pin_for_run(site, run.framework, paths.root.resolve())
+    pin = containers.pin_for_run(site, run.framework, real.root)
     return {"spec_version": 1, **run.to_dict(), "site": site.name, "launch_line": launch_line, "env": env,
-            "container": pin, "paths": {"run_dir": str(paths.run_dir.resolve()), "record": str(paths.record.resolve()),
-                      "archive_dir": str(paths.archive_dir.resolve())}}
+            "container": pin, "paths": {"run_dir": str(real.run_dir), "record": str(real.record),
+                                        "archive_dir": str(real.archive_dir)}}
+
+
+def run_files(run: Run, site: Site, paths: RunPaths, folders: dict[str, Path] | None = None
+              ) -> list[tuple[Path, str, int]]:
+    """(path, text, mode) of one run's spec.json and job.sh, rendered, not written."""
+    real = real_paths(paths, folders)
+    text, line = render_script(run, site, paths, real)
+    spec = json.dumps(run_spec(run, site, paths, line, real), indent=2, sort_keys=True) + "\n"
+    return [(paths.spec, spec, 0o644), (paths.script, text, 0o755)]
 
 
 def write_run_files(run: Run, site: Site, paths: RunPaths) -> None:
-    from exabench.io import atomic_write_text
-    text, line = render_script(run, site, paths)
-    paths.run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(paths.spec, json.dumps(run_spec(run, site, paths, line), indent=2, sort_keys=True) + "\n")
-    atomic_write_text(paths.script, text, mode=0o755)
+    from exabench.io import atomic_write_many
+    atomic_write_many(run_files(run, site, paths))
+
+
+def write_runs_files(runs: list[Run], site: Site, root: Path) -> None:
+    """Render every run of `runs` under `root`, then write all their files atomically in one batch
+    (every file synced before any is renamed into place; see io.atomic_write_many)."""
+    from exabench.io import atomic_write_many
+    root = Path(root)
+    folders = real_folders(root)
+    files = []
+    for run in runs:
+        files += run_files(run, site, RunPaths(root, run.run_id), folders)
+    atomic_write_many(files)
 
 
 # --- bundle mode: one allocation runs a whole sweep -------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from exabench.config import load_and_validate
@@ -163,9 +163,10 @@ class Layout:
         return self.gpus_per_rank * self.ranks_per_node
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "ranks": self.ranks}
+        return {**{k: getattr(self, k) for k in _LAYOUT_FIELDS}, "ranks": self.ranks}
 
 
+_LAYOUT_FIELDS = tuple(f.name for f in fields(Layout))  # all ints: to_dict needs no asdict copy
 LAYOUT_KEYS = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "smt", "cores_per_rank")
 
 

@@ -29,18 +29,20 @@ def get_run(wildcards):
     return RUNS[wildcards.run_id]
 
 
+# Each run as a dict, made once: the render jobs' params and the plan rules read these.
+RUN_DICTS = {run_id: run.to_dict() for run_id, run in RUNS.items()}
+# Every template, found once (the render jobs' inputs: editing one re-renders, and so re-runs,
+# the runs; the same set as ever, so that a campaign rendered before is not rendered again).
+RUN_TEMPLATES = sorted(str(p) for p in TEMPLATES.rglob("*.j2"))
+
+
 def get_run_spec_params(wildcards):
     # A change to one run's resolved spec re-renders (and so re-runs) that run only.
-    return get_run(wildcards).to_dict()
+    return RUN_DICTS[wildcards.run_id]
 
 
 def get_plan_params(wildcards):
-    return [run.to_dict() for run in RUNS.values()]
-
-
-def get_templates(wildcards):
-    # Editing a template re-renders (and so re-runs) the runs that use it.
-    return sorted(str(p) for p in TEMPLATES.rglob("*.j2"))
+    return list(RUN_DICTS.values())
 
 
 def get_run_threads(wildcards):
@@ -74,7 +76,7 @@ def get_node_records(wildcards=None):
 
 
 def get_plan_dicts(wildcards=None):
-    return [r.to_dict() for r in RUNS.values()]
+    return list(RUN_DICTS.values())
 
 
 def get_compare_outputs(wildcards=None):

@@ -10,7 +10,7 @@ rule render:
         script=f"{RESULTS}/runs/{{run_id}}/job.sh",
         spec=f"{RESULTS}/runs/{{run_id}}/spec.json",
     input:
-        templates=get_templates,
+        templates=RUN_TEMPLATES,
         images=CONTAINER_IMAGES,  # the digest check at render time needs the built image
     params:
         spec=get_run_spec_params,

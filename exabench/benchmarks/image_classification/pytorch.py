@@ -408,6 +408,10 @@ class _Loop:
         return sum(c for c, _ in counts) / max(1, sum(s for _, s in counts))
 
 
+# The names _model_benchmark registers below, for the registry's index (which reads, not runs, this file).
+BENCHMARKS = ("resnet50", "alexnet", "googlenet", "caffenet", "convnet_cifar10")
+
+
 def _model_benchmark(model: str, doc: str, presets: dict, defaults: dict):
     """One registered benchmark per model: the shared workload with its own presets."""
     base = {"tiny": {"warmup_steps": 2, "steps": 6, "workers": 1, "dataset_size": 64},

@@ -1,0 +1,139 @@
+"""How exabench's own machinery grows with the campaign: plan + render, `snakemake -n` and
+aggregation of 100 / 1,000 / 10,000 K-Means runs (issue 22: linear growth; 10,000 runs plan and
+render in < 10 s, dry-run in < 60 s, aggregate in < 10 s on the 2-core machine).
+
+    PYTHONPATH=. python bench/campaign_scale.py [--sizes 100 1000 10000] [--repeats 1] [--skip-snakemake]
+
+Per size, in a temporary directory: a sweep config of `size` K-Means runs (seed x k x ranks per
+node) on the local site; plan + render through the package (campaign.plan.expand, then
+campaign.render.write_runs_files: every job script and spec written atomically); the Snakemake
+dry-run of that campaign (`snakemake --profile profiles/local -n`, its own process, in a copy of
+the working directory so that the checkout's results/ are not read); and the aggregation of
+`size` result records shaped like real ones (records.tidy.aggregate: read, tidy table, CSV and
+summary). Prints wall and CPU seconds per stage, per run, and the growth ratio from the size
+before (10x the runs should cost about 10x). With --repeats > 1 each figure is the minimum.
+Figures are printed, never asserted: on a shared machine they say as much about the neighbours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def sweep_config(runs: int) -> dict:
+    """A K-Means campaign of `runs` runs (runs must be a multiple of 4)."""
+    return {"campaign": f"scale{runs}", "preset": "tiny", "repeats": 1, "timeout_s": 600,
+            "benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [1, 2], "k": [2, 3],
+                                                        "seed": list(range(1, runs // 4 + 1))}}]}
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_plan_render(config_file: Path, root: Path) -> tuple[float, float, int]:
+    from exabench.campaign.plan import expand
+    from exabench.campaign.render import write_runs_files
+    from exabench.campaign.site import load_site
+    from exabench.config import load_yaml, validate
+    shutil.rmtree(root, ignore_errors=True)
+    wall, cpu = time.perf_counter(), time.process_time()
+    config = validate(load_yaml(config_file), "config", str(config_file))
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    runs = expand(config, site, str(config_file))
+    write_runs_files(runs, site, root)
+    return time.perf_counter() - wall, time.process_time() - cpu, len(runs)
+
+
+def time_dry_run(config_file: Path, workdir: Path) -> tuple[float, float]:
+    """`snakemake --profile profiles/local -n` on the campaign, from a working directory of its own
+    (the Snakefile, profile and default config are the checkout's)."""
+    (workdir / "config").mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "config" / "config.yaml", workdir / "config" / "config.yaml")
+    if not (workdir / "profiles").exists():
+        (workdir / "profiles").symlink_to(ROOT / "profiles")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--profile", "profiles/local",
+           "--configfile", str(config_file), "-n"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    cpu, wall = children_cpu(), time.perf_counter()
+    out = subprocess.run(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wall, cpu = time.perf_counter() - wall, children_cpu() - cpu
+    if out.returncode != 0:
+        raise SystemExit(f"snakemake -n failed:\n{out.stdout[-3000:]}")
+    return wall, cpu
+
+
+def time_aggregate(runs: int, workdir: Path) -> tuple[float, float]:
+    from aggregate_10k import make_records
+
+    from exabench.records.tidy import aggregate
+    records = workdir / "records"
+    shutil.rmtree(records, ignore_errors=True)
+    make_records(runs, records)
+    paths = sorted(records.glob("*.json"))
+    wall, cpu = time.perf_counter(), time.process_time()
+    aggregate(paths, workdir / "results.csv", workdir / "summary.md", "local")
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10_000])
+    ap.add_argument("--repeats", type=int, default=1, help="take the minimum of this many measurements")
+    ap.add_argument("--skip-snakemake", action="store_true", help="leave out the dry-run (the slowest stage)")
+    args = ap.parse_args(argv)
+    if any(n % 4 for n in args.sizes):
+        ap.error("each size must be a multiple of 4 (seed x k x ranks per node)")
+    stages = ["plan + render", "aggregate"] + ([] if args.skip_snakemake else ["snakemake -n"])
+    figures: dict[str, dict[int, tuple[float, float]]] = {s: {} for s in stages}
+    with tempfile.TemporaryDirectory(prefix="exabench-scale-") as tmp:
+        tmp = Path(tmp)
+        warm = tmp / "warm.yaml"  # imports, schemas and templates loaded once, before any timing
+        warm.write_text(yaml.safe_dump(sweep_config(4), default_flow_style=None))
+        time_plan_render(warm, tmp / "warm" / "results" / "local")
+        time_aggregate(4, tmp / "warm")
+        for n in args.sizes:
+            config_file = tmp / f"scale{n}.yaml"
+            config_file.write_text(yaml.safe_dump(sweep_config(n), default_flow_style=None))
+            work = tmp / f"n{n}"
+            work.mkdir()
+            for _ in range(args.repeats):
+                wall, cpu, planned = time_plan_render(config_file, work / "results" / "local")
+                assert planned == n, (planned, n)
+                measured = {"plan + render": (wall, cpu), "aggregate": time_aggregate(n, work)}
+                if not args.skip_snakemake:
+                    measured["snakemake -n"] = time_dry_run(config_file, work)
+                for stage, (w, c) in measured.items():
+                    old = figures[stage].get(n)
+                    figures[stage][n] = (min(w, old[0]), min(c, old[1])) if old else (w, c)
+            shutil.rmtree(work)
+            print(f"{n} runs measured (load average {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
+    print(f"{'stage':14s} {'runs':>7s} {'wall s':>8s} {'cpu s':>8s} {'ms/run':>8s} {'growth':>7s}")
+    for stage in stages:
+        previous = None
+        for n in args.sizes:
+            wall, cpu = figures[stage][n]
+            growth = f"{wall / figures[stage][previous][0]:6.1f}x" if previous else f"{'':7s}"
+            print(f"{stage:14s} {n:7d} {wall:8.2f} {cpu:8.2f} {1000 * wall / n:8.2f} {growth}")
+            previous = n
+    print(f"(growth: wall time over the size before; load average now {os.getloadavg()[0]:.2f}, "
+          f"{os.cpu_count()} CPUs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
