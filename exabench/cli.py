@@ -185,7 +185,8 @@ def cmd_node_sweep(args) -> int:
     config, site, runs = _load(args)
     results = Path("results") / site.name
     atomic_write_text(args.out, render_node_sweep(runs, site, results, args.nodes or site.max_nodes), mode=0o755)
-    print(f"every-node job script -> {args.out} (render the runs first: snakemake --profile profiles/<site> --until render)")
+    print(f"every-node job script -> {args.out} "
+          "(render the runs first: snakemake --profile profiles/<site> --until render)")
     return 0
 
 
