@@ -19,4 +19,6 @@ lint: setup
 
 test:
 	bash scripts/setup.sh --test
+	@echo "campaign scale at 1,000 runs (figures printed, not asserted; bench/campaign_scale.py):"
+	$(VENV)/bin/python bench/campaign_scale.py --sizes 1000 --repeats 1
 	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)

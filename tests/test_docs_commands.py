@@ -32,18 +32,18 @@ def documented_commands() -> list[tuple[str, str]]:
 
 
 COMMANDS = documented_commands()
+# The commands as written; one with a placeholder to fill in (<site>, my.yaml, [--option]) is only counted.
+RUNNABLE = [c for c in COMMANDS if not PLACEHOLDER.search(c[1])]
 
 
 def test_the_docs_show_commands():
-    assert len(COMMANDS) > 30 and any(c.startswith("snakemake") for _, c in COMMANDS)
+    assert len(COMMANDS) > 30 and len(RUNNABLE) > 25 and any(c.startswith("snakemake") for _, c in RUNNABLE)
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("doc, command", [c for c in COMMANDS if c[1].startswith("snakemake")],
+@pytest.mark.parametrize("doc, command", [c for c in RUNNABLE if c[1].startswith("snakemake")],
                          ids=lambda v: v if isinstance(v, str) and len(v) < 90 else None)
 def test_a_documented_snakemake_command_plans(doc, command):
-    if PLACEHOLDER.search(command):
-        pytest.skip("a placeholder to fill in")
     argv = shlex.split(command)[1:]
     argv = [a for a in argv if a != "--report" and not a.endswith("report.html")]  # a report needs the results
     res = subprocess.run([sys.executable, "-m", "snakemake", *argv, "-n", "--quiet", "rules"], cwd=REPO,
@@ -51,16 +51,12 @@ def test_a_documented_snakemake_command_plans(doc, command):
     assert res.returncode == 0, f"{doc}: {command}\n" + (res.stdout + res.stderr)[-3000:]
 
 
-@pytest.mark.parametrize("doc, command", [c for c in COMMANDS if "exabench" in c[1].split()[0:3]],
+@pytest.mark.parametrize("doc, command", [c for c in RUNNABLE if "exabench" in c[1].split()[0:3]],
                          ids=lambda v: v if isinstance(v, str) and len(v) < 90 else None)
 def test_a_documented_exabench_command_parses(doc, command):
     from exabench.cli import build_parser
-    if PLACEHOLDER.search(command):
-        pytest.skip("a placeholder to fill in")
     argv = shlex.split(command)
     argv = argv[3:] if argv[:3] == ["python", "-m", "exabench"] else argv[1:]
-    if argv and argv[0] == "exabench.analysis.kernels":
-        pytest.skip("a module's own command line, run by its own tests")
     build_parser().parse_args(argv)  # SystemExit (argparse's error) fails the test
     if argv[0] in RUNS_NOTHING:
         res = subprocess.run([sys.executable, "-m", "exabench", *argv], cwd=REPO, capture_output=True, text=True,
@@ -68,7 +64,7 @@ def test_a_documented_exabench_command_parses(doc, command):
         assert res.returncode == 0, f"{doc}: {command}\n{res.stderr[-3000:]}"
 
 
-@pytest.mark.parametrize("doc, command", [c for c in COMMANDS if c[1].startswith("python bench/")],
+@pytest.mark.parametrize("doc, command", [c for c in RUNNABLE if c[1].startswith("python bench/")],
                          ids=lambda v: v if isinstance(v, str) and len(v) < 90 else None)
 def test_a_documented_script_exists_and_takes_its_options(doc, command):
     argv = shlex.split(command)
