@@ -225,8 +225,8 @@ MAX_HISTORY_PANELS = 12  # the series beyond these are named in the figure, not 
 
 
 def plot_history(history: pd.DataFrame, current: list[str], path) -> Path:
-    """The headline figure of each series over the stored campaigns (the median of each campaign's
-    samples), the current campaign marked. `history`: analysis.history.samples() rows."""
+    """The headline figure each stored campaign reported for each series (the median over its repeats),
+    the current campaign marked. `history`: analysis.history.samples() rows."""
     title = "History: headline figure per campaign (current campaign marked)"
     if history.empty:
         return _empty(path, title, "no stored campaign has an ok run of this site yet")
@@ -241,7 +241,8 @@ def plot_history(history: pd.DataFrame, current: list[str], path) -> Path:
         ax.plot(xs, per["value"], marker="o", ms=3, color="C0")
         now = [x for x, cid in zip(xs, per["campaign_id"]) if cid in current]
         ax.plot(now, per["value"].iloc[now], "o", ms=8, mfc="none", color="C3", label="current")
-        ax.set_xticks(xs, [str(s)[:10] for s in per["started"]], rotation=45, fontsize=6)
+        ax.set_xticks(xs, [pd.Timestamp(s).strftime("%m-%d %H:%M") if not pd.isna(s) else "?" for s in per["started"]],
+                      rotation=45, fontsize=6)
         ax.set_ylabel(f"{metric} ({unit})", fontsize=8)
         ax.set_title(name, fontsize=8)
     if len(series) > len(drawn):
