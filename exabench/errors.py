@@ -15,7 +15,7 @@ class ConfigError(ExabenchError):
     """
 
     def __init__(self, file: str, key: str, value: object, valid: str, problem: str = "is not valid"):
-        self.file, self.key, self.value, self.valid = file, key, value, valid
+        self.file, self.key, self.value, self.valid, self.problem = file, key, value, valid, problem
         shown = repr(value)
         if len(shown) > 120:
             shown = shown[:117] + "..."

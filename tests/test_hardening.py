@@ -24,6 +24,10 @@ BAD_FILES = {
     "syntax": ("benchmarks: [\n", "cannot be parsed"),
     "control-character": ('campaign: "tiny\\n"\n' + KMEANS, "key 'campaign' = 'tiny\\n'"),
     "tab-in-label": ('benchmarks:\n  - name: kmeans\n    label: "a\\tb"\n', "benchmarks[0].label"),
+    "unit": ("benchmarks:\n  - name: kmeans\n    params: {size_per_node: 8G}\n",
+             "key 'benchmarks[0].params.size_per_node' = '8G' is not valid; valid: rows"),
+    "unit-in-a-sweep": ("benchmarks:\n  - name: pca\n    sweep: {size_per_node: [8GB, 8QB]}\n",
+                        "key 'benchmarks[0].sweep.size_per_node' = '8QB'"),
     "k-beyond-bound": ("benchmarks:\n  - name: kmeans\n    params: {k: 1000000000000000000000000000000}\n",
                        "<= 100000"),
 }

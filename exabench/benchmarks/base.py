@@ -127,7 +127,10 @@ class Benchmark:
                 raise ConfigError(file, f"{where}.{key}", value, f"parameters of '{cls.name}': " + ", ".join(fields),
                                   "is not a parameter")
             values[key] = _check_value(hints[key], fields[key], value, file, f"{where}.{key}")
-        return cls.Params(**values)
+        try:
+            return cls.Params(**values)
+        except ConfigError as exc:  # a parameter's own check (its __post_init__): name the user's file and entry
+            raise ConfigError(file, f"{where}.{exc.key}", exc.value, exc.valid, exc.problem) from None
 
 
 @functools.cache
