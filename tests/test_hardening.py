@@ -114,3 +114,13 @@ def test_a_failed_run_shows_no_figure_in_the_summary():
     lines = markdown_summary(tidy_table([ok, failed]), "local").splitlines()
     assert "| a | kmeans |  | time | 2.5 | s |" in lines[4]
     assert lines[5] == "| b | kmeans |  | time |  |  |  |  | failed | rank 1: boom |"
+
+
+@pytest.mark.parametrize("site, longest", [("summit", 86100), ("polaris", 86100)])
+def test_a_timeout_longer_than_the_sites_longest_job_stops_at_planning(tmp_path, site, longest):
+    path = _write(tmp_path / "long.yaml", f"timeout_s: {longest + 1}\n" + KMEANS)
+    res = _cli("plan", "--config", str(path), "--site", f"profiles/{site}/site.yaml")
+    assert res.returncode == 2 and f"{path}: key 'timeout_s' = {longest + 1}" in res.stderr, res.stderr
+    assert f"at most {longest} s on site '{site}'" in res.stderr
+    ok = _write(tmp_path / "fits.yaml", f"timeout_s: {longest}\n" + KMEANS)
+    assert _cli("plan", "--config", str(ok), "--site", f"profiles/{site}/site.yaml").returncode == 0

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from exabench import benchmarks
 from exabench.errors import ConfigError, LayoutError
-from exabench.campaign.site import LAYOUT_KEYS, MPI_LAUNCHERS, Layout, Site, resolve_layout
+from exabench.campaign.site import LAYOUT_KEYS, MPI_LAUNCHERS, WALLTIME_MARGIN_MIN, Layout, Site, resolve_layout
 
 RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
@@ -93,8 +93,21 @@ def make_run_id(name: str, label: str | None, preset: str, id_values: dict, swep
     return ".".join(parts)
 
 
+def check_timeout(config: dict, site: Site, config_file: str) -> None:
+    """A run's time limit must fit the site's longest job, margin included: refused when the plan is
+    made (`snakemake -n`), not when the job graph is built or the job is submitted."""
+    if site.max_walltime_min:
+        longest = (site.max_walltime_min - WALLTIME_MARGIN_MIN) * 60
+        if config["timeout_s"] > longest:
+            raise ConfigError(config_file, "timeout_s", config["timeout_s"],
+                              f"at most {longest} s on site '{site.name}' (its limits.max_walltime_min = "
+                              f"{site.max_walltime_min}, less the {WALLTIME_MARGIN_MIN}-minute margin each job "
+                              "asks for)", "does not fit the site's longest job")
+
+
 def expand(config: dict, site: Site, config_file: str = "config/config.yaml") -> list[Run]:
     """Every run of the campaign, in config order; raises ConfigError/LayoutError early."""
+    check_timeout(config, site, config_file)
     runs: list[Run] = []
     seen: dict[str, str] = {}
     for i, entry in enumerate(config["benchmarks"]):

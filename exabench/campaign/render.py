@@ -28,13 +28,12 @@ from exabench.campaign.launchers import launch_argv, thread_env
 from exabench.campaign.launchers import jsrun as jsrun_arith
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.plan import Run
-from exabench.campaign.site import Layout, Site, check_walltime
+from exabench.campaign.site import WALLTIME_MARGIN_MIN, Layout, Site, check_walltime
 
 TEMPLATE_DIR = REPO_ROOT / "workflow" / "templates"
 # Thread-count variables every BLAS/OpenMP runtime reads, set so ranks never oversubscribe cores.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # Minutes added to a run's own time limit for the allocation (start-up, stage-in, record writing).
-WALLTIME_MARGIN_MIN = 5
 
 TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
 MODULE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]{0,127}")

@@ -260,6 +260,10 @@ def check_layout(site: Site, layout: Layout) -> None:
                           f"a multiple of ranks_per_gpu = {layout.ranks_per_gpu}")
 
 
+# Minutes a job script asks for beyond its run's timeout_s (start-up, the record, a slow file system).
+WALLTIME_MARGIN_MIN = 5
+
+
 def check_walltime(site: Site, minutes: int) -> None:
     if minutes < 1:
         raise LayoutError(site.name, "walltime_min", minutes, "at least 1 minute")
