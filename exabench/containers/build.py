@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
 from exabench.config import REPO_ROOT
-from exabench.errors import ConfigError
+from exabench.errors import ConfigError, ContainerError
 from exabench.containers.digests import write_digest
 from exabench.containers.recipes import Recipe, recipe_path
 from exabench.containers.runtime import built_image_path, runtime, stack_for, verified_digest
@@ -37,11 +38,18 @@ def needed_images(site, frameworks, results_root: str | Path) -> list[str]:
 def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> str:
     """Build containers/<stack>.def into `image` with the site's runtime, record its digest beside
     it, and check it against the site's pin (a stack-specific pin only makes sense with `stack`)."""
+    argv = build_argv(site, stack, image)
+    if shutil.which(argv[0]) is None:
+        raise ContainerError(site.path or site.name, "container.runtime", argv[0],
+                             f"a machine with {argv[0]} on its PATH to build {Path(image).name} (run "
+                             f"`snakemake --profile profiles/{site.name} containers` there, then copy the image and "
+                             f"its .sha256 to {Path(image).parent}), or container.image naming a prebuilt image",
+                             f"is not installed here, so the image {image} cannot be built")
     Path(image).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
-        log.write("+ " + shlex.join(build_argv(site, stack, image)) + "\n")
+        log.write("+ " + shlex.join(argv) + "\n")
         log.flush()
-        subprocess.run(build_argv(site, stack, image), check=True, stdout=log, stderr=subprocess.STDOUT,
+        subprocess.run(argv, check=True, stdout=log, stderr=subprocess.STDOUT,
                        cwd=REPO_ROOT)  # %files sources are relative to the repository
     write_digest(image)
     return verified_digest(site, str(image)) or ""
