@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,190 @@ def test_a_record_under_another_runs_name_is_refused_on_read(tmp_path):
     (tmp_path / "dir.json").mkdir()
     with pytest.raises(RecordError, match="dir.json: not readable"):
         read_record(tmp_path / "dir.json")
+
+
+# -- the per-run lock ------------------------------------------------------------------------------
+
+@pytest.fixture
+def sleeping_run(tmp_path, two_core_site):
+    """One rendered run whose job script sleeps (it writes no record: the run ends `failed`)."""
+    cfg = validate({"benchmarks": [{"name": "kmeans"}], "timeout_s": 60}, "config", "c.yaml")
+    run = expand(cfg, two_core_site, "c.yaml")[0]
+    paths = RunPaths(tmp_path / "results" / "local", run.run_id)
+    write_run_files(run, two_core_site, paths)
+    paths.script.write_text("#!/usr/bin/env bash\necho started > \"$(dirname \"$0\")/started\"\nsleep 4\nexit 3\n")
+    return paths, run.run_id
+
+
+def start_execute(spec) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "exabench", "execute", "--spec", str(spec)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path: Path, timeout=30.0, proc: subprocess.Popen | None = None) -> None:
+    import time
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared"
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{path} never appeared; the process ended:\n{proc.communicate()[0][-3000:]}")
+        time.sleep(0.05)
+
+
+def test_a_second_execution_of_a_running_run_is_refused(sleeping_run):
+    paths, run_id = sleeping_run
+    first = start_execute(paths.spec)
+    wait_for(paths.run_dir / "started")
+    lock = json.loads((paths.run_dir / "run.lock").read_text())
+    assert lock["pid"] == first.pid and lock["run_id"] == run_id and lock["job_pgid"]
+    second = exabench("execute", "--spec", paths.spec)
+    assert second.returncode == 2
+    assert f"run {run_id} is already being executed by PID {first.pid} on host " in second.stderr
+    assert "Traceback" not in second.stderr and "wait for it to finish" in second.stderr
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    # the first execution's result stands, and its lock is gone
+    assert json.loads(paths.record.read_text())["status"] == "failed" and "code 3" in out + paths.record.read_text()
+    assert not (paths.run_dir / "run.lock").exists()
+    # now free: a third execution runs
+    third = exabench("execute", "--spec", paths.spec)
+    assert third.returncode == 0, third.stderr
+
+
+def test_an_orphaned_execution_is_reported_its_job_stopped_and_the_lock_taken_over(sleeping_run):
+    import socket
+    paths, run_id = sleeping_run
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a PID that no longer runs: the owner that died (SIGKILL) without releasing its lock
+    orphan_job = subprocess.Popen(["sleep", "60"], start_new_session=True)  # its ranks, still running
+    (paths.run_dir / "run.lock").write_text(json.dumps({"run_id": run_id, "pid": dead.pid, "pid_start": None,
+                                                        "host": socket.gethostname(), "start_time": "earlier",
+                                                        "job_pgid": orphan_job.pid}))
+    proc = exabench("execute", "--spec", paths.spec)
+    assert proc.returncode == 0, proc.stderr
+    assert f"run {run_id}: orphaned execution found (PID {dead.pid} on host" in proc.stderr
+    assert f"its job (process group {orphan_job.pid}) was still running and has been stopped" in proc.stderr
+    assert orphan_job.wait(timeout=10) is not None  # stopped, not left running beside the new execution
+    assert (paths.run_dir / "started").exists() and not (paths.run_dir / "run.lock").exists()
+
+
+def test_a_lock_held_on_another_host_is_refused_naming_it(sleeping_run):
+    paths, run_id = sleeping_run
+    (paths.run_dir / "run.lock").write_text(json.dumps({"run_id": run_id, "pid": 4242, "host": "login07",
+                                                        "start_time": "2026-01-01T00:00:00"}))
+    proc = exabench("execute", "--spec", paths.spec)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"run {run_id} is locked by an execution on another host (PID 4242 on host login07" in proc.stderr
+    assert str(paths.run_dir / "run.lock") in proc.stderr and not (paths.run_dir / "started").exists()
+
+
+# -- SIGINT / SIGTERM / SIGKILL to a running snakemake ---------------------------------------------
+
+SLOW_OR_FAST = """#!/usr/bin/env bash
+# the test's stand-in for a run's ranks: sleeps while {flag} exists, else ends at once (no record)
+if [ -e {flag} ]; then echo $$ > "$(dirname "$0")/job.pid"; exec sleep 120; fi
+exit 3
+"""
+
+
+def snakemake_popen(cwd: Path, cfg: Path, *args) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--profile",
+           str(ROOT / "profiles" / "local"), "--config", f"site={ROOT}/profiles/local/site.yaml",
+           "--configfile", str(cfg), "--cores", "4", *args]  # the job scripts sleep: no CPU used
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # its own group: a signal reaches snakemake alone
+
+
+def pid_gone(pid: int, timeout: float) -> bool:
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    """A campaign of two runs rendered by snakemake; run `k-3` ends at once, `k-4` sleeps while the flag is up."""
+    import yaml
+
+    from exabench.campaign.site import load_site
+    campaign = {"campaign": "sig", "timeout_s": 300, "benchmarks": [{"name": "kmeans", "sweep": {"k": [3, 4]}}]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(campaign))
+    runs = tmp_path / "results" / "local" / "runs"
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")  # this machine's: its run ids
+    ids = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    render = snakemake_popen(tmp_path, cfg, *(f"results/local/runs/{i}/job.sh" for i in ids))
+    out, _ = render.communicate(timeout=240)
+    assert render.returncode == 0, out[-3000:]
+    flag = tmp_path / "slow"
+    flag.touch()
+    (runs / ids[0] / "job.sh").write_text("#!/usr/bin/env bash\nexit 3\n")
+    (runs / ids[1] / "job.sh").write_text(SLOW_OR_FAST.format(flag=flag))
+    return tmp_path, cfg, runs, ids, flag
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_snakemake_stops_the_ranks_and_the_resume_runs_only_the_unfinished_run(two_runs, sig):
+    import time
+    cwd, cfg, runs, (fast, slow), flag = two_runs
+    records = cwd / "results" / "local" / "records"
+    smk = snakemake_popen(cwd, cfg, f"results/local/records/{fast}.json", f"results/local/records/{slow}.json")
+    try:
+        wait_for(runs / slow / "job.pid", timeout=180, proc=smk)
+        wait_for(records / f"{fast}.json", timeout=60, proc=smk)
+        job = int((runs / slow / "job.pid").read_text())
+        fast_record = (records / f"{fast}.json").read_text()
+        t0 = time.monotonic()
+        smk.send_signal(sig)
+        assert pid_gone(job, 15), f"the run's job (PID {job}) still runs 15 s after {sig.name} to snakemake"
+        out, _ = smk.communicate(timeout=60)
+        assert time.monotonic() - t0 < 30
+    finally:
+        if smk.poll() is None:
+            os.killpg(smk.pid, signal.SIGKILL)
+    assert smk.returncode != 0, out[-3000:]
+    assert "stopping 1 running run(s): " + slow in out, out[-3000:]
+    assert not (records / f"{slow}.json").exists()  # stopped: no record, so it is not finished
+    assert not (runs / slow / "run.lock").exists() and not (runs / slow / "stop").exists()
+
+    flag.unlink()  # the resume: the slow run now ends at once
+    resume = snakemake_popen(cwd, cfg, f"results/local/records/{fast}.json", f"results/local/records/{slow}.json")
+    out, _ = resume.communicate(timeout=240)
+    assert resume.returncode == 0, out[-3000:]
+    assert (records / f"{fast}.json").read_text() == fast_record  # the finished run was not run again
+    assert f"wildcards: run_id={slow}" in out and f"wildcards: run_id={fast}" not in out
+    assert json.loads((records / f"{slow}.json").read_text())["status"] == "failed"
+
+
+def test_sigkill_of_snakemake_leaves_no_orphan_running_and_the_rerun_runs_the_run_once(two_runs):
+    cwd, cfg, runs, (fast, slow), flag = two_runs
+    smk = snakemake_popen(cwd, cfg, f"results/local/records/{slow}.json")
+    try:
+        wait_for(runs / slow / "job.pid", timeout=180, proc=smk)
+        job = int((runs / slow / "job.pid").read_text())
+        smk.send_signal(signal.SIGKILL)
+        smk.wait(timeout=10)
+        # the run's execution (a process snakemake spawned) saw its snakemake die and stopped the ranks
+        assert pid_gone(job, 15), f"the run's job (PID {job}) runs on as an orphan after SIGKILL of snakemake"
+        (runs / slow / "job.pid").unlink()
+        unlock = snakemake_popen(cwd, cfg, "--unlock")  # as snakemake suggests after its SIGKILL
+        assert unlock.wait(timeout=120) == 0
+        rerun = snakemake_popen(cwd, cfg, f"results/local/records/{slow}.json")
+        wait_for(runs / slow / "job.pid", timeout=180, proc=rerun)
+        flag.unlink()
+        os.kill(int((runs / slow / "job.pid").read_text()), signal.SIGTERM)
+        out, _ = rerun.communicate(timeout=120)
+    finally:
+        for p in (smk, locals().get("rerun")):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    assert rerun.returncode == 0, out[-3000:]
+    assert json.loads((cwd / "results" / "local" / "records" / f"{slow}.json").read_text())["status"] == "failed"
