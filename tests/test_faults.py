@@ -323,3 +323,58 @@ def test_sigkill_of_snakemake_leaves_no_orphan_running_and_the_rerun_runs_the_ru
                 os.killpg(p.pid, signal.SIGKILL)
     assert rerun.returncode == 0, out[-3000:]
     assert json.loads((cwd / "results" / "local" / "records" / f"{slow}.json").read_text())["status"] == "failed"
+
+
+# -- the collectives' timeout follows the run's ----------------------------------------------------
+
+HUNG_RANK = """
+import sys, time
+import torch, torch.distributed as dist
+from exabench.training.distributed import World, init_torch, run_timeout_s, set_run_timeout
+rank = int(sys.argv[1])
+set_run_timeout(int(sys.argv[2]))  # as the runner does from the run spec's timeout_s
+init_torch(World(rank, 2, rank, 2, "torchrun", False), "gloo", sys.argv[3])
+print("pg timeout", run_timeout_s(), flush=True)
+if rank == 1:
+    time.sleep(120)  # never joins the collective: rank 0's all_reduce hangs
+t0 = time.monotonic()
+try:
+    dist.all_reduce(torch.ones(1))
+    print("all_reduce returned")
+except Exception as exc:
+    print(f"collective gave up after {time.monotonic() - t0:.1f} s: {type(exc).__name__}", flush=True)
+"""
+
+
+def test_a_hung_gloo_collective_gives_up_at_the_runs_time_limit(tmp_path):
+    pytest.importorskip("torch")
+    import socket
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    env.pop("EXABENCH_TIMEOUT_S", None)
+    script = tmp_path / "hung.py"
+    script.write_text(HUNG_RANK)
+    ranks = [subprocess.Popen([sys.executable, str(script), str(r), "4", str(tmp_path)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in (0, 1)]
+    try:
+        t0 = time.monotonic()
+        out, _ = ranks[0].communicate(timeout=90)  # a fixed 600 s process-group timeout fails here
+        assert time.monotonic() - t0 < 60
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert "pg timeout 4" in out, out
+    gave_up = [line for line in out.splitlines() if line.startswith("collective gave up after")]
+    assert gave_up and float(gave_up[0].split()[4]) < 30, out
+
+
+def test_the_collective_timeout_is_the_runs_and_600_s_outside_a_run():
+    from exabench.training.distributed import run_timeout_s
+    assert run_timeout_s({"EXABENCH_TIMEOUT_S": "60"}) == 60
+    assert run_timeout_s({"EXABENCH_TIMEOUT_S": "3600"}) == 3600  # longer than the old fixed 600 s too
+    assert run_timeout_s({}) == 600 and run_timeout_s({"EXABENCH_TIMEOUT_S": "soon"}) == 600
