@@ -227,13 +227,30 @@ def _stop_reason(run_dir: Path, watch: list[tuple[int, str | None]]) -> str | No
     return None
 
 
+def _rank_of(path: Path) -> int:
+    return int(path.stem[4:]) if path.stem[4:].isdigit() else 0
+
+
 def _error_from(run_dir: Path, returncode: int, log_tail: str) -> str:
-    files = sorted(error_dir(run_dir).glob("rank*.txt"), key=lambda p: int(p.stem[4:]))
-    if files:
-        lines = [f.read_text().splitlines()[0] for f in files]
-        return "; ".join(lines) + f" (traceback: {files[0]})"
+    """The run's error: the ranks' first lines in the order they were written, so the root cause
+    (the rank that raised first) comes before its consequences (peers' "Connection reset by peer");
+    an empty error file (its write failed on a full disk) is passed over, and a full disk is named."""
+    found = []
+    for f in error_dir(run_dir).glob("rank*.txt"):
+        try:
+            when = f.stat().st_mtime_ns
+            first = next((line for line in f.read_text(errors="replace").splitlines() if line.strip()), "")
+        except OSError:
+            continue
+        if first:
+            found.append((when, _rank_of(f), first, f))
+    found.sort()
+    nospace = "No space left on device" in log_tail or any("No space left on device" in x[2] for x in found)
+    hint = "No space left on device (the disk of the run directory is full); " if nospace else ""
+    if found:
+        return hint + "; ".join(x[2] for x in found) + f" (traceback: {found[0][3]})"
     tail = " | ".join(line for line in log_tail.splitlines()[-5:] if line.strip())
-    return f"job script exited with code {returncode} and wrote no record; last output: {tail or '(none)'}"
+    return f"{hint}job script exited with code {returncode} and wrote no record; last output: {tail or '(none)'}"
 
 
 def execute(spec_path: str | Path, script: str | Path | None = None, log=None,

@@ -378,3 +378,33 @@ def test_the_collective_timeout_is_the_runs_and_600_s_outside_a_run():
     assert run_timeout_s({"EXABENCH_TIMEOUT_S": "60"}) == 60
     assert run_timeout_s({"EXABENCH_TIMEOUT_S": "3600"}) == 3600  # longer than the old fixed 600 s too
     assert run_timeout_s({}) == 600 and run_timeout_s({"EXABENCH_TIMEOUT_S": "soon"}) == 600
+
+
+# -- errors that explain themselves ----------------------------------------------------------------
+
+def test_rank_errors_come_in_the_order_they_were_written_root_cause_first(sleeping_run):
+    paths, _ = sleeping_run
+    errors = paths.run_dir / "errors"
+    paths.script.write_text(
+        f"#!/usr/bin/env bash\nmkdir -p {errors}\n"
+        f"printf 'rank 1 on h: ValueError: the root cause\\n\\ntraceback' > {errors}/rank1.txt\nsleep 0.2\n"
+        f"printf 'rank 0 on h: ConnectionResetError: Connection reset by peer\\n' > {errors}/rank0.txt\nexit 1\n")
+    proc = exabench("execute", "--spec", paths.spec)
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(paths.record.read_text())
+    assert rec["status"] == "failed"
+    assert rec["error"].startswith("rank 1 on h: ValueError: the root cause; rank 0 on h: ConnectionResetError")
+    assert f"(traceback: {errors / 'rank1.txt'})" in rec["error"]
+
+
+def test_a_full_disk_is_named_not_an_index_error(sleeping_run):
+    paths, _ = sleeping_run
+    errors = paths.run_dir / "errors"
+    # /dev/full answers every write with ENOSPC; the rank's own error file stayed empty, as on a full disk
+    paths.script.write_text(
+        f"#!/usr/bin/env bash\nmkdir -p {errors}\n: > {errors}/rank0.txt\n"
+        f"{sys.executable} -c \"open('/dev/full', 'w').write('x' * 100000)\"\n")
+    proc = exabench("execute", "--spec", paths.spec)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    rec = json.loads(paths.record.read_text())
+    assert rec["status"] == "failed" and rec["error"].startswith("No space left on device"), rec["error"]
