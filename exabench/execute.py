@@ -4,6 +4,12 @@ The benchmark's rank 0 writes the record when the run completes; when it does no
 (a rank raised, the launcher failed, the time limit passed), this writes a record
 with status `failed` or `timeout` and a readable error, so the campaign goes on and
 the table shows why.
+
+A run in progress holds `run.lock` in its run directory (owner PID, host, start time, the job's
+process group): a second execution of the run is refused while the owner lives; an orphan (owner
+dead on this host) is reported, its job stopped if it still runs, and the lock taken over. A run
+is stopped, and writes no record, when a `stop` file appears in its run directory (the workflow's
+SIGINT/SIGTERM handler writes it) or when the snakemake process that started it dies.
 """
 
 from __future__ import annotations
@@ -11,12 +17,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from exabench import containers
 from exabench.containers import ContainerError
+from exabench.errors import ExabenchError
+from exabench.io import atomic_write_text
 from exabench.records.record import failed_record, now_iso, read_record, write_record
 from exabench.runner import error_dir
 
@@ -34,22 +44,240 @@ def _kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
+LOCK_NAME = "run.lock"
+STOP_NAME = "stop"
+POLL_S = 0.5  # how often a running job checks for a stop request and its snakemake
+
+
+class RunLockedError(ExabenchError):
+    """Another execution of the run holds its lock."""
+
+
+class RunInterrupted(ExabenchError):
+    """The run was stopped on request (snakemake got SIGINT/SIGTERM or died); no record was written."""
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused PID apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _proc_parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _alive(pid: int, start: str | None = None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    got = _proc_start(pid)
+    return start is None or got is None or got == start
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _stop_group(pgid: int) -> None:
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if not _group_alive(pgid):
+                return
+            time.sleep(0.1)
+
+
+class RunLock:
+    """`run.lock` of one run: created atomically (a complete file linked into place), released by its owner."""
+
+    def __init__(self, run_id: str, run_dir: Path):
+        self.run_id, self.path = run_id, Path(run_dir) / LOCK_NAME
+        self.info = {"run_id": run_id, "pid": os.getpid(), "pid_start": _proc_start(os.getpid()),
+                     "host": socket.gethostname(), "start_time": now_iso(), "job_pgid": None}
+
+    def _read(self) -> dict | None:
+        try:
+            held = json.loads(self.path.read_text())
+            return held if isinstance(held, dict) and isinstance(held.get("pid"), int) else None
+        except (OSError, ValueError):
+            return None
+
+    def _describe(self, held: dict) -> str:
+        return f"PID {held.get('pid')} on host {held.get('host')}, since {held.get('start_time')}"
+
+    def acquire(self, say) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{LOCK_NAME}.{os.getpid()}")
+        tmp.write_text(json.dumps(self.info))
+        try:
+            for _ in range(5):
+                try:
+                    os.link(tmp, self.path)
+                    return
+                except FileExistsError:
+                    pass
+                held = self._read()
+                if held is None:  # not a lock file we can read: left by a crash mid-write
+                    say(f"exabench: run {self.run_id}: unreadable lock {self.path} removed")
+                elif held.get("host") != self.info["host"]:
+                    raise RunLockedError(
+                        f"run {self.run_id} is locked by an execution on another host ({self._describe(held)}; "
+                        f"lock {self.path}): it cannot be checked from here. If that execution is gone, delete "
+                        "the lock file and run again.")
+                elif _alive(held["pid"], held.get("pid_start")):
+                    raise RunLockedError(
+                        f"run {self.run_id} is already being executed by {self._describe(held)} (lock "
+                        f"{self.path}); wait for it to finish, or stop it (kill {held['pid']}), then run again.")
+                else:
+                    note = ""
+                    pgid = held.get("job_pgid")
+                    if isinstance(pgid, int) and _group_alive(pgid):
+                        _stop_group(pgid)
+                        note = f"; its job (process group {pgid}) was still running and has been stopped"
+                    say(f"exabench: run {self.run_id}: orphaned execution found ({self._describe(held)}, "
+                        f"owner no longer running{note}); taking over its lock {self.path}")
+                try:
+                    self.path.unlink()
+                except FileNotFoundError:
+                    pass
+            raise RunLockedError(f"run {self.run_id}: could not take its lock {self.path} (another execution "
+                                 "keeps taking it); run again")
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def set_job(self, pgid: int) -> None:
+        self.info["job_pgid"] = pgid
+        atomic_write_text(self.path, json.dumps(self.info))
+
+    def release(self) -> None:
+        held = self._read()
+        if held and held.get("pid") == self.info["pid"] and held.get("host") == self.info["host"]:
+            self.path.unlink(missing_ok=True)
+
+
+def snakemake_ancestors() -> list[tuple[int, str | None]]:
+    """The processes above this one up to the topmost snakemake (PID, start time): if one of them
+    dies (SIGKILL of snakemake), the run stops instead of going on as an orphan. Empty when no
+    snakemake is above this process (a run started by hand)."""
+    chain, pid = [], os.getppid()
+    while pid and pid > 1 and len(chain) < 32:
+        chain.append((pid, _proc_start(pid)))
+        pid = _proc_parent(pid)
+    tops = [i for i, (p, _) in enumerate(chain) if b"snakemake" in _cmdline(p)]
+    return chain[: tops[-1] + 1] if tops else []
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def request_stop(runs_dir: str | Path, owner_pid: int | None = None) -> list[str]:
+    """Ask the runs in progress under `runs_dir` (those whose lock's owner is alive on this host and,
+    with `owner_pid`, runs below that process) to stop: each gets a `stop` file its execution polls.
+    Returns the run ids asked."""
+    host, asked = socket.gethostname(), []
+    for lock in Path(runs_dir).glob(f"*/{LOCK_NAME}"):
+        try:
+            held = json.loads(lock.read_text())
+            pid = int(held["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if held.get("host") != host or not _alive(pid, held.get("pid_start")):
+            continue
+        if owner_pid is not None and pid != owner_pid:
+            p, seen = pid, 0
+            while p and p > 1 and p != owner_pid and seen < 64:
+                p, seen = _proc_parent(p), seen + 1
+            if p != owner_pid:
+                continue
+        (lock.parent / STOP_NAME).write_text(f"stop requested by PID {os.getpid()} at {now_iso()}\n")
+        asked.append(lock.parent.name)
+    return sorted(asked)
+
+
+def _stop_reason(run_dir: Path, watch: list[tuple[int, str | None]]) -> str | None:
+    if (run_dir / STOP_NAME).exists():
+        return "stopped on request (snakemake was interrupted: SIGINT or SIGTERM)"
+    for pid, start in watch:
+        if not _alive(pid, start):
+            return f"stopped because the snakemake process that started it (PID {pid}) is gone"
+    return None
+
+
+def _rank_of(path: Path) -> int:
+    return int(path.stem[4:]) if path.stem[4:].isdigit() else 0
+
+
 def _error_from(run_dir: Path, returncode: int, log_tail: str) -> str:
-    files = sorted(error_dir(run_dir).glob("rank*.txt"), key=lambda p: int(p.stem[4:]))
-    if files:
-        lines = [f.read_text().splitlines()[0] for f in files]
-        return "; ".join(lines) + f" (traceback: {files[0]})"
+    """The run's error: the ranks' first lines in the order they were written, so the root cause
+    (the rank that raised first) comes before its consequences (peers' "Connection reset by peer");
+    an empty error file (its write failed on a full disk) is passed over, and a full disk is named."""
+    found = []
+    for f in error_dir(run_dir).glob("rank*.txt"):
+        try:
+            when = f.stat().st_mtime_ns
+            first = next((line for line in f.read_text(errors="replace").splitlines() if line.strip()), "")
+        except OSError:
+            continue
+        if first:
+            found.append((when, _rank_of(f), first, f))
+    found.sort()
+    nospace = "No space left on device" in log_tail or any("No space left on device" in x[2] for x in found)
+    hint = "No space left on device (the disk of the run directory is full); " if nospace else ""
+    if found:
+        return hint + "; ".join(x[2] for x in found) + f" (traceback: {found[0][3]})"
     tail = " | ".join(line for line in log_tail.splitlines()[-5:] if line.strip())
-    return f"job script exited with code {returncode} and wrote no record; last output: {tail or '(none)'}"
+    return f"{hint}job script exited with code {returncode} and wrote no record; last output: {tail or '(none)'}"
 
 
-def execute(spec_path: str | Path, script: str | Path | None = None, log=None) -> dict:
-    """Run the job script of `spec_path`; returns the record that now exists."""
+def execute(spec_path: str | Path, script: str | Path | None = None, log=None,
+            watch: list[tuple[int, str | None]] | None = None) -> dict:
+    """Run the job script of `spec_path` under the run's lock; returns the record that now exists.
+    `watch`: processes (PID, start time) whose death stops the run (snakemake_ancestors())."""
     spec_path = Path(spec_path)
     spec = json.loads(spec_path.read_text())
     run_dir = Path(spec["paths"]["run_dir"])
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+        if log is not None:
+            log.write(line + "\n")
+
+    lock = RunLock(spec["run_id"], run_dir)
+    lock.acquire(say)
+    try:
+        (run_dir / STOP_NAME).unlink(missing_ok=True)  # a stop request of an earlier execution
+        return _execute(spec, run_dir, Path(script) if script else run_dir / "job.sh", log, lock, watch or [])
+    finally:
+        (run_dir / STOP_NAME).unlink(missing_ok=True)
+        lock.release()
+
+
+def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch) -> dict:
     record_path = Path(spec["paths"]["record"])
-    script = Path(script) if script else run_dir / "job.sh"
     for stale in error_dir(run_dir).glob("rank*.txt"):
         stale.unlink()
     if record_path.exists():  # a previous result: archived by write_record already; start clean
@@ -65,12 +293,25 @@ def execute(spec_path: str | Path, script: str | Path | None = None, log=None) -
     out_path = run_dir / "output.log"
     with open(out_path, "w") as out:
         proc = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = t0 + spec["timeout_s"]
         try:
-            rc = proc.wait(timeout=spec["timeout_s"])
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            rc, timed_out = proc.returncode, True
+            lock.set_job(proc.pid)
+            while True:
+                try:
+                    rc = proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+                    timed_out = False
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= deadline:
+                        _kill_group(proc)
+                        rc, timed_out = proc.returncode, True
+                        break
+                    reason = _stop_reason(run_dir, watch)
+                    if reason:
+                        _kill_group(proc)
+                        record_path.unlink(missing_ok=True)  # a stopped run has no result: a resume runs it
+                        raise RunInterrupted(f"run {spec['run_id']} {reason}; its ranks were stopped and no "
+                                             "record was written: run the campaign again to resume") from None
         except BaseException:  # interrupted ourselves: never leave ranks running
             _kill_group(proc)
             raise

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from exabench import benchmarks
-from exabench.training.distributed import Collectives, World, detect_world
+from exabench.training.distributed import Collectives, World, detect_world, set_run_timeout
 from exabench.records.record import base_record, now_iso, provenance, write_record
 
 
@@ -54,6 +54,7 @@ def error_dir(run_dir: Path) -> Path:
 def run(spec: dict, world: World | None = None) -> dict | None:
     """Run the benchmark on this rank; returns the record on rank 0."""
     world = world or detect_world()
+    set_run_timeout(spec.get("timeout_s"))  # the collectives give up at the run's limit, not a fixed 600 s
     ctx = Context(spec=spec, world=world, run_dir=Path(spec["paths"]["run_dir"]))
     start = now_iso()
     cls = benchmarks.get(spec["benchmark"])

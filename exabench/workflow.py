@@ -22,7 +22,7 @@ from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write
 from exabench.campaign.site import Site, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ExabenchError  # noqa: F401
-from exabench.execute import execute
+from exabench.execute import execute, request_stop, snakemake_ancestors
 from exabench.io import atomic_write_text, logged
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
 from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
@@ -96,10 +96,38 @@ def execute_run(spec_path: str, log_path: str, planned: list[str] | None = None)
     """Execute one run, its output in `log_path`; prints and returns the status lines."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
-        rec = execute(spec_path, log=log)
+        rec = execute(spec_path, log=log, watch=snakemake_ancestors())
     lines = status_lines(spec_path, rec, planned)
     print("\n".join(lines), flush=True)
     return lines
+
+
+def stop_runs_on_signal(results: str) -> None:
+    """`onstart`: SIGINT and SIGTERM to snakemake stop its running runs within seconds (each run's
+    execution polls for the `stop` file this writes, stops its ranks and writes no record, so a
+    resume runs it again), then snakemake's own handling goes on (it exits once its jobs ended).
+    Without this the ranks, in their own session, ran on to the end after Ctrl-C."""
+    import os
+    import signal
+
+    me = os.getpid()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum, frame):
+        if os.getpid() == me:  # not in a process forked from snakemake
+            asked = request_stop(Path(results) / "runs", me)
+            if asked:
+                print(f"exabench: {signal.Signals(signum).name}: stopping {len(asked)} running run(s): "
+                      f"{', '.join(asked[:5])}{' ...' if len(asked) > 5 else ''}", flush=True)
+        prev = previous[signum]
+        if callable(prev):
+            prev(signum, frame)
+        elif prev != signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    for sig in previous:
+        signal.signal(sig, handler)
 
 
 def job_resources(site, get_run) -> dict:

@@ -20,7 +20,7 @@ from xml.etree import ElementTree as ET
 import yaml
 
 from exabench.analysis.runs import LAYOUT
-from exabench.records.record import headline_metric
+from exabench.records.record import headline_metric, with_plan_entry
 from exabench import markdown
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError
@@ -115,7 +115,9 @@ def judge(rec: dict, ref: Reference) -> tuple[str, float, str]:
 def verdicts(records: list[dict], refs: list[Reference], plan: list[dict] | None = None,
              site: str = "") -> list[dict]:
     """One row per run and referenced metric (one row for a run without reference)."""
-    recs = list(records)
+    by_id = {p["run_id"]: p for p in plan or []}
+    # a corrupt record fails its run, judged as the run the plan describes
+    recs = [with_plan_entry(r, by_id.get(r["run_id"]), site) if r.get("corrupt_file") else r for r in records]
     have = {r["run_id"] for r in recs}
     for p in plan or []:
         if p["run_id"] not in have:  # a planned run that left no record fails, it is not skipped

@@ -5,7 +5,8 @@ Every table is a long DataFrame (one row per cell) written as CSV, Parquet and
 Markdown. A cell aggregates the repeats of one configuration: its value is the
 median of the runs that are `ok`, `run_ids` lists every run behind it, and
 `status` says `ok`, `partial` (some repeats not ok), or the status of the runs
-(`failed`, `timeout`, `skipped`, `missing` when planned but no record exists).
+(`failed`, `timeout`, `skipped`, `missing` when planned but no record exists, `corrupt` when its
+record file is not a valid record).
 A cell without an ok run has no value: never a zero, never a dropped row.
 """
 

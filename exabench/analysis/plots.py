@@ -21,7 +21,7 @@ from exabench.analysis.runs import PRECISION_PARAMS, cells  # noqa: E402
 
 BUSBW = re.compile(r"^busbw\.(\d+)B$")
 PNG_META = {"Software": None}  # no version string: the bytes depend on the data only
-HOLE_STATUSES = ("failed", "timeout", "skipped", "missing")
+HOLE_STATUSES = ("failed", "timeout", "skipped", "missing", "corrupt")
 
 
 def _save(fig, path: str | Path) -> Path:

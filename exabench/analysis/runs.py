@@ -3,7 +3,8 @@
 
 A cell's value is the median of the runs that are `ok`, `run_ids` lists every run behind it, and
 `status` says `ok`, `partial` (some repeats not ok), or the status of the runs (`failed`,
-`timeout`, `skipped`, `missing`). A cell without an ok run has no value: never a zero, never a
+`timeout`, `skipped`, `missing`, `corrupt`: a file in records/ that is not a valid record, its
+row named after the file with the reason). A cell without an ok run has no value: never a zero, never a
 dropped row.
 """
 
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from exabench.records.progress import load_plan  # noqa: F401 - the run table's plan reader
-from exabench.records.record import LAYOUT, headline_metric, workload_of
+from exabench.records.record import LAYOUT, headline_metric, with_plan_entry, workload_of
 from exabench.records.tidy import load_records
 
 # The parameters that name a run's precision, first match wins.
@@ -64,7 +65,10 @@ def _run_row(run_id, benchmark, framework, site, preset, repeat, params, layout,
 
 
 def run_table(records: list[dict], plan: list[dict] | None = None, site: str | None = None) -> pd.DataFrame:
-    """One row per run with its headline figure; planned runs without a record are `missing`."""
+    """One row per run with its headline figure; planned runs without a record are `missing`, and a
+    corrupt record's row takes its run's facts from the plan."""
+    by_id = {p["run_id"]: p for p in plan or []}
+    records = [with_plan_entry(r, by_id.get(r["run_id"]), site) if r.get("corrupt_file") else r for r in records]
     rows = [_run_row(r["run_id"], r["benchmark"], r.get("framework", ""), r.get("site", ""), r.get("preset", ""),
                      r.get("repeat", 1), r.get("params", {}), r.get("layout", {}), r["status"], r.get("error"),
                      r.get("metrics") or {}, r.get("info"), r.get("workload")) for r in records]

@@ -26,6 +26,10 @@ SCHEMA = "exabench.result/1"
 # The layout fields every table keys runs by (the record's `layout` has these and more).
 LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank")
 STATUSES = ("ok", "failed", "timeout", "skipped")
+# What a table shows for a file in records/ that is not a valid record (never a record's own status).
+CORRUPT = "corrupt"
+# A run id's layout token (.n<nodes>r<ranks per node>t<threads>[g<gpus>][.rep<n>]).
+_LAYOUT_IN_ID = re.compile(r"\.n(\d+)r(\d+)t(\d+)(?:g(\d+))?(?:\.rep(\d+))?$")
 
 # Only these variables (and these prefixes) reach a record; anything that looks like a
 # credential is dropped even when allowed, so no secret ever lands in a result.
@@ -82,14 +86,50 @@ def write_record(record: dict, path: str | Path, archive_dir: str | Path | None 
             atomic_write_text(target, text)
 
 
-def read_record(path: str | Path) -> dict:
+def read_record(path: str | Path, check_name: bool = True) -> dict:
+    """The valid record in `path`, else RecordError naming the file and what is wrong: not readable,
+    not JSON, the wrong shape, or (with `check_name`) a `run_id` that is not the file's name (a record
+    under another run's name would be merged into that run's cell)."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             rec = json.load(f)
     except json.JSONDecodeError as exc:
-        raise RecordError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise RecordError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: not UTF-8 text (a damaged or foreign file)") from None
+    except OSError as exc:
+        raise RecordError(f"{path}: not readable ({exc.strerror or exc})") from None
     check_record(rec, path)
+    if check_name and rec["run_id"] != Path(path).stem:
+        raise RecordError(f"{path}: run_id {rec['run_id']!r} does not match the file name (a record is "
+                          f"written as records/<run_id>.json; this one belongs to another run or was renamed)")
     return rec
+
+
+def corrupt_record(path: str | Path, error: Exception) -> dict:
+    """What the tables show for a file that is not a valid record: a `corrupt` row under the run its
+    file name names, with the file and the reason. Never written as a record. Its benchmark is the
+    run id's first part and its layout the run id's layout token, until a plan entry fills them."""
+    run_id = Path(path).stem
+    m = _LAYOUT_IN_ID.search(run_id)
+    nodes, rpn, threads, gpus, rep = (int(g or 0) for g in m.groups()) if m else (0, 0, 0, 0, 0)
+    reason = str(error) if str(error).startswith(str(path)) else f"{path}: {error}"
+    return {"run_id": run_id, "benchmark": run_id.split(".", 1)[0], "status": CORRUPT,
+            "error": f"corrupt record {reason}; delete the file and re-run the campaign to run it again",
+            "metrics": {}, "params": {}, "swept": {}, "repeat": rep or 1, "corrupt_file": str(path),
+            "layout": {"nodes": nodes, "ranks_per_node": rpn, "threads_per_rank": threads, "gpus_per_rank": gpus,
+                       "ranks": nodes * rpn}}
+
+
+def with_plan_entry(stub: dict, entry: dict | None, site: str | None = None) -> dict:
+    """A corrupt row with what the plan knows of its run (benchmark, parameters, layout, workload),
+    so it lands in its configuration's cell as a visible hole."""
+    if not entry:
+        return stub
+    keep = ("run_id", "status", "error", "metrics", "corrupt_file")
+    return {**{k: entry[k] for k in ("benchmark", "suite", "framework", "preset", "repeat", "params", "swept",
+                                      "layout", "workload", "campaign") if k in entry},
+            "site": site or entry.get("site") or stub.get("site", ""), **{k: stub[k] for k in keep}}
 
 
 def now_iso() -> str:

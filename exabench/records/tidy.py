@@ -1,7 +1,8 @@
 """All records of a site -> one tidy table (a row per run and metric) and a Markdown summary.
 
 Failed, timed-out and skipped runs keep their row, with the error, so a table never
-has a silent hole."""
+has a silent hole; a file that is not a valid record (truncated, not JSON, the wrong shape,
+named after another run) is a `corrupt` row naming the file and the reason, never an abort."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from exabench import markdown
-from exabench.records.record import LAYOUT, read_record, workload_of
+from exabench.records.record import LAYOUT, RecordError, corrupt_record, read_record, workload_of
 
 COLUMNS = ["run_id", "benchmark", "suite", "framework", "site", "preset", "repeat", "nodes", "ranks_per_node",
            "threads_per_rank", "gpus_per_rank", "ranks", "params", "swept", "status", "error", "metric", "value",
@@ -42,7 +43,15 @@ def records_to_rows(records: list[dict]) -> list[dict]:
 
 
 def load_records(paths) -> list[dict]:
-    return [read_record(p) for p in sorted(map(str, paths))]
+    """The records in `paths`; a file that is not a valid record gives its `corrupt` row
+    (record.corrupt_record) in its place."""
+    out = []
+    for p in sorted(map(str, paths)):
+        try:
+            out.append(read_record(p))
+        except RecordError as exc:
+            out.append(corrupt_record(p, exc))
+    return out
 
 
 def tidy_table(records: list[dict]) -> pd.DataFrame:

@@ -119,8 +119,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def init_torch(world: World, backend: str, run_dir: str | Path, timeout_s: int = 600) -> str:
+DEFAULT_TIMEOUT_S = 600
+TIMEOUT_ENV = "EXABENCH_TIMEOUT_S"
+
+
+def set_run_timeout(timeout_s: int | float | None) -> None:
+    """The run's time limit (its spec's `timeout_s`) as the collectives' timeout of this rank and the
+    processes it starts (the runner sets it before the benchmark runs)."""
+    if timeout_s:
+        os.environ[TIMEOUT_ENV] = str(max(1, int(timeout_s)))
+
+
+def run_timeout_s(environ=None) -> int:
+    """The process-group timeout: the run's own time limit, so a hung Gloo/NCCL collective never
+    outlives the run (it is stopped at the limit and recorded `timeout`, not `failed` after a fixed
+    600 s); 600 s outside a run."""
+    value = (os.environ if environ is None else environ).get(TIMEOUT_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_TIMEOUT_S
+
+
+def init_torch(world: World, backend: str, run_dir: str | Path, timeout_s: int | None = None) -> str:
     """Create the torch.distributed process group for this world; returns the init method used.
+    Its timeout: `timeout_s`, else the run's time limit (run_timeout_s()).
 
     torchrun provides MASTER_ADDR/PORT; under MPI launchers rank 0 publishes its address
     and a free port with an MPI broadcast; otherwise a FileStore in the run directory
@@ -147,7 +167,7 @@ def init_torch(world: World, backend: str, run_dir: str | Path, timeout_s: int =
         store = Path(run_dir) / f"rendezvous.{key}"
         method = f"file://{store.resolve()}"
     dist.init_process_group(backend=backend, init_method=method, rank=world.rank, world_size=world.size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+                            timeout=datetime.timedelta(seconds=timeout_s or run_timeout_s()))
     return method
 
 

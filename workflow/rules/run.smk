@@ -3,6 +3,13 @@
 # With a cluster executor plugin (slurm, lsf) each run is one job whose resources come from
 # the plan and the site (exabench/workflow.py); the rule then runs the rendered launch
 # line (srun/jsrun ...) inside that allocation. With no scheduler the dict is empty.
+# A run holds runs/<run_id>/run.lock while it runs (a second execution is refused); SIGINT and
+# SIGTERM to snakemake stop the running ranks and leave those runs without a record, so a
+# resume runs only them (exabench/execute.py).
+
+
+onstart:
+    pipeline.stop_runs_on_signal(RESULTS)
 
 
 rule run_benchmark:

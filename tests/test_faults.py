@@ -1,0 +1,410 @@
+"""Faults during a campaign (issue 21): a corrupt record is a `corrupt` row, never an abort; a run in
+progress holds a lock; signals to Snakemake stop the ranks. Real processes throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from exabench.campaign.plan import expand
+from exabench.campaign.render import RunPaths, write_run_files
+from exabench.config import validate
+from exabench.records.record import base_record, write_record
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def exabench(*args, cwd=None, timeout=120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "exabench", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=env, timeout=timeout)
+
+
+# -- corrupt records -------------------------------------------------------------------------------
+
+@pytest.fixture
+def campaign(tmp_path, two_core_site):
+    """Four planned kmeans runs (rendered, plan.json written) and an ok record for each."""
+    cfg = validate({"benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [1, 2]}}], "repeats": 2,
+                    "timeout_s": 30}, "config", "c.yaml")
+    runs = expand(cfg, two_core_site, "c.yaml")
+    results = tmp_path / "results" / "local"
+    (results / "records").mkdir(parents=True)
+    (results / "plan.json").write_text(json.dumps([r.to_dict() for r in runs]))
+    texts = {}
+    for i, run in enumerate(runs):
+        paths = RunPaths(results, run.run_id)
+        write_run_files(run, two_core_site, paths)
+        rec = {**base_record(json.loads(paths.spec.read_text())), "status": "ok", "checks": [],
+               "metrics": {"time": {"value": 1.0 + i, "unit": "s", "samples": [1.0 + i], "higher_is_better": False}}}
+        write_record(rec, paths.record)
+        texts[run.run_id] = paths.record.read_text()
+    return results, [r.run_id for r in runs], texts
+
+
+def corrupt(results: Path, ids: list[str], texts: dict) -> dict[str, str]:
+    """Damage three of the four records, each its own way; returns run id -> the reason shown."""
+    a, b, c, d = ids
+    rec_dir = results / "records"
+    (rec_dir / f"{b}.json").write_text(texts[b][: len(texts[b]) // 2])  # truncated mid-write
+    (rec_dir / f"{c}.json").write_text(texts[a])  # another run's record under this run's name
+    wrong = json.loads(texts[d])
+    wrong["metrics"]["time"]["value"] = "fast"  # the wrong shape
+    (rec_dir / f"{d}.json").write_text(json.dumps(wrong))
+    return {b: "not JSON", c: f"run_id '{a}' does not match the file name", d: "key 'metrics.time.value'"}
+
+
+def test_corrupt_records_are_corrupt_rows_in_the_tidy_table_and_summary(campaign, tmp_path):
+    results, ids, texts = campaign
+    reasons = corrupt(results, ids, texts)
+    csv, md = tmp_path / "tables" / "results.csv", tmp_path / "tables" / "summary.md"
+    csv.parent.mkdir()
+    csv.write_text("previous table\n")
+    md.write_text("previous summary\n")
+    proc = exabench("aggregate", "--site-name", "local", "--csv", csv, "--markdown", md,
+                    *sorted((results / "records").glob("*.json")))
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_csv(csv)
+    assert sorted(df["run_id"]) == sorted(ids)  # every file is one row: none merged into another run's
+    assert df.set_index("run_id").loc[ids[0], "status"] == "ok"
+    for run_id, reason in reasons.items():
+        row = df.set_index("run_id").loc[run_id]
+        assert row["status"] == "corrupt" and pd.isna(row["value"])
+        assert str(results / "records" / f"{run_id}.json") in row["error"] and reason in row["error"]
+        assert row["benchmark"] == "kmeans"
+    summary = md.read_text()
+    assert "1 of 4 runs ok, 3 not ok." in summary and summary.count("| corrupt |") == 3
+    assert "Traceback" not in proc.stderr
+
+
+def test_corrupt_records_are_corrupt_cells_in_comparisons_and_plots_and_fail_acceptance(campaign, tmp_path):
+    results, ids, texts = campaign
+    reasons = corrupt(results, ids, texts)
+    plan = results / "plan.json"
+    proc = exabench("compare", "--out", tmp_path / "tables", "--plan", plan, "--site-name", "local",
+                    results / "records")
+    assert proc.returncode == 0, proc.stderr
+    site = pd.read_csv(tmp_path / "tables" / "site.csv")
+    statuses = dict(zip(site["run_ids"], site["status"]))
+    # repeats 1 and 2 of each layout share a cell; every run is in exactly one, none is `missing`
+    assert sorted(";".join(statuses).split(";")) == sorted(ids)
+    assert "missing" not in statuses.values()
+    assert set(statuses.values()) <= {"partial", "corrupt"} and "corrupt" in statuses.values()
+
+    from exabench.analysis.runs import load_runs
+    runs = load_runs(sorted((results / "records").glob("*.json")), plan, "local").set_index("run_id")
+    for run_id in reasons:  # the plan's facts fill the row: its layout, its parameters
+        assert runs.loc[run_id, "status"] == "corrupt" and runs.loc[run_id, "ranks"] > 0
+        assert runs.loc[run_id, "params"] != "{}"
+
+    proc = exabench("plots", "--out", tmp_path / "plots", "--plan", plan, "--site-name", "local", results / "records")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "plots" / "scaling.png").stat().st_size > 0
+
+    refs = tmp_path / "references.yaml"
+    refs.write_text("references:\n  - {benchmark: kmeans, metric: time, value: 1, lower: 0.5, upper: 0.5, unit: s}\n")
+    out = tmp_path / "acceptance"
+    proc = exabench("accept", "--references", refs, "--plan", plan, "--site-name", "local", "--markdown",
+                    out / "v.md", "--csv", out / "v.csv", "--junit", out / "j.xml", "--strict", results / "records")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    verdicts = pd.read_csv(out / "v.csv").set_index("run_id")
+    assert verdicts.loc[ids[0], "verdict"] == "pass"
+    for run_id in reasons:
+        assert verdicts.loc[run_id, "verdict"] == "fail" and verdicts.loc[run_id, "status"] == "corrupt"
+        assert "corrupt record" in verdicts.loc[run_id, "detail"]
+
+
+def test_a_record_under_another_runs_name_is_refused_on_read(tmp_path):
+    from exabench.records.record import RecordError, read_record
+    rec = {"schema": "exabench.result/1", "run_id": "kmeans.tiny.n1r1t1", "benchmark": "kmeans", "status": "ok",
+           "metrics": {}}
+    write_record(rec, tmp_path / "kmeans.tiny.n1r1t1.json")
+    assert read_record(tmp_path / "kmeans.tiny.n1r1t1.json")["run_id"] == "kmeans.tiny.n1r1t1"
+    (tmp_path / "kmeans.tiny.n1r2t1.json").write_text(json.dumps(rec))
+    with pytest.raises(RecordError, match=r"kmeans.tiny.n1r2t1.json: run_id 'kmeans.tiny.n1r1t1' does not match"):
+        read_record(tmp_path / "kmeans.tiny.n1r2t1.json")
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(RecordError, match="bin.json: not UTF-8"):
+        read_record(tmp_path / "bin.json")
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(RecordError, match="dir.json: not readable"):
+        read_record(tmp_path / "dir.json")
+
+
+# -- the per-run lock ------------------------------------------------------------------------------
+
+@pytest.fixture
+def sleeping_run(tmp_path, two_core_site):
+    """One rendered run whose job script sleeps (it writes no record: the run ends `failed`)."""
+    cfg = validate({"benchmarks": [{"name": "kmeans"}], "timeout_s": 60}, "config", "c.yaml")
+    run = expand(cfg, two_core_site, "c.yaml")[0]
+    paths = RunPaths(tmp_path / "results" / "local", run.run_id)
+    write_run_files(run, two_core_site, paths)
+    paths.script.write_text("#!/usr/bin/env bash\necho started > \"$(dirname \"$0\")/started\"\nsleep 4\nexit 3\n")
+    return paths, run.run_id
+
+
+def start_execute(spec) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "exabench", "execute", "--spec", str(spec)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path: Path, timeout=30.0, proc: subprocess.Popen | None = None) -> None:
+    import time
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < end, f"{path} never appeared"
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{path} never appeared; the process ended:\n{proc.communicate()[0][-3000:]}")
+        time.sleep(0.05)
+
+
+def test_a_second_execution_of_a_running_run_is_refused(sleeping_run):
+    paths, run_id = sleeping_run
+    first = start_execute(paths.spec)
+    wait_for(paths.run_dir / "started")
+    lock = json.loads((paths.run_dir / "run.lock").read_text())
+    assert lock["pid"] == first.pid and lock["run_id"] == run_id and lock["job_pgid"]
+    second = exabench("execute", "--spec", paths.spec)
+    assert second.returncode == 2
+    assert f"run {run_id} is already being executed by PID {first.pid} on host " in second.stderr
+    assert "Traceback" not in second.stderr and "wait for it to finish" in second.stderr
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    # the first execution's result stands, and its lock is gone
+    assert json.loads(paths.record.read_text())["status"] == "failed" and "code 3" in out + paths.record.read_text()
+    assert not (paths.run_dir / "run.lock").exists()
+    # now free: a third execution runs
+    third = exabench("execute", "--spec", paths.spec)
+    assert third.returncode == 0, third.stderr
+
+
+def test_an_orphaned_execution_is_reported_its_job_stopped_and_the_lock_taken_over(sleeping_run):
+    import socket
+    paths, run_id = sleeping_run
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a PID that no longer runs: the owner that died (SIGKILL) without releasing its lock
+    orphan_job = subprocess.Popen(["sleep", "60"], start_new_session=True)  # its ranks, still running
+    (paths.run_dir / "run.lock").write_text(json.dumps({"run_id": run_id, "pid": dead.pid, "pid_start": None,
+                                                        "host": socket.gethostname(), "start_time": "earlier",
+                                                        "job_pgid": orphan_job.pid}))
+    proc = exabench("execute", "--spec", paths.spec)
+    assert proc.returncode == 0, proc.stderr
+    assert f"run {run_id}: orphaned execution found (PID {dead.pid} on host" in proc.stderr
+    assert f"its job (process group {orphan_job.pid}) was still running and has been stopped" in proc.stderr
+    assert orphan_job.wait(timeout=10) is not None  # stopped, not left running beside the new execution
+    assert (paths.run_dir / "started").exists() and not (paths.run_dir / "run.lock").exists()
+
+
+def test_a_lock_held_on_another_host_is_refused_naming_it(sleeping_run):
+    paths, run_id = sleeping_run
+    (paths.run_dir / "run.lock").write_text(json.dumps({"run_id": run_id, "pid": 4242, "host": "login07",
+                                                        "start_time": "2026-01-01T00:00:00"}))
+    proc = exabench("execute", "--spec", paths.spec)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"run {run_id} is locked by an execution on another host (PID 4242 on host login07" in proc.stderr
+    assert str(paths.run_dir / "run.lock") in proc.stderr and not (paths.run_dir / "started").exists()
+
+
+# -- SIGINT / SIGTERM / SIGKILL to a running snakemake ---------------------------------------------
+
+SLOW_OR_FAST = """#!/usr/bin/env bash
+# the test's stand-in for a run's ranks: sleeps while {flag} exists, else ends at once (no record)
+if [ -e {flag} ]; then echo $$ > "$(dirname "$0")/job.pid"; exec sleep 120; fi
+exit 3
+"""
+
+
+def snakemake_popen(cwd: Path, cfg: Path, *args) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--profile",
+           str(ROOT / "profiles" / "local"), "--config", f"site={ROOT}/profiles/local/site.yaml",
+           "--configfile", str(cfg), "--cores", "4", *args]  # the job scripts sleep: no CPU used
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # its own group: a signal reaches snakemake alone
+
+
+def pid_gone(pid: int, timeout: float) -> bool:
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    """A campaign of two runs rendered by snakemake; run `k-3` ends at once, `k-4` sleeps while the flag is up."""
+    import yaml
+
+    from exabench.campaign.site import load_site
+    campaign = {"campaign": "sig", "timeout_s": 300, "benchmarks": [{"name": "kmeans", "sweep": {"k": [3, 4]}}]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(campaign))
+    runs = tmp_path / "results" / "local" / "runs"
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")  # this machine's: its run ids
+    ids = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    render = snakemake_popen(tmp_path, cfg, *(f"results/local/runs/{i}/job.sh" for i in ids))
+    out, _ = render.communicate(timeout=240)
+    assert render.returncode == 0, out[-3000:]
+    flag = tmp_path / "slow"
+    flag.touch()
+    (runs / ids[0] / "job.sh").write_text("#!/usr/bin/env bash\nexit 3\n")
+    (runs / ids[1] / "job.sh").write_text(SLOW_OR_FAST.format(flag=flag))
+    return tmp_path, cfg, runs, ids, flag
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_snakemake_stops_the_ranks_and_the_resume_runs_only_the_unfinished_run(two_runs, sig):
+    import time
+    cwd, cfg, runs, (fast, slow), flag = two_runs
+    records = cwd / "results" / "local" / "records"
+    smk = snakemake_popen(cwd, cfg, f"results/local/records/{fast}.json", f"results/local/records/{slow}.json")
+    try:
+        wait_for(runs / slow / "job.pid", timeout=180, proc=smk)
+        wait_for(records / f"{fast}.json", timeout=60, proc=smk)
+        job = int((runs / slow / "job.pid").read_text())
+        fast_record = (records / f"{fast}.json").read_text()
+        t0 = time.monotonic()
+        smk.send_signal(sig)
+        assert pid_gone(job, 15), f"the run's job (PID {job}) still runs 15 s after {sig.name} to snakemake"
+        out, _ = smk.communicate(timeout=60)
+        assert time.monotonic() - t0 < 30
+    finally:
+        if smk.poll() is None:
+            os.killpg(smk.pid, signal.SIGKILL)
+    assert smk.returncode != 0, out[-3000:]
+    assert "stopping 1 running run(s): " + slow in out, out[-3000:]
+    assert not (records / f"{slow}.json").exists()  # stopped: no record, so it is not finished
+    assert not (runs / slow / "run.lock").exists() and not (runs / slow / "stop").exists()
+
+    flag.unlink()  # the resume: the slow run now ends at once
+    resume = snakemake_popen(cwd, cfg, f"results/local/records/{fast}.json", f"results/local/records/{slow}.json")
+    out, _ = resume.communicate(timeout=240)
+    assert resume.returncode == 0, out[-3000:]
+    assert (records / f"{fast}.json").read_text() == fast_record  # the finished run was not run again
+    assert f"wildcards: run_id={slow}" in out and f"wildcards: run_id={fast}" not in out
+    assert json.loads((records / f"{slow}.json").read_text())["status"] == "failed"
+
+
+def test_sigkill_of_snakemake_leaves_no_orphan_running_and_the_rerun_runs_the_run_once(two_runs):
+    cwd, cfg, runs, (fast, slow), flag = two_runs
+    smk = snakemake_popen(cwd, cfg, f"results/local/records/{slow}.json")
+    try:
+        wait_for(runs / slow / "job.pid", timeout=180, proc=smk)
+        job = int((runs / slow / "job.pid").read_text())
+        smk.send_signal(signal.SIGKILL)
+        smk.wait(timeout=10)
+        # the run's execution (a process snakemake spawned) saw its snakemake die and stopped the ranks
+        assert pid_gone(job, 15), f"the run's job (PID {job}) runs on as an orphan after SIGKILL of snakemake"
+        (runs / slow / "job.pid").unlink()
+        unlock = snakemake_popen(cwd, cfg, "--unlock")  # as snakemake suggests after its SIGKILL
+        assert unlock.wait(timeout=120) == 0
+        rerun = snakemake_popen(cwd, cfg, f"results/local/records/{slow}.json")
+        wait_for(runs / slow / "job.pid", timeout=180, proc=rerun)
+        flag.unlink()
+        os.kill(int((runs / slow / "job.pid").read_text()), signal.SIGTERM)
+        out, _ = rerun.communicate(timeout=120)
+    finally:
+        for p in (smk, locals().get("rerun")):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    assert rerun.returncode == 0, out[-3000:]
+    assert json.loads((cwd / "results" / "local" / "records" / f"{slow}.json").read_text())["status"] == "failed"
+
+
+# -- the collectives' timeout follows the run's ----------------------------------------------------
+
+HUNG_RANK = """
+import sys, time
+import torch, torch.distributed as dist
+from exabench.training.distributed import World, init_torch, run_timeout_s, set_run_timeout
+rank = int(sys.argv[1])
+set_run_timeout(int(sys.argv[2]))  # as the runner does from the run spec's timeout_s
+init_torch(World(rank, 2, rank, 2, "torchrun", False), "gloo", sys.argv[3])
+print("pg timeout", run_timeout_s(), flush=True)
+if rank == 1:
+    time.sleep(120)  # never joins the collective: rank 0's all_reduce hangs
+t0 = time.monotonic()
+try:
+    dist.all_reduce(torch.ones(1))
+    print("all_reduce returned")
+except Exception as exc:
+    print(f"collective gave up after {time.monotonic() - t0:.1f} s: {type(exc).__name__}", flush=True)
+"""
+
+
+def test_a_hung_gloo_collective_gives_up_at_the_runs_time_limit(tmp_path):
+    pytest.importorskip("torch")
+    import socket
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    env.pop("EXABENCH_TIMEOUT_S", None)
+    script = tmp_path / "hung.py"
+    script.write_text(HUNG_RANK)
+    ranks = [subprocess.Popen([sys.executable, str(script), str(r), "4", str(tmp_path)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in (0, 1)]
+    try:
+        t0 = time.monotonic()
+        out, _ = ranks[0].communicate(timeout=90)  # a fixed 600 s process-group timeout fails here
+        assert time.monotonic() - t0 < 60
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert "pg timeout 4" in out, out
+    gave_up = [line for line in out.splitlines() if line.startswith("collective gave up after")]
+    assert gave_up and float(gave_up[0].split()[4]) < 30, out
+
+
+def test_the_collective_timeout_is_the_runs_and_600_s_outside_a_run():
+    from exabench.training.distributed import run_timeout_s
+    assert run_timeout_s({"EXABENCH_TIMEOUT_S": "60"}) == 60
+    assert run_timeout_s({"EXABENCH_TIMEOUT_S": "3600"}) == 3600  # longer than the old fixed 600 s too
+    assert run_timeout_s({}) == 600 and run_timeout_s({"EXABENCH_TIMEOUT_S": "soon"}) == 600
+
+
+# -- errors that explain themselves ----------------------------------------------------------------
+
+def test_rank_errors_come_in_the_order_they_were_written_root_cause_first(sleeping_run):
+    paths, _ = sleeping_run
+    errors = paths.run_dir / "errors"
+    paths.script.write_text(
+        f"#!/usr/bin/env bash\nmkdir -p {errors}\n"
+        f"printf 'rank 1 on h: ValueError: the root cause\\n\\ntraceback' > {errors}/rank1.txt\nsleep 0.2\n"
+        f"printf 'rank 0 on h: ConnectionResetError: Connection reset by peer\\n' > {errors}/rank0.txt\nexit 1\n")
+    proc = exabench("execute", "--spec", paths.spec)
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(paths.record.read_text())
+    assert rec["status"] == "failed"
+    assert rec["error"].startswith("rank 1 on h: ValueError: the root cause; rank 0 on h: ConnectionResetError")
+    assert f"(traceback: {errors / 'rank1.txt'})" in rec["error"]
+
+
+def test_a_full_disk_is_named_not_an_index_error(sleeping_run):
+    paths, _ = sleeping_run
+    errors = paths.run_dir / "errors"
+    # /dev/full answers every write with ENOSPC; the rank's own error file stayed empty, as on a full disk
+    paths.script.write_text(
+        f"#!/usr/bin/env bash\nmkdir -p {errors}\n: > {errors}/rank0.txt\n"
+        f"{sys.executable} -c \"open('/dev/full', 'w').write('x' * 100000)\"\n")
+    proc = exabench("execute", "--spec", paths.spec)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    rec = json.loads(paths.record.read_text())
+    assert rec["status"] == "failed" and rec["error"].startswith("No space left on device"), rec["error"]
