@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -46,8 +47,8 @@ def test_ingesting_twice_adds_nothing(tmp_path):
     # A changed record is a new version: a new campaign of one record.
     rec = json.loads((RECORDS / "local" / "kmeans.tiny.float64.n1r1t1.json").read_text())
     rec["metrics"]["time"]["samples"] = [0.2]
-    (tmp_path / "edited.json").write_text(json.dumps(rec))
-    edited = store.ingest([tmp_path / "edited.json"], db)
+    (tmp_path / f"{rec['run_id']}.json").write_text(json.dumps(rec))  # a record's file is named by its run
+    edited = store.ingest([tmp_path / f"{rec['run_id']}.json"], db)
     assert edited.added == 1 and edited.campaigns[0]["runs"] == 1
     assert _count(db, "records") == 19
 
@@ -238,3 +239,17 @@ def test_references_from_history_pass_the_history_and_fail_the_slowed_run(campai
     assert "References: refs.yaml (derived from the results history)" in (d / "v.md").read_text()
     bad = _exabench("references", "--from-history", "--site-name", "nosite", "--out", "x.yaml", cwd=d)
     assert bad.returncode == 2 and "no stored campaign of site 'nosite'" in bad.stderr
+
+
+def test_a_corrupt_record_is_left_out_and_named_not_a_failed_ingestion(tmp_path):
+    # The tables show a corrupt record as a `corrupt` row; the store leaves it out and says so, and
+    # the rest of the campaign is ingested (the workflow's ingest rule must not fail on it).
+    folder = tmp_path / "local" / "records"
+    shutil.copytree(RECORDS / "local", folder)
+    good = len([p for p in folder.glob("*.json") if p.name != "plan.json"])
+    (folder / "kmeans.tiny.float64.n1r8t1.json").write_text('{"schema": "exabench.result/1", "run_id": ')
+    done = store.ingest([tmp_path / "local"], tmp_path / "history.duckdb")
+    assert done.added == good and len(done.corrupt) == 1 and "kmeans.tiny.float64.n1r8t1.json" in done.corrupt[0]
+    assert "1 corrupt record file(s) left out" in done.line()
+    res = _exabench("ingest", "--store", str(tmp_path / "h2.duckdb"), str(tmp_path / "local"), cwd=tmp_path)
+    assert res.returncode == 0 and "corrupt record file(s) left out" in res.stdout, res.stdout + res.stderr

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from exabench.errors import ExabenchError
-from exabench.records.record import check_record, headline_metric, read_record
+from exabench.records.record import RecordError, check_record, headline_metric, read_record
 from exabench.records.system import summary as system_summary
 
 STORE_NAME = "history.duckdb"
@@ -84,17 +84,21 @@ class Ingested:
     campaigns: list[dict] = field(default_factory=list)  # campaign_id, campaign, site, runs
     added: int = 0
     skipped: int = 0
+    corrupt: list[str] = field(default_factory=list)  # files that are not valid records: left out, named
 
     def line(self) -> str:
+        left = (f"; {len(self.corrupt)} corrupt record file(s) left out: {', '.join(self.corrupt)}"
+                if self.corrupt else "")
         if not self.campaigns:
-            return f"ingest: nothing new ({self.skipped} records already in {self.store})"
+            return f"ingest: nothing new ({self.skipped} records already in {self.store})" + left
         names = ", ".join(f"{c['campaign_id']} ({c['campaign']} on {c['site']}, {c['runs']} runs)"
                           for c in self.campaigns)
         return (f"ingest: {self.added} records in {len(self.campaigns)} campaign(s) -> {self.store}: {names}"
-                + (f"; {self.skipped} already there" if self.skipped else ""))
+                + (f"; {self.skipped} already there" if self.skipped else "") + left)
 
     def to_dict(self) -> dict:
-        return {"store": self.store, "campaigns": self.campaigns, "added": self.added, "skipped": self.skipped}
+        return {"store": self.store, "campaigns": self.campaigns, "added": self.added, "skipped": self.skipped,
+                "corrupt": self.corrupt}
 
 
 def content_hash(rec: dict) -> str:
@@ -149,15 +153,26 @@ def connect(path: str | Path, read_only: bool = False):
 def _records_in_dir(d: Path) -> list[Path]:
     """A campaign's current records under a results root, a results/<site> folder or a records/ folder
     (per-node records and the append-only archive of older versions are left out)."""
-    for found in (sorted((d / "records").glob("*.json")), sorted(p for p in d.glob("*.json") if p.name != "plan.json"),
-                  sorted(d.glob("*/records/*.json"))):  # a results/<site>, a records/ folder, a results root
+    candidates = (sorted((d / "records").glob("*.json")), sorted(d.glob("*.json")),  # a results/<site>, records/
+                  sorted(d.glob("*/records/*.json")))  # a results root
+    for found in ([p for p in paths if p.name != "plan.json"] for paths in candidates):
         if found:
             return found
     return sorted(p for p in d.glob("*/*.json") if p.name != "plan.json")  # a folder of per-site folders
 
 
-def read_source(item: str | Path) -> list[tuple[str, dict]]:
-    """(where, record) of every record in a results folder, record file or campaign archive (.tar.gz)."""
+def _read_or_corrupt(path: Path) -> tuple[str, dict | None]:
+    """(where, record), or (problem, None) for a file that is not a valid record: a corrupt record never
+    stops an ingestion (the tables show it as a `corrupt` row), it is left out and named."""
+    try:
+        return str(path), read_record(path)
+    except RecordError as exc:
+        return str(exc), None
+
+
+def read_source(item: str | Path) -> list[tuple[str, dict | None]]:
+    """(where, record) of every record in a results folder, record file or campaign archive (.tar.gz);
+    a corrupt record file gives (its problem, None)."""
     p = Path(item)
     if not p.exists():
         raise StoreError(f"{p}: no such file or folder; give a results folder (results/<site>), record files "
@@ -167,7 +182,7 @@ def read_source(item: str | Path) -> list[tuple[str, dict]]:
         if not paths:
             raise StoreError(f"{p}: no records found (looked for records/*.json, *.json, */records/*.json "
                              "and */*.json)")
-        return [(str(f), read_record(f)) for f in paths]
+        return [_read_or_corrupt(f) for f in paths]
     if p.name.endswith((".tar.gz", ".tgz", ".tar")):
         out = []
         try:
@@ -177,16 +192,16 @@ def read_source(item: str | Path) -> list[tuple[str, dict]]:
                         where = f"{p}:{m.name}"
                         try:
                             rec = json.load(io.TextIOWrapper(tar.extractfile(m), encoding="utf-8"))
-                        except json.JSONDecodeError as exc:
-                            raise StoreError(f"{where}: not JSON ({exc.msg})") from None
-                        check_record(rec, where)
-                        out.append((where, rec))
+                            check_record(rec, where)
+                            out.append((where, rec))
+                        except (json.JSONDecodeError, UnicodeDecodeError, RecordError) as exc:
+                            out.append((f"{where}: {exc}" if not str(exc).startswith(where) else str(exc), None))
         except tarfile.TarError as exc:
             raise StoreError(f"{p}: not a readable archive ({exc})") from None
         if not out:
             raise StoreError(f"{p}: no records/*.json in the archive")
         return out
-    return [(str(p), read_record(p))]
+    return [(str(p), read_record(p))]  # a file named on its own: a bad one is an error, not left out
 
 
 # --- ingestion ---------------------------------------------------------------------------------
@@ -283,6 +298,9 @@ def ingest(sources: list[str | Path], store: str | Path = DEFAULT_STORE) -> Inge
         groups: dict[tuple, list[tuple[str, dict, str]]] = {}
         seen = set()
         for where, rec in found:
+            if rec is None:
+                result.corrupt.append(where)
+                continue
             chash = content_hash(rec)
             key = (f"{rec.get('site')}/{rec['run_id']}", chash)
             if key in have or key in seen:
