@@ -176,22 +176,25 @@ def job_resources(site, get_run) -> dict:
     }
     if site.node.memory_gb:
         res["mem_mb"] = int(site.node.memory_gb * 1000 * 0.9)
+    res.update(allocation_resources(site))
+    if site.scheduler == "slurm" and site.scheduler_options.get("request_gpus"):
+        res["slurm_extra"] = slurm_extra
+    return res
+
+
+def allocation_resources(site) -> dict:
+    """Where any job of the site is charged and queued: partition, account, QoS, constraint (Slurm) or
+    queue and project (LSF). Every job the executor plugins submit gets them, an image build too."""
+    res = {}
     if site.scheduler == "slurm":
-        if site.partition:
-            res["slurm_partition"] = site.partition
-        if site.account:
-            res["slurm_account"] = site.account
-        if site.qos:
-            res["qos"] = site.qos
-        if site.constraint:
-            res["constraint"] = site.constraint
-        if site.scheduler_options.get("request_gpus"):
-            res["slurm_extra"] = slurm_extra
-    else:
-        if site.partition:
-            res["lsf_queue"] = site.partition
-        if site.account:
-            res["lsf_project"] = site.account
+        for key, value in (("slurm_partition", site.partition), ("slurm_account", site.account), ("qos", site.qos),
+                           ("constraint", site.constraint)):
+            if value:
+                res[key] = value
+    elif site.scheduler == "lsf":
+        for key, value in (("lsf_queue", site.partition), ("lsf_project", site.account)):
+            if value:
+                res[key] = value
     return res
 
 

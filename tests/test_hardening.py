@@ -136,3 +136,13 @@ def test_building_an_image_without_its_runtime_says_what_to_do(tmp_path):
         build_image(site, "cpu", tmp_path / "images" / "cpu.sif", tmp_path / "build.log")
     assert "snakemake --profile profiles/summit containers" in str(caught.value)
     assert "container.image" in str(caught.value) and not (tmp_path / "images").exists()
+
+
+@pytest.mark.integration
+def test_the_image_build_job_on_a_slurm_site_is_charged_to_the_sites_account():
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--profile", "profiles/frontier", "containers", "-n"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    build = out[out.index("rule container_image"):]
+    assert "slurm_account=ABC123" in build.split("\n\n")[0] and "slurm_partition=batch" in build.split("\n\n")[0]

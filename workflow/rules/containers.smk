@@ -32,5 +32,7 @@ rule container_image:
         recipe="containers/{stack}.def",
     log:
         f"{LOGS}/containers/{{stack}}.log",
+    resources:
+        **pipeline.allocation_resources(SITE),  # the site's account and partition, as for the runs
     run:
         pipeline.build_image(SITE, wildcards.stack, output.image, log[0])
