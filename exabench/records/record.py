@@ -86,10 +86,14 @@ def write_record(record: dict, path: str | Path, archive_dir: str | Path | None 
             atomic_write_text(target, text)
 
 
+# Folders whose files are named by their record's run id (records/<run_id>.json, records/nodes/...).
+RECORD_FOLDERS = ("records", "nodes")
+
+
 def read_record(path: str | Path, check_name: bool = True) -> dict:
     """The valid record in `path`, else RecordError naming the file and what is wrong: not readable,
-    not JSON, the wrong shape, or (with `check_name`) a `run_id` that is not the file's name (a record
-    under another run's name would be merged into that run's cell)."""
+    not JSON, the wrong shape, or (with `check_name`, in a campaign's records folder) a `run_id` that is
+    not the file's name (a record under another run's name would be merged into that run's cell)."""
     try:
         with open(path, encoding="utf-8") as f:
             rec = json.load(f)
@@ -100,7 +104,7 @@ def read_record(path: str | Path, check_name: bool = True) -> dict:
     except OSError as exc:
         raise RecordError(f"{path}: not readable ({exc.strerror or exc})") from None
     check_record(rec, path)
-    if check_name and rec["run_id"] != Path(path).stem:
+    if check_name and Path(path).parent.name in RECORD_FOLDERS and rec["run_id"] != Path(path).stem:
         raise RecordError(f"{path}: run_id {rec['run_id']!r} does not match the file name (a record is "
                           f"written as records/<run_id>.json; this one belongs to another run or was renamed)")
     return rec
