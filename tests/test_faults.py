@@ -125,11 +125,14 @@ def test_a_record_under_another_runs_name_is_refused_on_read(tmp_path):
     from exabench.records.record import RecordError, read_record
     rec = {"schema": "exabench.result/1", "run_id": "kmeans.tiny.n1r1t1", "benchmark": "kmeans", "status": "ok",
            "metrics": {}}
-    write_record(rec, tmp_path / "kmeans.tiny.n1r1t1.json")
-    assert read_record(tmp_path / "kmeans.tiny.n1r1t1.json")["run_id"] == "kmeans.tiny.n1r1t1"
-    (tmp_path / "kmeans.tiny.n1r2t1.json").write_text(json.dumps(rec))
+    records = tmp_path / "records"  # a campaign's records folder: each file named by its run
+    write_record(rec, records / "kmeans.tiny.n1r1t1.json")
+    assert read_record(records / "kmeans.tiny.n1r1t1.json")["run_id"] == "kmeans.tiny.n1r1t1"
+    (records / "kmeans.tiny.n1r2t1.json").write_text(json.dumps(rec))
     with pytest.raises(RecordError, match=r"kmeans.tiny.n1r2t1.json: run_id 'kmeans.tiny.n1r1t1' does not match"):
-        read_record(tmp_path / "kmeans.tiny.n1r2t1.json")
+        read_record(records / "kmeans.tiny.n1r2t1.json")
+    (tmp_path / "record.json").write_text(json.dumps(rec))  # elsewhere (a spec's own path): read as it is
+    assert read_record(tmp_path / "record.json")["run_id"] == "kmeans.tiny.n1r1t1"
     (tmp_path / "bin.json").write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(RecordError, match="bin.json: not UTF-8"):
         read_record(tmp_path / "bin.json")
