@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from exabench.records.record import read_record
+from exabench.records.record import record_status
 
 
 def load_plan(path: str | Path | None) -> list[dict]:
@@ -37,12 +37,8 @@ def progress_counts(results: Path, planned: list[str] | None = None) -> dict[str
     planned = planned_runs(results) if planned is None else planned
     done = failed = 0
     for run_id in planned:
-        path = results / "records" / f"{run_id}.json"
-        if not path.is_file():
-            continue
-        try:
-            status = read_record(path)["status"]
-        except (OSError, ValueError):  # not a record (RecordError is a ValueError): counted as not finished
+        status = record_status(results / "records" / f"{run_id}.json")
+        if status is None:  # no record yet, or not a record: counted as not finished
             continue
         done += status == "ok"
         failed += status != "ok"

@@ -90,6 +90,20 @@ def write_record(record: dict, path: str | Path, archive_dir: str | Path | None 
 RECORD_FOLDERS = ("records", "nodes")
 
 
+def record_status(path: str | Path) -> str | None:
+    """A record's status without validating the rest (about 15x cheaper than read_record: the progress
+    line reads every planned record after each run, 10,000 of them in a large campaign); None for a
+    file that is not a record of this format, or not one of the allowed statuses."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            rec = json.load(f)
+    except (OSError, ValueError):  # missing, unreadable, torn or not UTF-8 (UnicodeDecodeError is a ValueError)
+        return None
+    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA or rec.get("status") not in STATUSES:
+        return None
+    return rec["status"]
+
+
 def read_record(path: str | Path, check_name: bool = True) -> dict:
     """The valid record in `path`, else RecordError naming the file and what is wrong: not readable,
     not JSON, the wrong shape, or (with `check_name`, in a campaign's records folder) a `run_id` that is
