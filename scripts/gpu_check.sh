@@ -3,8 +3,8 @@
 # no scheduler: real runs, real records, and gpu-check.md beside the published figures.
 # See docs/gpu-check.md. Arguments go to `python -m exabench.gpucheck` (--out, --only, --dry-run).
 #
-# Uses the machine's own Python and torch (PYTHON=..., default python3) in a venv that sees its
-# site packages; what exabench needs beyond them comes from .gpu-wheels/ (scripts/gpu_wheels.sh).
+# Uses the machine's own Python and torch (PYTHON=..., default python3); where that Python lacks
+# what exabench needs beyond torch, a venv over it is filled from .gpu-wheels/ (scripts/gpu_wheels.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
@@ -22,20 +22,26 @@ if ! "$PYTHON" -c 'import torchvision' >/dev/null 2>&1; then
   echo "gpu_check: warning: $PYTHON has no torchvision (it must match the machine's torch): the ResNet-50" \
        "parts will fail and the report will say so" >&2
 fi
-venv=${GPU_CHECK_VENV:-$here/.gpu-check-venv}
-if [ ! -x "$venv/bin/python" ]; then
-  "$PYTHON" -m venv --system-site-packages "$venv"
-fi
 export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH}
 needs='import yaml, jsonschema, jinja2, numpy, h5py, mlperf_logging, google_crc32c'
-if ! "$venv/bin/python" -c "$needs" >/dev/null 2>&1; then
-  if [ ! -f "$here/.gpu-wheels/requirements.txt" ]; then
-    echo "gpu_check: exabench's dependencies are missing and there is no .gpu-wheels/ folder: run" \
-         "scripts/gpu_wheels.sh on a machine with network and copy the folder here" >&2
-    exit 3
+python=$PYTHON
+if ! "$python" -c "$needs" >/dev/null 2>&1; then
+  # Not all there: a venv over the machine's Python (it keeps seeing the machine's torch), filled
+  # from the wheels scripts/gpu_wheels.sh downloaded.
+  venv=${GPU_CHECK_VENV:-$here/.gpu-check-venv}
+  python=$venv/bin/python
+  if [ ! -x "$python" ]; then
+    "$PYTHON" -m venv --system-site-packages "$venv"
   fi
-  "$venv/bin/python" -m pip install --quiet --no-index --find-links "$here/.gpu-wheels" \
-    -r "$here/.gpu-wheels/requirements.txt"
+  if ! "$python" -c "$needs" >/dev/null 2>&1; then
+    if [ ! -f "$here/.gpu-wheels/requirements.txt" ]; then
+      echo "gpu_check: exabench's dependencies are missing and there is no .gpu-wheels/ folder: run" \
+           "scripts/gpu_wheels.sh on a machine with network and copy the folder here" >&2
+      exit 3
+    fi
+    "$python" -m pip install --quiet --no-index --find-links "$here/.gpu-wheels" \
+      -r "$here/.gpu-wheels/requirements.txt"
+  fi
 fi
 cd "$here"
-exec "$venv/bin/python" -m exabench.gpucheck "$@"
+exec "$python" -m exabench.gpucheck "$@"

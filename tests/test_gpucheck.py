@@ -64,6 +64,17 @@ def test_no_gpu_stops_at_once_with_a_clear_message(tmp_path):
         assert script.returncode == 3 and "no nvidia-smi here" in script.stderr
 
 
+def test_the_documented_dry_run_through_the_script(tmp_path):
+    """docs/gpu-check.md's dry-run line, through scripts/gpu_check.sh with this Python."""
+    line = next(x.strip() for x in (REPO / "docs" / "gpu-check.md").read_text().splitlines()
+                if x.strip().startswith("scripts/gpu_check.sh --dry-run"))
+    command = line.split("#")[0].strip().replace("scripts/gpu_check.sh", f"bash {REPO}/scripts/gpu_check.sh")
+    proc = subprocess.run(f"{command} --out {tmp_path / 'out'}", shell=True, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHON": sys.executable})
+    assert proc.returncode == 0, proc.stderr
+    assert "19 runs" in proc.stdout and "ddp-nccl-2gpu" in proc.stdout
+
+
 def test_assumed_gpu_needs_dry_run_or_rehearsal(tmp_path):
     proc = gpucheck("--out", str(tmp_path / "x"), "--assume-gpu", H100)
     assert proc.returncode == 2 and "--dry-run or --cpu-rehearsal" in proc.stderr
