@@ -16,7 +16,7 @@ from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the r
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_sweep import render_node_sweep
-from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401 - the rule files' names
+from exabench.campaign.plan import RUN_ID_PATTERN, Run, check_bundle, plan_table  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import expand as expand_plan  # noqa: F401 - Snakemake's own `expand` stays usable
 from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write_run_files
 from exabench.campaign.site import Site, load_site  # noqa: F401
@@ -44,6 +44,13 @@ def check_config_files(files) -> None:
     keys silently (a second `benchmarks:` would drop the first)."""
     for path in files:
         load_yaml(path)
+
+
+def bundle_requested(dag_settings, campaign: str) -> bool:
+    """Whether this Snakemake call asks for the bundle script (then its summed walltime is checked
+    against the site's queues while the plan is made, as `snakemake -n bundle` shows)."""
+    targets = getattr(dag_settings, "targets", None) or ()
+    return any(t == "bundle" or str(t).endswith(f"/bundles/{campaign}.sh") for t in targets)
 
 
 def _say(log, text: str, echo: bool = False) -> None:
@@ -150,9 +157,12 @@ def job_resources(site, get_run) -> dict:
 
     def slurm_extra(wildcards):
         # GPUs where the site makes them a requested resource (Perlmutter); the plugin's own
-        # `gpu` resource would add --ntasks-per-gpu in some versions (PLATFORM.md).
+        # `gpu` resource would add --ntasks-per-gpu in some versions (PLATFORM.md). SMT beyond
+        # Slurm's default (Frontier) must be asked for by the job too, not only by the step.
         gpus = lay(wildcards).gpus_per_node
-        return f"--gpus-per-node={gpus}" if gpus and site.scheduler_options.get("request_gpus") else ""
+        extra = [f"--gpus-per-node={gpus}"] if gpus and site.scheduler_options.get("request_gpus") else []
+        tpc = srun_arith.threads_per_core(site, lay(wildcards))
+        return " ".join(extra + ([f"--threads-per-core={tpc}"] if tpc else []))
 
     def cpus_per_task(wildcards):
         return srun_arith.cpus_per_task(site, lay(wildcards))
@@ -177,7 +187,8 @@ def job_resources(site, get_run) -> dict:
     if site.node.memory_gb:
         res["mem_mb"] = int(site.node.memory_gb * 1000 * 0.9)
     res.update(allocation_resources(site))
-    if site.scheduler == "slurm" and site.scheduler_options.get("request_gpus"):
+    if site.scheduler == "slurm" and (site.scheduler_options.get("request_gpus")
+                                      or site.node.smt > site.node.scheduler_cpus_per_core):
         res["slurm_extra"] = slurm_extra
     return res
 
