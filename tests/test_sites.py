@@ -21,8 +21,8 @@ from exabench.campaign.site import load_site, resolve_layout
 
 from helpers_sites import PROFILES, REPO, site, write_site_with
 
-EXPECTED = {"summit", "summitdev", "titan", "cori-knl", "theta", "stampede2", "frontier", "perlmutter", "polaris", "aurora",
-            "slurm-local", "local"}
+EXPECTED = {"summit", "summitdev", "titan", "cori-knl", "theta", "stampede2", "frontier", "perlmutter", "polaris",
+            "aurora", "slurm-local", "local"}
 
 
 def test_every_expected_profile_exists():
