@@ -9,6 +9,7 @@ list); each rule's output goes to the rule's log, and an error fails the rule na
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from exabench.analysis import acceptance, archive, compare, plots
@@ -46,10 +47,12 @@ def check_config_files(files) -> None:
         load_yaml(path)
 
 
-def bundle_requested(dag_settings, campaign: str) -> bool:
+def bundle_requested(dag_settings, campaign: str, argv: list[str] | None = None) -> bool:
     """Whether this Snakemake call asks for the bundle script (then its summed walltime is checked
-    against the site's queues while the plan is made, as `snakemake -n bundle` shows)."""
-    targets = getattr(dag_settings, "targets", None) or ()
+    against the site's queues while the plan is made, as `snakemake -n bundle` shows). Snakemake
+    sets its targets on the workflow only after reading the Snakefile, so while it is read they
+    are taken from the command line: its words that are not options."""
+    targets = getattr(dag_settings, "targets", None) or (argv if argv is not None else sys.argv[1:])
     return any(t == "bundle" or str(t).endswith(f"/bundles/{campaign}.sh") for t in targets)
 
 
