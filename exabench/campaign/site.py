@@ -386,6 +386,9 @@ def pick_queue(site: Site, nodes: int, minutes: int) -> str:
     if not site.queues:
         return site.partition
     candidates = [q for q in site.queues if not site.partition or site.partition in (q.name, q.submit_as)]
+    if not candidates:  # a Site built in Python, past load_site's check
+        raise ConfigError(site.path or site.name, "partition", site.partition,
+                          f"empty or one of the site's queues: {', '.join(q.name for q in site.queues)}")
     for q in candidates:
         if q.admits(nodes, minutes, site.max_nodes):
             return q.submit_as or q.name
