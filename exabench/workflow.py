@@ -150,13 +150,17 @@ def job_resources(site, get_run) -> dict:
 
     # Whole nodes, evenly: ranks per node where there are several (the plugin then asks for
     # --ntasks-per-node), else the total (one per node). The plugin takes one or the other.
+    # Ranks sharing GPUs (srun --ntasks-per-gpu, which refuses --ntasks-per-node) ask for the total.
+    def by_node(layout):
+        return layout.ranks_per_node > 1 and not (site.launcher == "srun" and srun_arith.shares_gpus(layout))
+
     def tasks(wildcards):
         layout = lay(wildcards)
-        return layout.ranks if layout.ranks_per_node == 1 else 0
+        return 0 if by_node(layout) else layout.ranks
 
     def tasks_per_node(wildcards):
         layout = lay(wildcards)
-        return layout.ranks_per_node if layout.ranks_per_node > 1 else 0
+        return layout.ranks_per_node if by_node(layout) else 0
 
     def slurm_extra(wildcards):
         # GPUs where the site makes them a requested resource (Perlmutter); the plugin's own

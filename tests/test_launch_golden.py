@@ -157,14 +157,28 @@ SRUN_EXTRA = {"--ntasks-per-node"}
      "--gpu-bind=closest ./a.out", "srun -N2 -n16 -c7 --gpus-per-task=1 --gpu-bind=closest ./a.out"),
     # "Mapping multiple MPI ranks to a single GPU" > Example 4: 16 ranks, 2 per GPU
     (dict(ranks_per_node=16, ranks_per_gpu=2, cores_per_rank=1, threads_per_rank=1),
-     "srun --nodes=1 --ntasks=16 --ntasks-per-node=16 --cpus-per-task=1 --cpu-bind=threads --ntasks-per-gpu=2 "
-     "--gpu-bind=closest ./a.out", "srun -N1 -n16 -c1 --ntasks-per-gpu=2 --gpu-bind=closest ./a.out"),
+     "srun --nodes=1 --ntasks=16 --cpus-per-task=1 --cpu-bind=threads --ntasks-per-gpu=2 --gpu-bind=closest ./a.out",
+     "srun -N1 -n16 -c1 --ntasks-per-gpu=2 --gpu-bind=closest ./a.out"),
+    # ... and its 2-node form: srun -N2 -n32 -c1 --ntasks-per-gpu=2 --gpu-bind=closest (no --ntasks-per-node:
+    # srun(1) refuses it beside --ntasks-per-gpu)
+    (dict(nodes=2, ranks_per_node=16, ranks_per_gpu=2, cores_per_rank=1, threads_per_rank=1),
+     "srun --nodes=2 --ntasks=32 --cpus-per-task=1 --cpu-bind=threads --ntasks-per-gpu=2 --gpu-bind=closest ./a.out",
+     "srun -N2 -n32 -c1 --ntasks-per-gpu=2 --gpu-bind=closest ./a.out"),
 ])
 def test_frontier_srun_examples(request_, ours, documented):
     # OLCF_FRONTIER, sections named on each case.
     s = site("frontier")
     assert line(s, **request_) == ours
-    same_request(ours, documented, FRONTIER_DEFAULTS, extra=SRUN_EXTRA)
+    same_request(ours, documented, FRONTIER_DEFAULTS, extra=SRUN_EXTRA & set(options(ours)))
+
+
+def test_frontier_shared_gpus_leave_ntasks_per_node_out_of_the_header_too():
+    # srun(1): --ntasks-per-gpu "is not compatible with ... --ntasks-per-node", and srun reads
+    # SLURM_NTASKS_PER_NODE (set by an #SBATCH --ntasks-per-node) as that option.
+    s = site("frontier")
+    shared = resolve_layout(s, nodes=2, ranks_per_node=16, ranks_per_gpu=2, cores_per_rank=1, threads_per_rank=1)
+    assert batch_request(s, shared, "job", 30, GOLDEN)["ranks_per_node"] == 0
+    assert batch_request(s, resolve_layout(s, nodes=2), "job", 30, GOLDEN)["ranks_per_node"] == 8
 
 
 def test_frontier_one_rank_one_gpu_example_adds_only_overlap():

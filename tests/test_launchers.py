@@ -247,7 +247,9 @@ def test_every_accepted_layout_fits_and_every_rejection_names_the_limit(s, req):
     elif s.launcher == "srun":
         f = flags_of(shlex.join(argv))
         cpus_per_core = max(n.scheduler_cpus_per_core, int(f.get("--threads-per-core", 1)))
-        assert int(f["--ntasks-per-node"]) * int(f["--cpus-per-task"]) <= n.usable_cores * cpus_per_core
+        per_node = int(f.get("--ntasks-per-node", layout.ranks_per_node))  # absent beside --ntasks-per-gpu
+        assert "--ntasks-per-node" in f or "--ntasks-per-gpu" in f
+        assert per_node * int(f["--cpus-per-task"]) <= n.usable_cores * cpus_per_core
         assert int(f["--cpus-per-task"]) >= layout.threads_per_rank  # one Slurm CPU per thread at least
         assert int(f["--ntasks"]) == layout.ranks
     elif s.launcher == "aprun":

@@ -170,7 +170,9 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
     queue = check_walltime(site, minutes, layout.nodes)  # the first of the site's queues that admits the job
     req = {
         "job_name": safe_token(site, "job name", job_name, allow_empty=False)[:64],
-        "nodes": layout.nodes, "ranks": layout.ranks, "ranks_per_node": layout.ranks_per_node,
+        "nodes": layout.nodes, "ranks": layout.ranks,
+        # srun's --ntasks-per-gpu refuses --ntasks-per-node, from the job's environment too
+        "ranks_per_node": 0 if site.launcher == "srun" and srun_arith.shares_gpus(layout) else layout.ranks_per_node,
         "minutes": minutes, "hhmm": hhmm(minutes), "hhmmss": hhmmss(minutes),
         "account": safe_token(site, "account", site.account),
         "partition": safe_token(site, "partition", queue),

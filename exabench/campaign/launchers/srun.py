@@ -8,7 +8,8 @@ cores x that, whatever SMT the run uses. Frontier's counts one per core by defau
 threads (7 cores at SMT2 is `-c 14`). Ranks are bound with the site's documented
 `--cpu-bind` (launcher_options.cpu_bind: NERSC `cores`, OLCF `threads`). A rank that owns GPUs
 gets `--gpus-per-task` and `--gpu-bind` (Slurm then sets CUDA/ROCR_VISIBLE_DEVICES); ranks
-sharing GPUs get `--ntasks-per-gpu`; one set per node (every rank sees the node's GPUs) gets
+sharing GPUs get `--ntasks-per-gpu` (and no `--ntasks-per-node`, which Slurm refuses beside
+it: the ranks spread evenly over `--nodes`); one set per node (every rank sees the node's GPUs) gets
 `--gpus-per-node`.
 
 Sources: OLCF Frontier User Guide, "Srun" and "Multithreading" (docs.olcf.ornl.gov/systems/
@@ -34,8 +35,15 @@ def cpus_per_task(site: Site, layout: Layout) -> int:
     return layout.cores_per_rank * max(site.node.scheduler_cpus_per_core, layout.smt)
 
 
+def shares_gpus(layout: Layout) -> bool:
+    """Ranks sharing GPUs are placed with --ntasks-per-gpu, which Slurm refuses beside
+    --ntasks-per-node (srun(1)): the job and the step then give only --nodes and --ntasks."""
+    return layout.ranks_per_gpu > 1 and not layout.ranks_per_set
+
+
 def flags(site: Site, layout: Layout) -> list[str]:
-    out = [f"--nodes={layout.nodes}", f"--ntasks={layout.ranks}", f"--ntasks-per-node={layout.ranks_per_node}",
+    per_node = [] if shares_gpus(layout) else [f"--ntasks-per-node={layout.ranks_per_node}"]
+    out = [f"--nodes={layout.nodes}", f"--ntasks={layout.ranks}", *per_node,
            f"--cpus-per-task={cpus_per_task(site, layout)}"]
     if threads_per_core(site, layout):
         out.append(f"--threads-per-core={threads_per_core(site, layout)}")
@@ -51,7 +59,7 @@ def flags(site: Site, layout: Layout) -> list[str]:
         out.append(f"--gpus-per-task={layout.gpus_per_rank}")
         if gpu_bind:
             out.append(f"--gpu-bind={gpu_bind}")
-    elif layout.ranks_per_gpu > 1:
+    elif shares_gpus(layout):
         out.append(f"--ntasks-per-gpu={layout.ranks_per_gpu}")
         if gpu_bind:
             out.append(f"--gpu-bind={gpu_bind}")
