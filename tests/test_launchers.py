@@ -285,3 +285,17 @@ def test_srun_cpus_per_task_counts_hyperthreads_where_the_site_does():
     layout = Layout(nodes=1, ranks_per_node=4, threads_per_rank=16)
     assert srun.cpus_per_task(site("perlmutter"), layout) == 32
     assert srun.cpus_per_task(site("frontier"), Layout(1, 8, 7)) == 7
+
+
+@pytest.mark.parametrize("request_,seen", [
+    ({"ranks_per_node": 4, "ranks_per_set": 2}, ["0,1", "0,1", "2,3", "2,3"]),  # 2 ranks pool 2 GPUs
+    ({"ranks_per_node": 8, "ranks_per_gpu": 2}, ["0", "0", "1", "1", "2", "2", "3", "3"]),
+    ({"ranks_per_node": 4}, ["0", "1", "2", "3"]),
+])
+def test_gpu_affinity_wrapper_gives_each_set_its_gpus(request_, seen):
+    import subprocess
+    s = site("polaris")
+    argv = launch_argv(s, resolve_layout(s, nodes=1, **request_), ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES"])
+    wrapper = argv[argv.index("bash"):]
+    assert [subprocess.run(wrapper, env={"PMI_LOCAL_RANK": str(r), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                           text=True, check=True).stdout.strip() for r in range(len(seen))] == seen

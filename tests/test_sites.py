@@ -260,3 +260,42 @@ def test_snakemake_dry_run_of_the_bundle_stops_on_its_summed_walltime(tmp_path):
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "the bundle of 4 runs a 145-minute job on 1 node(s)" in out, out[-2000:]
     assert str(config) in out and "Traceback" not in out
+
+
+def test_a_bundle_goes_to_the_queue_that_admits_its_summed_walltime(tmp_path):
+    from exabench.campaign.render import render_bundle
+    s = site("polaris")
+    runs = [dataclasses.replace(_any_run(resolve_layout(s, nodes=n)), run_id=f"r{n}", timeout_s=1500)
+            for n in (2, 12)]
+    assert "#PBS -q prod\n" in render_bundle(runs, s, tmp_path, "c")  # 12 nodes for 55 min: small, via prod
+    assert "#PBS -q debug\n" in render_bundle(runs[:1], s, tmp_path, "c")
+    with pytest.raises(LayoutError, match="bundle walltime_min"):
+        render_bundle([dataclasses.replace(runs[0], run_id=f"r{i}") for i in range(3)], s, tmp_path, "c")
+
+
+def test_a_config_can_sweep_ranks_per_gpu_and_ranks_per_set(tmp_path):
+    # OLCF Summit "Jsrun Examples": 2 ranks per GPU; the climate-segmentation layout: 6 ranks in one
+    # 6-GPU, 42-core resource set per node. Both are sweepable layout keys with their own run ids.
+    config = tmp_path / "c.yaml"
+    config.write_text("timeout_s: 600\nbenchmarks:\n  - name: resnet50\n    sweep:\n      nodes: [2]\n"
+                      "      ranks_per_node: [12]\n      ranks_per_gpu: [2]\n      cores_per_rank: [1]\n"
+                      "  - name: resnet50\n    label: rs\n    sweep:\n      nodes: [2]\n      ranks_per_set: [6]\n")
+    runs = expand(load_and_validate(config, "config"), site("summit"), str(config))
+    lines = {r.run_id: render_script(r, site("summit"), RunPaths(tmp_path, r.run_id))[1] for r in runs}
+    assert [r.run_id.split(".")[-1] for r in runs] == ["n2r12t1s2", "n2r6t7g1a6"]
+    shared, pooled = lines.values()
+    assert shared.startswith("jsrun -n12 -r6 -a2 -c2 -g1 -bpacked:1 -dpacked ")
+    assert pooled.startswith("jsrun -n2 -r1 -a6 -c42 -g6 -bpacked:7 -dpacked ")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("benchmarks:\n  - name: resnet50\n    sweep:\n      ranks_per_set: [4]\n")
+    with pytest.raises(ConfigError, match="ranks_per_set"):
+        expand(load_and_validate(bad, "config"), site("summit"), str(bad))
+
+
+def test_frontier_smt2_jobs_ask_the_executor_plugin_for_threads_per_core():
+    from exabench.workflow import job_resources
+    s = site("frontier")
+    runs = {"smt": _any_run(resolve_layout(s, nodes=1, smt=2)), "plain": _any_run(resolve_layout(s, nodes=1))}
+    res = job_resources(s, lambda w: runs[w])
+    assert res["slurm_extra"]("smt") == "--threads-per-core=2" and res["slurm_extra"]("plain") == ""
+    assert (res["cpus_per_task"]("smt"), res["cpus_per_task"]("plain")) == (14, 7)
