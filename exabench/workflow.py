@@ -20,7 +20,7 @@ from exabench.campaign.node_sweep import render_node_sweep
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, check_bundle, plan_table  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import expand as expand_plan  # noqa: F401 - Snakemake's own `expand` stays usable
 from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write_run_files
-from exabench.campaign.site import Site, load_site  # noqa: F401
+from exabench.campaign.site import Site, check_walltime, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ExabenchError  # noqa: F401
 from exabench.execute import execute, request_stop, snakemake_ancestors
@@ -194,6 +194,10 @@ def job_resources(site, get_run) -> dict:
     if site.node.memory_gb:
         res["mem_mb"] = int(site.node.memory_gb * 1000 * 0.9)
     res.update(allocation_resources(site))
+    if site.queues:  # each run's own queue, picked by its nodes and walltime (site.pick_queue)
+        def queue(wildcards):
+            return check_walltime(site, runtime(wildcards), lay(wildcards).nodes)
+        res["slurm_partition" if site.scheduler == "slurm" else "lsf_queue"] = queue
     if site.scheduler == "slurm" and (site.scheduler_options.get("request_gpus")
                                       or site.node.smt > site.node.scheduler_cpus_per_core):
         res["slurm_extra"] = slurm_extra

@@ -299,3 +299,12 @@ def test_frontier_smt2_jobs_ask_the_executor_plugin_for_threads_per_core():
     res = job_resources(s, lambda w: runs[w])
     assert res["slurm_extra"]("smt") == "--threads-per-core=2" and res["slurm_extra"]("plain") == ""
     assert (res["cpus_per_task"]("smt"), res["cpus_per_task"]("plain")) == (14, 7)
+
+
+def test_the_executor_plugin_gets_each_runs_queue():
+    from exabench.campaign.site import Queue
+    from exabench.workflow import job_resources
+    s = site("frontier", partition="", queues=(Queue("debug", 120, 1, 2), Queue("batch", 720)))
+    runs = {"small": _any_run(resolve_layout(s, nodes=2)), "wide": _any_run(resolve_layout(s, nodes=8))}
+    res = job_resources(s, lambda w: runs[w])
+    assert (res["slurm_partition"]("small"), res["slurm_partition"]("wide")) == ("debug", "batch")
