@@ -371,9 +371,23 @@ def test_aurora_pytorch_twelve_ranks_split_evenly_over_sockets():
 
 # --- ALCF Theta, OLCF Titan: aprun; TACC Stampede2: ibrun ----------------------------------------
 
-def test_theta_aprun_example():
-    # ALCF Theta "Job and queue scheduling": aprun -n 128 -N 64 -d 1 -j 1 -cc depth (2 nodes)
-    assert line(site("theta"), nodes=2, ranks_per_node=64) == "aprun -n 128 -N 64 -d 1 -j 1 -cc depth ./a.out"
+@pytest.mark.parametrize("request_,documented", [
+    # ALCF Theta "Affinity on Theta" (docs.alcf.anl.gov/theta/queueing-and-running-jobs/affinity-theta/),
+    # its four examples: 64 ranks per node, 1 thread each (2 nodes) ...
+    (dict(nodes=2, ranks_per_node=64), "aprun -n 128 -N 64 -d 1 -j 1 --cc depth ./a.out"),
+    # ... 32 ranks per node, 4 threads on 2 cores x 2 hardware threads (OMP_NUM_THREADS=4) ...
+    (dict(nodes=2, ranks_per_node=32, cores_per_rank=2, smt=2, threads_per_rank=4),
+     "aprun -n 64 -N 32 -d 4 -j 2 --cc depth ./a.out"),
+    # ... one rank of 64 threads on 64 cores ...
+    (dict(nodes=1, ranks_per_node=1, threads_per_rank=64), "aprun -n 1 -N 1 -d 64 -j 1 -cc depth ./a.out"),
+    # ... and one rank of 64 threads on 16 cores x 4 hardware threads.
+    (dict(nodes=1, ranks_per_node=1, cores_per_rank=16, smt=4, threads_per_rank=64),
+     "aprun -n 1 -N 1 -d 64 -j 4 -cc depth ./a.out"),
+])
+def test_theta_aprun_affinity_examples(request_, documented):
+    # -d counts the rank's hardware threads (cores x -j); exabench spells --cc as -cc, as Theta's
+    # "Job and queue scheduling" page does.
+    assert line(site("theta"), **request_) == documented.replace("--cc", "-cc")
 
 
 def test_titan_aprun_example():
