@@ -18,13 +18,16 @@ def _load(args):
 
 
 def cmd_plan(args) -> int:
-    from exabench.campaign.plan import check_bundle, plan_table
+    from exabench.campaign.plan import check_bundle, plan_table, queue_counts
     import pandas as pd
     _, site, runs = _load(args)
     if args.bundle:
         check_bundle(runs, site, args.config)
     print(pd.DataFrame(plan_table(runs)).to_string(index=False))
     print(f"\n{len(runs)} runs on site {site.name}")
+    if site.queues:
+        where = ", ".join(f"{q} ({n})" for q, n in queue_counts(runs, site, args.bundle).items())
+        print(f"{'bundle' if args.bundle else 'jobs'} in queue: {where}")
     return 0
 
 

@@ -241,7 +241,8 @@ def test_a_bundles_summed_walltime_is_checked_at_planning(tmp_path):
     # Four 35-minute runs: each fits Polaris debug, their bundle (2 h 20 min + 5) fits no queue on 1 node.
     config = tmp_path / "bundle.yaml"
     config.write_text(BUNDLE)
-    assert _plan_cli("--config", str(config), "--site", "profiles/polaris/site.yaml").returncode == 0
+    each = _plan_cli("--config", str(config), "--site", "profiles/polaris/site.yaml")
+    assert each.returncode == 0 and "jobs in queue: debug (4)" in each.stdout, each.stdout + each.stderr
     res = _plan_cli("--config", str(config), "--site", "profiles/polaris/site.yaml", "--bundle")
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert "the bundle of 4 runs a 145-minute job on 1 node(s)" in res.stderr and str(config) in res.stderr

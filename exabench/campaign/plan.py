@@ -119,19 +119,34 @@ def check_queue(run_id: str, layout: Layout, timeout_s: int, site: Site, config_
                           f"of site '{site.name}' ({site.path or site.name}) admits") from None
 
 
+def bundle_job(runs: list[Run]) -> tuple[int, int]:
+    """(minutes, nodes) of the one allocation that runs `runs` one after another."""
+    return bundle_minutes(r.timeout_s for r in runs), max(r.layout.nodes for r in runs)
+
+
 def check_bundle(runs: list[Run], site: Site, config_file: str) -> None:
     """Bundle mode runs every run in one allocation: the widest run's nodes for the summed
     walltime must fit one of the site's queues, or the plan stops here."""
     if not runs:
         return
-    minutes = bundle_minutes(r.timeout_s for r in runs)
-    nodes = max(r.layout.nodes for r in runs)
+    minutes, nodes = bundle_job(runs)
     try:
         check_walltime(site, minutes, nodes)
     except LayoutError as exc:
         raise ConfigError(config_file, "timeout_s", runs[0].timeout_s, exc.limit + "; split the campaign or lower "
                           "timeout_s", f"makes the bundle of {len(runs)} runs a {minutes}-minute job on {nodes} "
                           f"node(s), which no queue of site '{site.name}' ({site.path or site.name}) admits") from None
+
+
+def queue_counts(runs: list[Run], site: Site, bundle: bool = False) -> dict[str, int]:
+    """How many runs each queue gets (bundle: the one queue of the whole bundle)."""
+    if bundle:
+        return {check_walltime(site, *bundle_job(runs)): len(runs)} if runs else {}
+    counts: dict[str, int] = {}
+    for r in runs:
+        queue = check_walltime(site, job_minutes(r.timeout_s), r.layout.nodes)
+        counts[queue] = counts.get(queue, 0) + 1
+    return counts
 
 
 def expand(config: dict, site: Site, config_file: str = "config/config.yaml") -> list[Run]:
