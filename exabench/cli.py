@@ -18,11 +18,16 @@ def _load(args):
 
 
 def cmd_plan(args) -> int:
-    from exabench.campaign.plan import plan_table
+    from exabench.campaign.plan import check_bundle, plan_table, queue_counts
     import pandas as pd
     _, site, runs = _load(args)
+    if args.bundle:
+        check_bundle(runs, site, args.config)
     print(pd.DataFrame(plan_table(runs)).to_string(index=False))
     print(f"\n{len(runs)} runs on site {site.name}")
+    if site.queues:
+        where = ", ".join(f"{q} ({n})" for q, n in queue_counts(runs, site, args.bundle).items())
+        print(f"{'bundle' if args.bundle else 'jobs'} in queue: {where}")
     return 0
 
 
@@ -255,7 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--site", default=None, help="site.yaml (default: the config's `site`)")
         return p
 
-    with_config(sub.add_parser("plan", help="print the runs a config expands to on a site")).set_defaults(fn=cmd_plan)
+    p = with_config(sub.add_parser("plan", help="print the runs a config expands to on a site"))
+    p.add_argument("--bundle", action="store_true", help="also check the runs fit one allocation (bundle mode)")
+    p.set_defaults(fn=cmd_plan)
     p = with_config(sub.add_parser("launch-lines", help="print the launch line (or --script) of every planned run"))
     p.add_argument("--script", action="store_true", help="print each run's whole job script (header, setup, launch)")
     p.set_defaults(fn=cmd_launch_lines)

@@ -122,7 +122,9 @@ def test_a_timeout_longer_than_the_sites_longest_job_stops_at_planning(tmp_path,
     res = _cli("plan", "--config", str(path), "--site", f"profiles/{site}/site.yaml")
     assert res.returncode == 2 and f"{path}: key 'timeout_s' = {longest + 1}" in res.stderr, res.stderr
     assert f"at most {longest} s on site '{site}'" in res.stderr
-    ok = _write(tmp_path / "fits.yaml", f"timeout_s: {longest}\n" + KMEANS)
+    # The longest job fits only the queue for the largest jobs (Summit's bins 1-2, Polaris' large).
+    wide = {"summit": 922, "polaris": 100}[site]
+    ok = _write(tmp_path / "fits.yaml", f"timeout_s: {longest}\n" + KMEANS + f"    sweep:\n      nodes: [{wide}]\n")
     assert _cli("plan", "--config", str(ok), "--site", f"profiles/{site}/site.yaml").returncode == 0
 
 

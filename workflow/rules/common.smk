@@ -13,6 +13,8 @@ try:
     pipeline.validate(config, "config", CONFIG_FILE)
     SITE = pipeline.load_site(config["site"])
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
+    if pipeline.bundle_requested(workflow.dag_settings, config["campaign"]):
+        pipeline.check_bundle(list(RUNS.values()), SITE, CONFIG_FILE)
 except pipeline.ExabenchError as exc:
     raise WorkflowError(f"exabench: invalid configuration: {exc}") from None
 
