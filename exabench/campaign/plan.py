@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from exabench import benchmarks
 from exabench.errors import ConfigError, LayoutError
+from exabench.containers.runtime import check_image_runs
 from exabench.campaign.site import (LAYOUT_KEYS, MPI_LAUNCHERS, WALLTIME_MARGIN_MIN, Layout, Site, bundle_minutes,
                                    check_walltime, job_minutes, resolve_layout)
 
@@ -161,6 +162,7 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
             raise ConfigError(site.path, "launcher", site.launcher,
                               f"an MPI launcher ({', '.join(MPI_LAUNCHERS)}) for benchmark '{cls.name}'",
                               "cannot start an MPI workload")
+        check_image_runs(site, cls.framework)  # an x86_64 or CUDA 13 image sent to POWER9 + V100 nodes stops here
         preset = entry.get("preset") or config["preset"]
         sweep = entry.get("sweep") or {}
         fixed = entry.get("params") or {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -39,6 +40,10 @@ class NodeSpec:
     gpus: int = 0
     gpu_vendor: str = "none"
     gpu_model: str = ""
+    # What a container image must be built for: the CPU architecture, and the GPUs' generation
+    # (NVIDIA compute capability "7.0", AMD gfx target "gfx90a"; "" = not declared).
+    arch: str = "x86_64"
+    gpu_arch: str = ""
     memory_gb: float = 0.0
     # Hardware threads the scheduler counts as one "CPU" per core (Slurm's -c unit): NERSC
     # counts every hyperthread (Perlmutter 2, Cori KNL 4); Frontier's default is 1 per core.
@@ -132,6 +137,9 @@ def load_site(path: str | Path) -> Site:
     gpu = node.pop("gpu", {}) or {}
     node["gpu_vendor"] = gpu.get("vendor", "none")
     node["gpu_model"] = gpu.get("model", "")
+    node["gpu_arch"] = str(gpu.get("arch", ""))
+    if node.get("arch", "x86_64") == "auto":  # the machine Snakemake runs on
+        node["arch"] = platform.machine()
     node.setdefault("scheduler_cpus_per_core", 1)
     spec = NodeSpec(**node)
     if spec.reserved_cores >= spec.cores:

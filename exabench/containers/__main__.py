@@ -11,6 +11,18 @@ from exabench.containers.recipes import (STACKS, dockerfile, dockerfile_path, li
                                          recipe_path)
 
 
+def verify_gpu_arch(capabilities: list[str]) -> int:
+    """The build's own list of GPU kernels (no GPU needed) against what the recipe declares."""
+    import torch
+    flags = torch._C._cuda_getArchFlags().split() if torch.version.cuda else []
+    missing = [c for c in capabilities if f"sm_{c.replace('.', '')}" not in flags]
+    print(f"torch {torch.__version__} (CUDA {torch.version.cuda}) ships: {' '.join(flags) or 'no CUDA kernels'}")
+    if missing:
+        print(f"missing kernels for compute capabilities: {' '.join(missing)}")
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     ap = argparse.ArgumentParser(prog="python -m exabench.containers",
@@ -24,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("stack")
     b.add_argument("dest")
     b.add_argument("--layers", default="", help="comma-separated %%post layers (default: all)")
+    v = sub.add_parser("verify-gpu-arch", help="inside an image: fail unless its torch ships kernels for these "
+                                                "compute capabilities (the recipe's org.exabench.gpu_arch)")
+    v.add_argument("capabilities", nargs="+")
     args = ap.parse_args(argv)
     if args.cmd == "dockerfiles":
         for stack in STACKS:
@@ -33,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         problems = [p for stack in STACKS for p in lint_recipe(recipe_path(stack))]
         print("\n".join(problems) or f"{len(STACKS)} recipes: no problems")
         return 1 if problems else 0
+    elif args.cmd == "verify-gpu-arch":
+        return verify_gpu_arch(args.capabilities)
     elif args.cmd == "digest":
         print(write_digest(args.image))
     elif args.cmd == "build-dir":
