@@ -328,6 +328,15 @@ def test_partial_definition_names_what_it_left_out():
         rec.definition(("base", "gpu"))
 
 
+@pytest.mark.skipif(shutil.which("apptainer") is not None, reason="apptainer is installed here")
+def test_a_cuda_stack_without_apptainer_says_only_apptainer_builds_it(tmp_path):
+    site = load_site(REPO / "profiles/polaris/site.yaml")
+    with pytest.raises(containers.ContainerError, match="'apptainer' is not installed here") as caught:
+        containers.build_image(site, "pytorch-cuda", tmp_path / "images" / "p.sif", tmp_path / "build.log")
+    assert "a debian:bookworm-* base (this recipe's is nvidia/cuda:" in str(caught.value)
+    assert not (tmp_path / "images").exists() and not (tmp_path / "build.log").exists()
+
+
 def test_not_a_sif_file_is_named(tmp_path):
     bad = tmp_path / "x.sif"
     bad.write_bytes(b"\0" * 200)
