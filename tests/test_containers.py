@@ -444,6 +444,11 @@ def test_real_cpu_sif_built_by_snakemake_runs_kmeans_and_records_its_digest(tmp_
     assert "torch" not in record["provenance"]["packages"] and record["provenance"]["packages"]["numpy"] == "2.4.6"
     assert record["layout"]["ranks"] == 2 and record["metrics"]
 
+    # Its /.singularity.d/env scripts, sourced in order as Apptainer's action script does, set up its Python.
+    out = subprocess.run(["ch-run", f"{sif}.squashfs", "--", "/.singularity.d/actions/exec", "sh", "-c",
+                          'command -v python3; echo "$PYTHONPATH"'], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["/opt/venv/bin/python3", "/opt/exabench"], out.stderr
+
     # The same SIF, changed after it was pinned, is refused before anything runs.
     with open(sif, "ab") as f:
         f.write(b"x")
