@@ -129,15 +129,17 @@ def test_a_timeout_longer_than_the_sites_longest_job_stops_at_planning(tmp_path,
 
 
 @pytest.mark.skipif(__import__("shutil").which("singularity") is not None, reason="singularity is installed here")
-def test_building_an_image_without_its_runtime_says_what_to_do(tmp_path):
+def test_building_an_image_without_its_runtime_says_what_to_do(tmp_path, monkeypatch):
     from exabench.campaign.site import load_site
     from exabench.containers.build import build_image
     from exabench.errors import ContainerError
     site = load_site(REPO / "profiles/summit/site.yaml")
+    monkeypatch.setenv("PATH", str(tmp_path))  # nor the tools that build a SIF without it
     with pytest.raises(ContainerError, match="'singularity' is not installed here") as caught:
         build_image(site, "cpu", tmp_path / "images" / "cpu.sif", tmp_path / "build.log")
     assert "snakemake --profile profiles/summit containers" in str(caught.value)
     assert "container.image" in str(caught.value) and not (tmp_path / "images").exists()
+    assert "siftool (apt-get install -y siftool)" in str(caught.value)
 
 
 @pytest.mark.integration

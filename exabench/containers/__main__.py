@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from exabench.config import REPO_ROOT
 
-from exabench.containers.build import build_directory_image
+from exabench.containers.build import build_cache_dir, build_directory_image, build_sif_image
 from exabench.containers.digests import write_digest
 from exabench.containers.recipes import (STACKS, dockerfile, dockerfile_path, lint_recipe, parse_recipe,
                                          recipe_path)
@@ -39,6 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("verify-gpu-arch", help="inside an image: fail unless its torch ships kernels for these "
                                                 "compute capabilities (the recipe's org.exabench.gpu_arch)")
     v.add_argument("capabilities", nargs="+")
+    s = sub.add_parser("build-sif", help="build a Debian-based stack as a SIF without Apptainer "
+                                          "(debootstrap, mksquashfs, siftool)")
+    s.add_argument("stack")
+    s.add_argument("dest", help="the .sif file to write")
+    s.add_argument("--layers", default="", help="comma-separated %%post layers (default: all)")
     args = ap.parse_args(argv)
     if args.cmd == "dockerfiles":
         for stack in STACKS:
@@ -55,7 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "build-dir":
         layers = tuple(x for x in args.layers.split(",") if x) or None
         import sys
-        print(build_directory_image(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout))
+        print(build_directory_image(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout,
+                                    cache_dir=build_cache_dir()))
+    elif args.cmd == "build-sif":
+        layers = tuple(x for x in args.layers.split(",") if x) or None
+        import sys
+        print(build_sif_image(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout,
+                              cache_dir=build_cache_dir()))
     return 0
 
 

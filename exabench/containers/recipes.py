@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,43 @@ class Recipe:
         if unknown:
             raise ConfigError(str(self.path), "%post layers", unknown, f"some of {', '.join(self.layers)}")
         return [cmd for name, cmds in self.layers.items() if name in names for cmd in cmds]
+
+    def section(self, name: str) -> str:
+        """A section's text as written (dedented), e.g. %environment or %runscript."""
+        return textwrap.dedent("\n".join(_raw_section(self.path, name))).strip("\n")
+
+    def header(self) -> dict[str, str]:
+        """The definition's header (Bootstrap, From, ...), keys lower-cased as Apptainer reads them."""
+        out = {}
+        for line in self.path.read_text().splitlines():
+            if line.startswith("%"):
+                break
+            key, colon, value = line.split("#", 1)[0].partition(":")
+            if colon and key.strip():
+                out[key.strip().lower()] = value.strip()
+        return out
+
+    def definition(self, layers: tuple[str, ...] | None = None) -> str:
+        """The definition file as built: the recipe itself, or for a partial build the recipe
+        without the %post commands of the layers left out (and a comment naming them)."""
+        text = self.path.read_text()
+        if layers is None:
+            return text
+        self.commands(layers)  # unknown layer names: the recipe's error
+        left_out = [name for name in self.layers if name not in layers]
+        out, inside, current = [], False, "main"
+        for line in text.splitlines():
+            if line.startswith("%"):
+                inside = line.split()[0] == "%post"
+                current = "main"
+            elif inside:
+                mark = LAYER_MARK.fullmatch(line.strip())
+                current = mark.group(1) if mark else current
+                if current not in layers and line.strip():
+                    continue
+            out.append(line)
+        note = f"# exabench: built with %post layers {', '.join(layers)}; left out: {', '.join(left_out) or 'none'}"
+        return note + "\n" + "\n".join(out) + "\n"
 
     def pins(self) -> dict[str, str]:
         """Every `name==version` in %post (extras stripped, names normalised)."""

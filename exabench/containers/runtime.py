@@ -230,7 +230,20 @@ def wrap_program(site, spec_path: str | Path, framework: str | None, env: dict |
     program = [CONTAINER_PYTHON, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]
     cenv = container_env(site, stack, image, digest, env)
     cenv[ENV_VERIFIED] = "1" if verified else "0"
-    return exec_prefix(site, image, binds, cenv) + program
+    return exec_prefix(site, runnable_image(site, image), binds, cenv) + program
+
+
+def runnable_image(site, image: str) -> str:
+    """What the runtime is handed: the image itself, except that ch-run, which runs directories
+    and squashfs files but not SIF, gets the SIF's primary system partition, copied beside it as
+    `<image>.squashfs` (the same bytes; the record names the SIF and its digest)."""
+    if runtime(site) != "charliecloud" or not image.endswith(".sif") or is_uri(image):
+        return image
+    from exabench.containers.sif import extract_partition
+    partition = Path(image + ".squashfs")
+    if Path(image).is_file():
+        extract_partition(image, partition)
+    return str(partition)
 
 
 def pin_for_run(site, framework: str | None, results_root: str | Path) -> dict | None:
