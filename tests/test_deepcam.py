@@ -4,9 +4,11 @@ to the IoU target with a compliant MLPerf log."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,12 +20,72 @@ from exabench.models import segmentation as seg
 from exabench.models.deeplab import DeepLabV3Plus, GroupBatchNorm2d
 
 
-def test_full_size_network_is_within_one_percent_of_the_reference():
+GOLDEN = json.loads((Path(__file__).parent / "golden" / "deepcam_reference.json").read_text())
+
+
+def test_full_size_network_has_the_reference_parameter_count():
     with torch.device("meta"):
         model = DeepLabV3Plus(16, 3)
-        n = sum(p.numel() for p in model.parameters())
-        assert abs(n - 56.45e6) / 56.45e6 < 0.01, n
+        assert sum(p.numel() for p in model.parameters()) == GOLDEN["parameters"] == 56_454_720
         assert model(torch.empty(2, 16, 768, 1152)).shape == (2, 3, 768, 1152)
+
+
+@pytest.fixture(scope="module")
+def reference_sized_model():
+    """The full network built under the seed the reference was built with, and the sums of its
+    initial multi-dimensional tensors (taken before any test overwrites the weights)."""
+    torch.manual_seed(GOLDEN["init_seed"])
+    model = DeepLabV3Plus(16, 3)
+    state = model.state_dict()
+    sums = {name: (float(state[name].double().sum()), float(state[name].double().square().sum()))
+            for name, _, _ in GOLDEN["init_sums"]}
+    return model, sums
+
+
+def test_seeded_initialisation_is_the_references(reference_sized_model):
+    """Same seed, same weights as the reference's constructor: He-normal encoder and ASPP-branch
+    convs, PyTorch's default for the decoder's convs and transposed convs."""
+    _, sums = reference_sized_model
+    for name, total, squares in GOLDEN["init_sums"]:
+        assert sums[name] == pytest.approx((total, squares), rel=1e-6, abs=1e-6), name
+
+
+def _fill_like_the_golden_run(model: torch.nn.Module, seed: int) -> None:
+    """The deterministic weights of the golden run: each tensor, in the reference's state_dict order
+    (mapped to our names), drawn from one seeded generator by its kind."""
+    g = torch.Generator().manual_seed(seed)
+    state = model.state_dict()
+    for ref_name, name in GOLDEN["weight_map"]:
+        t = state[name]
+        if ref_name.endswith("running_var"):
+            value = 0.5 + torch.rand(t.shape, generator=g)
+        elif ref_name.endswith("running_mean") or (t.dim() == 1 and ref_name.endswith("bias")):
+            value = 0.1 * torch.randn(t.shape, generator=g)
+        elif t.dim() == 1:  # batch-norm scale
+            value = 0.5 + torch.rand(t.shape, generator=g)
+        else:
+            value = torch.randn(t.shape, generator=g) * (t.numel() / t.shape[0]) ** -0.5
+        t.copy_(value)
+
+
+def test_logits_equal_the_reference_models_with_the_same_weights(reference_sized_model):
+    model, _ = reference_sized_model
+    mapped = {name for _, name in GOLDEN["weight_map"]}
+    assert mapped == {k for k in model.state_dict() if not k.endswith("num_batches_tracked")}
+    _fill_like_the_golden_run(model, GOLDEN["weights_seed"])
+    x = torch.randn(*GOLDEN["input_shape"], generator=torch.Generator().manual_seed(GOLDEN["input_seed"]))
+    with torch.no_grad():
+        for mode, want in GOLDEN["logits"].items():  # eval: running statistics; train: batch statistics
+            model.train(mode == "train")
+            y = model(x).double()
+            assert list(y.shape) == want["shape"]
+            scale = want["std"]
+            assert float(y.mean()) == pytest.approx(want["mean"], abs=1e-5 * scale), mode
+            assert float(y.std()) == pytest.approx(want["std"], rel=1e-5), mode
+            assert float(y.abs().mean()) == pytest.approx(want["abs_mean"], rel=1e-5), mode
+            for got, key in ((y[0, :, 0, :6], "slice"), (y[1, :, -1, -6:], "slice_last")):
+                torch.testing.assert_close(got, torch.tensor(want[key], dtype=torch.float64), rtol=0,
+                                           atol=1e-5 * scale, msg=f"{mode} {key}")
 
 
 def test_global_pool_branch_follows_the_input_size():

@@ -7,7 +7,10 @@ Differences from the reference, both deliberate:
   reference tiles it to a hard-coded 48 x 72 (only right for 768 x 1152 inputs);
 - `width` divides every channel count and `middle_blocks` sets the middle flow's
   depth (16 in the reference), so a laptop-sized preset runs the same code path.
-  width=1, middle_blocks=16 is the reference network (about 56.4 M parameters).
+  width=1, middle_blocks=16 is the reference network (56,454,720 parameters).
+Everything else is the reference's, checked against its own code in tests/test_deepcam.py
+(tests/golden/deepcam_reference.json): the same logits for the same weights and input,
+and the same initial weights for the same seed.
 Batch norm is synchronised over `process_group` when one is given (the reference's
 batchnorm groups): nn.SyncBatchNorm on GPUs, GroupBatchNorm2d on CPUs; plain
 BatchNorm2d otherwise.
@@ -117,11 +120,23 @@ class Xception(nn.Module):
                                   SeparableConv(c[6], c[6], dilation=2), _bn(c[6], pg), nn.ReLU(),
                                   SeparableConv(c[6], c[7], dilation=2), _bn(c[7], pg), nn.ReLU())
         self.out_channels = c[7]
+        for m in self.modules():  # the reference re-initialises every encoder conv once built
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight)
 
     def forward(self, x):
-        low = self.block1(self.entry(x))
-        x = self.block3(self.block2(torch.relu(low)))
+        # The decoder's low-level features are block1's output after the ReLU: the reference
+        # keeps a reference to block1's output and then applies an in-place ReLU to it.
+        low = torch.relu(self.block1(self.entry(x)))
+        x = self.block3(self.block2(low))
         return self.exit(self.block20(self.middle(x))), low
+
+
+def _aspp_branch(c_in: int, c_out: int, rate: int, pg=None) -> nn.Sequential:
+    conv = nn.Conv2d(c_in, c_out, 1 if rate == 1 else 3, padding=0 if rate == 1 else rate, dilation=rate,
+                     bias=False)
+    nn.init.kaiming_normal_(conv.weight)  # as the reference, right after building the branch
+    return nn.Sequential(conv, _bn(c_out, pg), nn.ReLU())
 
 
 class ASPP(nn.Module):
@@ -129,9 +144,7 @@ class ASPP(nn.Module):
 
     def __init__(self, c_in: int, c_out: int, rates=(1, 6, 12, 18), pg=None):
         super().__init__()
-        self.branches = nn.ModuleList(
-            nn.Sequential(nn.Conv2d(c_in, c_out, 1 if r == 1 else 3, padding=0 if r == 1 else r, dilation=r,
-                                    bias=False), _bn(c_out, pg), nn.ReLU()) for r in rates)
+        self.branches = nn.ModuleList(_aspp_branch(c_in, c_out, r, pg) for r in rates)
         # The reference's global branch has no batch norm: a per-channel affine instead.
         self.pool_conv = nn.Conv2d(c_in, c_out, 1, bias=False)
         self.pool_weight = nn.Parameter(torch.ones(c_out, 1, 1))
@@ -168,9 +181,10 @@ class DeepLabV3Plus(nn.Module):
                                   nn.Conv2d(d, d, 3, padding=1, bias=False), _bn(d, pg), nn.ReLU(),
                                   nn.Conv2d(d, d, 1))
         self.up2 = nn.Sequential(*_deconv(d, d, pg), *_deconv(d, classes, bn=False))  # 4 -> 1, logits
-        for m in self.modules():
-            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
-                nn.init.kaiming_normal_(m.weight)
+        # Initialisation: the reference's. Encoder and ASPP-branch convs are He-normal (above);
+        # the pooling-branch, projection, low-level and decoder convs and the transposed
+        # convs keep PyTorch's default (the reference's decoder init method is never called).
+        # Modules are built in the reference's order, so one seed gives its weights.
 
     def forward(self, x):
         features, low = self.encoder(x)
