@@ -37,8 +37,10 @@ def reference_sized_model():
     torch.manual_seed(GOLDEN["init_seed"])
     model = DeepLabV3Plus(16, 3)
     state = model.state_dict()
-    sums = {name: (float(state[name].double().sum()), float(state[name].double().square().sum()))
-            for name, _, _ in GOLDEN["init_sums"]}
+    sums = {
+        name: (float(state[name].double().sum()), float(state[name].double().square().sum()))
+        for name, _, _ in GOLDEN["init_sums"]
+    }
     return model, sums
 
 
@@ -84,8 +86,9 @@ def test_logits_equal_the_reference_models_with_the_same_weights(reference_sized
             assert float(y.std()) == pytest.approx(want["std"], rel=1e-5), mode
             assert float(y.abs().mean()) == pytest.approx(want["abs_mean"], rel=1e-5), mode
             for got, key in ((y[0, :, 0, :6], "slice"), (y[1, :, -1, -6:], "slice_last")):
-                torch.testing.assert_close(got, torch.tensor(want[key], dtype=torch.float64), rtol=0,
-                                           atol=1e-5 * scale, msg=f"{mode} {key}")
+                torch.testing.assert_close(
+                    got, torch.tensor(want[key], dtype=torch.float64), rtol=0, atol=1e-5 * scale, msg=f"{mode} {key}"
+                )
 
 
 def test_global_pool_branch_follows_the_input_size():
@@ -96,7 +99,7 @@ def test_global_pool_branch_follows_the_input_size():
 
 def test_class_weights_are_f_to_the_minus_one_eighth():
     w = seg.class_weights()
-    assert w == pytest.approx([0.98627 ** -0.125, 0.000458 ** -0.125, 0.01327 ** -0.125], rel=1e-4)
+    assert w == pytest.approx([0.98627**-0.125, 0.000458**-0.125, 0.01327**-0.125], rel=1e-4)
     # exp(-0.125 ln f) worked by hand: ln 0.000458 = -7.6886 -> exp(0.96108) = 2.6146
     assert w == pytest.approx([1.001730, 2.614611, 1.716420], rel=1e-5)
 
@@ -127,6 +130,7 @@ def test_generated_set_reads_back_normalised(tmp_path):
     shift, scale = climate.read_stats(tmp_path / "stats.h5")
     files = climate.list_samples(tmp_path / "train")
     import h5py
+
     with h5py.File(files[0]) as f:
         raw, labels_raw = f["climate/data"][...], f["climate/labels_0"][...]
     assert raw.shape == (32, 48, 16) and raw.dtype == np.float32
@@ -143,7 +147,7 @@ def test_truncated_sample_and_bad_stats_name_the_file(tmp_path):
     shift, scale = climate.read_stats(tmp_path / "stats.h5")
     path = climate.list_samples(tmp_path / "train")[0]
     data = open(path, "rb").read()
-    open(path, "wb").write(data[:len(data) // 2])
+    open(path, "wb").write(data[: len(data) // 2])
     with pytest.raises(CorruptFileError, match=os.path.basename(path)):
         climate.load_sample(path, shift, scale)
     (tmp_path / "stats.h5").write_bytes(b"not hdf5")
@@ -153,9 +157,10 @@ def test_truncated_sample_and_bad_stats_name_the_file(tmp_path):
 
 def _group_bn_rank(rank: int, store: str, x: torch.Tensor, out: str):
     import torch.distributed as dist
+
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     bn = GroupBatchNorm2d(3, dist.group.WORLD)
-    mine = x[rank * 2:(rank + 1) * 2].clone().requires_grad_(True)
+    mine = x[rank * 2 : (rank + 1) * 2].clone().requires_grad_(True)
     y = bn(mine)
     (y * torch.arange(1.0, 4.0)[None, :, None, None]).sum().backward()
     torch.save({"y": y.detach(), "grad": mine.grad, "rm": bn.running_mean, "rv": bn.running_var}, f"{out}.{rank}")
@@ -184,6 +189,7 @@ def test_group_batch_norm_over_two_gloo_ranks_equals_batch_norm_of_the_whole_bat
 def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     """Real: mpirun -np 2, Gloo DDP, batch norm synchronised over both ranks."""
     from helpers_mlperf import make_spec, run_mpi
+
     spec = make_spec(tmp_path, "deepcam", "tiny", {"batchnorm_group_size": 2}, ranks=2)
     rec = run_mpi(spec, 2)
     checks = {c["name"]: c for c in rec["checks"]}
