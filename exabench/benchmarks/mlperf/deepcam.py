@@ -35,7 +35,8 @@ class DeepCAMParams:
     warmup_steps: int = param(400, "steps of linear LR warmup", minimum=0)
     warmup_factor: float = param(1.0, "LR multiplier reached at the end of warmup (1: warm up from 0)",
                                  minimum=1.0)
-    milestones: str = param("800", "multistep: space-separated steps where the LR is multiplied by decay_rate")
+    milestones: str = param("800", "multistep: space-separated steps after warmup where the LR is multiplied by "
+                                   "decay_rate (the reference's meaning: decay at warmup_steps + milestone + 1)")
     decay_rate: float = param(0.1, "multistep decay factor", minimum=0.0)
     t_max: int = param(5000, "cosine: steps of annealing after warmup", minimum=1)
     eta_min: float = param(0.0, "cosine: final LR", minimum=0.0)
@@ -51,6 +52,19 @@ class DeepCAMParams:
     backend: str = param("auto", "torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)",
                          choices=("auto", "gloo", "nccl", "mpi"))
     seed: int = param(333, "seed of weights, shuffling and synthetic data", minimum=1)
+
+
+def lr_scheduler(opt, p: DeepCAMParams, milestones: list[int]):
+    """The reference's LR schedule on `opt`, stepped after every optimizer step. Milestones
+    mean what the reference makes of them: steps after warmup (decay at milestone +
+    warmup_steps + 1 when there is a warmup); they are logged as given, as it logs them."""
+    import torch
+
+    from exabench.training.optim import deepcam_lr_factor
+
+    eta_min_ratio = p.eta_min / p.start_lr if p.start_lr else 0.0
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda step: deepcam_lr_factor(
+        step, p.warmup_steps, p.warmup_factor, p.lr_schedule, milestones, p.decay_rate, p.t_max, eta_min_ratio))
 
 
 @register
@@ -81,7 +95,7 @@ class DeepCAM(Benchmark):
         from exabench.benchmarks.mlperf.harness import TrainingRun
         from exabench.models import segmentation as seg
         from exabench.models.deeplab import DeepLabV3Plus
-        from exabench.training.optim import LAMB, deepcam_lr_factor
+        from exabench.training.optim import LAMB
 
         for key in ("height", "width"):
             if getattr(p, key) % 16:
@@ -121,9 +135,7 @@ class DeepCAM(Benchmark):
             else:
                 cls = torch.optim.Adam if p.optimizer == "Adam" else torch.optim.AdamW
                 opt = cls(ddp.parameters(), lr=p.start_lr, betas=betas, eps=eps, weight_decay=p.weight_decay)
-            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: deepcam_lr_factor(
-                step, p.warmup_steps, p.warmup_factor, p.lr_schedule, milestones, p.decay_rate, p.t_max,
-                p.eta_min / p.start_lr if p.start_lr else 0.0))
+            sched = lr_scheduler(opt, p, milestones)
             keys = [("opt_name", p.optimizer), ("opt_lr", p.start_lr), ("opt_betas", list(betas)), ("opt_eps", eps),
                     ("opt_weight_decay", p.weight_decay), ("scheduler_type", p.lr_schedule),
                     ("scheduler_lr_warmup_steps", p.warmup_steps), ("scheduler_lr_warmup_factor", p.warmup_factor)]
