@@ -199,3 +199,31 @@ def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     log = open(rec["info"]["mlperf_log"]).read()
     for key in ("opt_betas", "scheduler_type", "batchnorm_group_size", "eval_accuracy"):
         assert f'"key": "{key}"' in log
+
+
+def _average_bn_rank(rank: int, store: str, out: str):
+    import torch.distributed as dist
+
+    from exabench.benchmarks.mlperf.deepcam import average_batchnorm_statistics
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    model = DeepLabV3Plus(16, 3, width=16, middle_blocks=1)
+    for i, m in enumerate(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)):
+        m.running_mean.fill_(rank + i)  # rank 0: i, rank 1: i + 1 -> mean i + 0.5
+        m.running_var.fill_(1.0 + 2 * rank)  # 1 and 3 -> 2
+    average_batchnorm_statistics(model, 2)
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    torch.save([(m.running_mean.clone(), m.running_var.clone()) for m in bns], f"{out}.{rank}")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.timeout(120)
+def test_batch_norm_statistics_are_averaged_over_ranks_before_evaluation(tmp_path):
+    store = tempfile.mktemp(dir=tmp_path)
+    torch.multiprocessing.spawn(_average_bn_rank, args=(store, str(tmp_path / "bn")), nprocs=2)
+    parts = [torch.load(tmp_path / f"bn.{r}") for r in (0, 1)]
+    assert len(parts[0]) > 20
+    for i, ((m0, v0), (m1, v1)) in enumerate(zip(*parts)):
+        assert torch.equal(m0, m1) and torch.equal(v0, v1)
+        assert torch.all(m0 == i + 0.5) and torch.all(v0 == 2.0)
