@@ -195,10 +195,14 @@ def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     checks = {c["name"]: c for c in rec["checks"]}
     assert rec["status"] == "ok", rec["error"]
     assert checks["quality_target_reached"]["passed"] and checks["mlperf_compliance"]["passed"]
+    assert checks["mlperf_compliance"]["detail"].startswith("open division: ")  # a tiny run is never closed
+    assert rec["info"]["mlperf_division"] == "open"
     assert rec["metrics"]["eval_iou"]["value"] >= 0.82
     log = open(rec["info"]["mlperf_log"]).read()
     for key in ("opt_betas", "scheduler_type", "batchnorm_group_size", "eval_accuracy"):
         assert f'"key": "{key}"' in log
+    assert '"key": "submission_division", "value": "open"' in log
+    assert '"key": "scheduler_milestones", "value": [400]' in log  # as given, as the reference logs them
 
 
 def _average_bn_rank(rank: int, store: str, out: str):

@@ -133,3 +133,37 @@ def test_lamb_step_by_hand():
     # trust = ||w|| / ||update|| = 5 / sqrt(2).
     trust = 5 / math.sqrt(2)
     assert w.detach().tolist() == pytest.approx([3 - 0.1 * trust, 4 - 0.1 * trust], rel=1e-5)
+
+
+def test_a_closed_division_claim_needs_the_closed_configuration(tmp_path):
+    """Tiny runs are open; closed is refused, naming every broken rule, unless the run is the
+    reference network and target on the benchmark's own data set."""
+    from types import SimpleNamespace
+
+    from exabench.benchmarks.mlperf import cosmoflow, deepcam
+    from exabench.errors import ConfigError
+
+    tiny = deepcam.DeepCAM.resolve_params("tiny", {}, "(test)", "params")
+    assert tiny.division == "open"
+    closed_tiny = deepcam.DeepCAM.resolve_params("tiny", {"division": "closed"}, "(test)", "params")
+    with pytest.raises(ConfigError, match="division") as err:
+        deepcam.DeepCAM().run(closed_tiny, None)  # refused before anything runs or is written
+    for broken in ("height = 96", "model_width = 8", "middle_blocks = 2", "data_dir = ''"):
+        assert broken in str(err.value)
+    full = deepcam.DeepCAM.resolve_params("full", {"division": "closed", "data_dir": str(tmp_path)}, "(t)", "p")
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "a.h5").write_bytes(b"")
+    with pytest.raises(ConfigError, match="holds 1 training and 0 validation samples .closed: 121266 and 15158"):
+        mlperf.require_closed_rules(full, deepcam.CLOSED_PARAMS, deepcam.CLOSED_SAMPLES, deepcam.count_samples)
+    mlperf.require_closed_rules(full, deepcam.CLOSED_PARAMS, deepcam.CLOSED_SAMPLES, lambda root: (121266, 15158))
+    with pytest.raises(ConfigError, match="target_iou = 0.5"):
+        mlperf.require_closed_rules(SimpleNamespace(**{**vars(full), "target_iou": 0.5}), deepcam.CLOSED_PARAMS,
+                                    deepcam.CLOSED_SAMPLES, lambda root: (121266, 15158))
+
+    for cls in (cosmoflow.CosmoFlow, cosmoflow.CosmoFlowKeras):
+        p = cls.resolve_params("tiny", {"division": "closed"}, "(test)", "params")
+        with pytest.raises(ConfigError, match=r"sample_size = 32 .closed: 128.*conv_size = 8"):
+            cls().run(p, SimpleNamespace(world=SimpleNamespace(size=1)))
+    full = cosmoflow.CosmoFlow.resolve_params("full", {"division": "closed", "data_dir": str(tmp_path)}, "(t)", "p")
+    with pytest.raises(ConfigError, match="holds 0 training and 0 validation samples .closed: 524288 and 65536"):
+        cosmoflow.closed_rules(full)

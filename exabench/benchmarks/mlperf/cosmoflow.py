@@ -42,10 +42,33 @@ class CosmoFlowParams:
     n_train: int = param(1024, "training samples to generate (synthetic data only)", minimum=1)
     n_validation: int = param(256, "validation samples to generate (synthetic data only)", minimum=1)
     stage_dir: str = param("", "node-local directory to copy the data to first (timed); empty: no staging")
-    division: str = param("open", "MLPerf division written to the log", choices=("open", "closed"))
+    division: str = param("open", "MLPerf division written to the log (closed: only the reference network "
+                                  "and target on the CosmoFlow data set)", choices=("open", "closed"))
     backend: str = param("auto", "torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)",
                          choices=("auto", "gloo", "nccl", "mpi"))
     seed: int = param(42, "seed of weights, shuffling and synthetic data", minimum=1)
+
+
+# What the closed division fixes beyond the logged hyper-parameters the checker sees: the
+# reference network, SGD's momentum, the quality target and the data set (MLPerf-HPC rules).
+CLOSED_PARAMS = {"sample_size": 128, "conv_size": 32, "kernel_size": 3, "fc1_size": 128, "fc2_size": 64,
+                 "momentum": 0.9, "target_mae": 0.124}
+CLOSED_SAMPLES = (524288, 65536)  # training, validation samples of the CosmoFlow data set
+
+
+def closed_rules(p: CosmoFlowParams) -> None:
+    from exabench.benchmarks.mlperf.harness import require_closed_rules
+    from exabench.data import cosmo
+
+    def count(root: Path) -> tuple[int, int]:
+        def n(split: str) -> int:
+            try:
+                return len(cosmo.list_samples(root / split, p.data_format, p.sample_size))
+            except OSError:
+                return 0
+        return n("train"), n("validation")
+
+    require_closed_rules(p, CLOSED_PARAMS, CLOSED_SAMPLES, count)
 
 
 def parse_decay(text: str, key: str = "decay_schedule") -> dict[int, float]:
@@ -86,6 +109,7 @@ class CosmoFlow(Benchmark):
         from exabench.training.optim import cosmoflow_lr
 
         decay = parse_decay(p.decay_schedule)
+        closed_rules(p)
         torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "cosmoflow", p) as tr:
             root = tr.data_root(lambda r: cosmo.generate(r, p.n_train, p.n_validation, p.sample_size, seed=p.seed,
@@ -154,6 +178,7 @@ class CosmoFlowKeras(CosmoFlow):
         if p.data_format != "tfrecord" or p.stage_dir:
             raise ConfigError("(params)", "data_format/stage_dir", (p.data_format, p.stage_dir),
                               "tfrecord without staging for the Keras version")
+        closed_rules(p)
         import tensorflow as tf
         try:
             tf.config.threading.set_intra_op_parallelism_threads(ctx.threads)

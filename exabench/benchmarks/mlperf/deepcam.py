@@ -47,10 +47,21 @@ class DeepCAMParams:
     n_train: int = param(1024, "training samples to generate (synthetic data only)", minimum=1)
     n_validation: int = param(128, "validation samples to generate (synthetic data only)", minimum=1)
     stage_dir: str = param("", "node-local directory to copy the data to first (timed); empty: no staging")
-    division: str = param("open", "MLPerf division written to the log", choices=("open", "closed"))
+    division: str = param("open", "MLPerf division written to the log (closed: only the reference network "
+                                  "and target on the DeepCAM data set)", choices=("open", "closed"))
     backend: str = param("auto", "torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)",
                          choices=("auto", "gloo", "nccl", "mpi"))
     seed: int = param(333, "seed of weights, shuffling and synthetic data", minimum=1)
+
+
+# What the closed division fixes beyond the logged hyper-parameters the checker sees: the
+# reference network at full size, the quality target, and the data set (MLPerf-HPC rules).
+CLOSED_PARAMS = {"height": 768, "width": 1152, "model_width": 1, "middle_blocks": 16, "target_iou": 0.82}
+CLOSED_SAMPLES = (121266, 15158)  # training, validation samples of the DeepCAM data set
+
+
+def count_samples(root) -> tuple[int, int]:
+    return len(list((root / "train").glob("*.h5"))), len(list((root / "validation").glob("*.h5")))
 
 
 def lr_scheduler(opt, p: DeepCAMParams, milestones: list[int]):
@@ -115,7 +126,7 @@ class DeepCAM(Benchmark):
         from torch.nn.parallel import DistributedDataParallel
 
         from exabench.data import climate
-        from exabench.benchmarks.mlperf.harness import TrainingRun
+        from exabench.benchmarks.mlperf.harness import TrainingRun, require_closed_rules
         from exabench.models import segmentation as seg
         from exabench.models.deeplab import DeepLabV3Plus
         from exabench.training.optim import LAMB
@@ -127,6 +138,7 @@ class DeepCAM(Benchmark):
             milestones = [int(m) for m in p.milestones.split()]
         except ValueError:
             raise ConfigError("(params)", "milestones", p.milestones, "space-separated step numbers") from None
+        require_closed_rules(p, CLOSED_PARAMS, CLOSED_SAMPLES, count_samples)
         if ctx.world.size % p.batchnorm_group_size:
             raise ConfigError("(params)", "batchnorm_group_size", p.batchnorm_group_size,
                               f"a divisor of the {ctx.world.size} ranks")
