@@ -17,9 +17,41 @@ def test_full_size_network_has_the_reference_parameter_count():
     from exabench.models.cosmoflow import CosmoFlow
     with torch.device("meta"):  # shapes only: no memory, no arithmetic
         model = CosmoFlow(128, conv_size=32, kernel_size=3)
+        # count_params() of the reference's own Keras model (tests/golden/cosmoflow_reference.json)
         assert sum(p.numel() for p in model.parameters()) == 8_907_556
         out = model(torch.empty(4, 4, 128, 128, 128))
     assert out.shape == (4, 4)
+
+
+def test_output_equals_the_reference_models_with_the_same_weights():
+    """tests/golden/cosmoflow_reference.json: the reference's Keras model run once outside this tree
+    on seeded weights and a seeded input; the same weights (moved to PyTorch's layouts) and input
+    give the same four outputs per sample here."""
+    import json
+    from pathlib import Path
+
+    import torch
+    from exabench.models.cosmoflow import CosmoFlow
+    golden = json.loads((Path(__file__).parent / "golden" / "cosmoflow_reference.json").read_text())
+    size = golden["sample_size"]
+    model = CosmoFlow(size, conv_size=golden["conv_size"], dropout=0.5).eval()
+    state = model.state_dict()
+    assert {name for _, name, _ in golden["weight_map"]} == set(state)
+    rng = np.random.default_rng(golden["weights_seed"])
+    for _, name, shape in golden["weight_map"]:  # drawn in the reference's order and shapes
+        if len(shape) == 1:
+            value = 0.1 * rng.standard_normal(shape)
+        else:
+            value = rng.standard_normal(shape) * float(np.prod(shape[:-1])) ** -0.5
+        value = value.astype(np.float32)
+        # Keras kernels: Conv3D (k, k, k, in, out) -> (out, in, k, k, k); Dense (in, out) -> (out, in)
+        value = value.transpose(4, 3, 0, 1, 2) if value.ndim == 5 else value.T
+        state[name].copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    x = np.random.default_rng(golden["input_seed"]).standard_normal((golden["batch"], size, size, size, 4))
+    x = torch.from_numpy(x.astype(np.float32).transpose(0, 4, 1, 2, 3).copy())  # channels last -> first
+    with torch.no_grad():
+        y = model(x).double()
+    torch.testing.assert_close(y, torch.tensor(golden["output"], dtype=torch.float64), rtol=0, atol=1e-5)
 
 
 def test_tiny_network_forward_is_bounded_by_1p2():
@@ -144,6 +176,19 @@ def test_keras_network_has_the_reference_parameter_count():
     assert build_model(128).count_params() == 8_907_556
     tiny = build_model(32, conv_size=4)
     assert tiny.output_shape == (None, 4)
+    # The reference's l2 regularises the two hidden Dense kernels only.
+    regularised = [type(layer).__name__ for layer in build_model(32, conv_size=4, l2=0.01).layers
+                   if getattr(layer, "kernel_regularizer", None) is not None]
+    assert regularised == ["Dense", "Dense"]
+
+
+def test_l2_penalty_is_the_references_hidden_dense_kernels_only():
+    import torch
+    from exabench.models.cosmoflow import CosmoFlow
+    model = CosmoFlow(32, conv_size=4)
+    hidden = [m.weight for m in model.head if isinstance(m, torch.nn.Linear)][:2]
+    assert [tuple(w.shape) for w in hidden] == [(128, 4 * 16), (64, 128)]  # 64 channels x 1 voxel
+    assert float(model.l2_penalty()) == pytest.approx(sum(float(w.square().sum()) for w in hidden), rel=1e-6)
 
 
 @pytest.mark.timeout(300)

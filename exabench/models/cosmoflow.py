@@ -41,6 +41,11 @@ class CosmoFlow(nn.Module):
                 nn.init.xavier_uniform_(m.weight)
                 nn.init.zeros_(m.bias)
 
+    def l2_penalty(self) -> torch.Tensor:
+        """sum of squares of the two hidden Dense kernels: the reference's kernel_regularizer=l2(l2)
+        is on those only (not on the conv layers, the output layer or any bias)."""
+        return self.head[1].weight.square().sum() + self.head[4].weight.square().sum()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Keras flattens channels-last: permute so the Dense weights see the same order.
         f = self.features(x).permute(0, 2, 3, 4, 1)

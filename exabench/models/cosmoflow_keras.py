@@ -6,7 +6,7 @@ from __future__ import annotations
 
 def build_model(sample_size: int = 128, channels: int = 4, targets: int = 4, conv_size: int = 32,
                 kernel_size: int = 3, n_conv_layers: int = 5, fc1_size: int = 128, fc2_size: int = 64,
-                dropout: float = 0.5):
+                dropout: float = 0.5, l2: float = 0.0):
     from tensorflow import keras
     layers = keras.layers
     model = keras.Sequential([keras.Input((sample_size, sample_size, sample_size, channels))])
@@ -16,7 +16,7 @@ def build_model(sample_size: int = 128, channels: int = 4, targets: int = 4, con
         model.add(layers.MaxPool3D(2))
     model.add(layers.Flatten())
     for units in (fc1_size, fc2_size):
-        model.add(layers.Dense(units))
+        model.add(layers.Dense(units, kernel_regularizer=keras.regularizers.l2(l2)))  # the reference's L2
         model.add(layers.LeakyReLU(0.3))
         model.add(layers.Dropout(dropout))
     model.add(layers.Dense(targets, activation="tanh"))

@@ -34,7 +34,8 @@ class CosmoFlowParams:
     warmup_epochs: int = param(4, "epochs of linear warmup from base_lr to the scaled LR", minimum=0)
     decay_schedule: str = param("32:0.25 64:0.125", "'epoch:factor ...' absolute LR factors from that epoch on")
     momentum: float = param(0.9, "SGD momentum", minimum=0.0)
-    weight_decay: float = param(0.0, "L2 weight decay", minimum=0.0)
+    weight_decay: float = param(0.0, "L2 penalty on the two hidden Dense kernels, added to the loss "
+                                     "(the reference's l2: weight_decay x sum of their squared weights)", minimum=0.0)
     max_epochs: int = param(128, "stop after this many epochs if the target is not reached", minimum=1)
     target_mae: float = param(0.124, "validation MAE to reach (MLPerf: 0.124)", minimum=0.0)
     data_dir: str = param("", "data set root (train/, validation/); empty: generate a synthetic one")
@@ -123,8 +124,7 @@ class CosmoFlow(Benchmark):
             model = Net(p.sample_size, conv_size=p.conv_size, kernel_size=p.kernel_size, fc1_size=p.fc1_size,
                         fc2_size=p.fc2_size, dropout=p.dropout).to(tr.device)
             ddp = devices.ddp(model, tr.device)
-            opt = torch.optim.SGD(ddp.parameters(), lr=p.base_lr, momentum=p.momentum,
-                                  weight_decay=p.weight_decay)
+            opt = torch.optim.SGD(ddp.parameters(), lr=p.base_lr, momentum=p.momentum)
             peak = p.base_lr * gb / p.base_batch
             # As the reference logs them: its "base" LR is the scaled one, the warmup factor the scaling.
             for key, value in (("opt_name", "SGD"), ("opt_base_learning_rate", peak),
@@ -143,7 +143,11 @@ class CosmoFlow(Benchmark):
             def train_epoch(epoch: int):
                 for g in opt.param_groups:  # Keras' LearningRateScheduler counts epochs from 0
                     g["lr"] = cosmoflow_lr(epoch - 1, p.base_lr, gb, p.base_batch, p.warmup_epochs, decay)
-                return tr.train_epoch(epoch, ddp, opt, batch, torch.nn.functional.mse_loss)
+                return tr.train_epoch(epoch, ddp, opt, batch, loss)
+
+            def loss(out, y):  # Keras' mse plus the regularisation losses of the model
+                mse = torch.nn.functional.mse_loss(out, y)
+                return mse + p.weight_decay * model.l2_penalty() if p.weight_decay else mse
 
             def evaluate(epoch: int) -> float:  # MAE over samples and the 4 targets, as Keras'
                 return tr.evaluate(model, batch, lambda out, y: (float((out - y).abs().sum()), y.numel()))
@@ -200,7 +204,7 @@ class CosmoFlowKeras(CosmoFlow):
         log.event("train_samples", len(train_files))
         log.event("eval_samples", len(val_files))
         model = build_model(p.sample_size, conv_size=p.conv_size, kernel_size=p.kernel_size, fc1_size=p.fc1_size,
-                            fc2_size=p.fc2_size, dropout=p.dropout)
+                            fc2_size=p.fc2_size, dropout=p.dropout, l2=p.weight_decay)
         opt = tf.keras.optimizers.SGD(learning_rate=p.base_lr, momentum=p.momentum)
         model.compile(optimizer=opt, loss="mse", metrics=["mae"])
         peak = p.base_lr * p.batch_size / p.base_batch
