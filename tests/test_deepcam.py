@@ -1,6 +1,8 @@
-"""DeepCAM: the reference network's size and shapes, loss weights and IoU on hand-computed
-cases, the HDF5 reader, group batch norm over real Gloo ranks, and a 2-rank training run
-to the IoU target with a compliant MLPerf log."""
+"""DeepCAM: the reference network's exact size, its logits and seeded initial weights against
+numbers from running the reference's own code (tests/golden/deepcam_reference.json), loss
+weights and IoU on hand-computed cases, the HDF5 reader, group batch norm and the averaging
+of batch-norm statistics over real Gloo ranks, and a 2-rank training run to the IoU target
+with a compliant open-division MLPerf log."""
 
 from __future__ import annotations
 
