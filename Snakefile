@@ -3,6 +3,7 @@
 #   snakemake --profile profiles/<site> -n       list the planned runs
 #   snakemake --profile profiles/<site> acceptance   verdicts against profiles/<site>/references.yaml
 #   snakemake --profile profiles/<site> --report results/<site>/report.html   the HTML report
+#   snakemake --profile profiles/<site> study --config study=<name>   a published study (docs/studies.md)
 #   exabench history                                  the campaigns in results/history.duckdb (docs/history.md)
 from snakemake.utils import min_version
 
@@ -25,6 +26,7 @@ include: "workflow/rules/acceptance.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/archive.smk"
 include: "workflow/rules/history.smk"
+include: "workflow/rules/studies.smk"
 
 
 rule all:
@@ -33,4 +35,5 @@ rule all:
         get_compare_outputs,
         get_plot_outputs,
         get_history_outputs,
+        pipeline.study_outputs(RESULTS, STUDIES),
     default_target: True

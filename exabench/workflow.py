@@ -12,13 +12,13 @@ import json
 import sys
 from pathlib import Path
 
-from exabench.analysis import acceptance, archive, compare, plots
+from exabench.analysis import acceptance, archive, compare, plots, studies
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_sweep import render_node_sweep
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, check_bundle, plan_table  # noqa: F401 - the rule files' names
-from exabench.campaign.plan import expand as expand_plan  # noqa: F401 - Snakemake's own `expand` stays usable
+from exabench.campaign.plan import expand as plan_runs
 from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write_run_files
 from exabench.campaign.site import Site, check_walltime, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
@@ -63,6 +63,74 @@ def _say(log, text: str, echo: bool = False) -> None:
 
 
 # --- plan and render ---------------------------------------------------------------------------
+
+def expand_plan(config: dict, site: Site, config_file: str = "config/config.yaml") -> list[Run]:
+    """The campaign's runs: the config's benchmarks or, with `study` set (docs/studies.md), the named
+    studies' campaigns for the site, each shared run once. (Named so that Snakemake's own `expand`
+    stays usable.)"""
+    if config.get("study"):
+        plans = study_plans(config, site, config_file)
+        return studies.merged_runs({name: runs for name, (_, _, runs) in plans.items()},
+                                   f"study-{config['study']}" if "," not in config["study"] else "studies")
+    return plan_runs(config, site, config_file)
+
+
+def study_plans(config: dict, site: Site, config_file: str = "config/config.yaml") -> dict:
+    """{study name: (Study, variant, runs)} of the studies `config["study"]` names; {} when none."""
+    if not config.get("study"):
+        return {}
+    key = (config["study"], site.path, config_file)
+    if key not in _STUDY_PLANS:  # expand_plan and the study rules ask for the same plans
+        # The catalogue beside the Snakefile (the working directory), like config/ and profiles/.
+        catalogue = studies.load_catalogue(Path("studies") if Path("studies").is_dir() else studies.CATALOGUE)
+        chosen = studies.select(catalogue, config["study"], f"{config_file} or --config")
+        plans = studies.plan_studies(chosen, config, site)
+        _STUDY_PLANS[key] = {s.name: (s, studies.variant_of(s, site.name), plans[s.name]) for s in chosen}
+    return _STUDY_PLANS[key]
+
+
+_STUDY_PLANS: dict = {}
+
+
+def profile_site_lost(config: dict, argv: list[str] | None = None) -> str:
+    """Snakemake's --config on the command line replaces a profile's `config:` list, its `site=`
+    with it: `--profile profiles/summit --config study=x` would plan for the default site. Returns
+    the error to stop with (naming the line to type instead), or "" when the site is the profile's."""
+    argv = sys.argv[1:] if argv is None else argv
+    profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--profile=")), None)
+    if profile is None and "--profile" in argv[:-1]:
+        profile = argv[argv.index("--profile") + 1]
+    if not profile or not (Path(profile) / "config.yaml").is_file():
+        return ""
+    entries = (load_yaml(Path(profile) / "config.yaml") or {}).get("config") or []
+    site = next((str(e).split("=", 1)[1] for e in entries if str(e).startswith("site=")), None)
+    if not site or config.get("site") == site:
+        return ""
+    return (f"--config on the command line replaces the `config:` of profile {profile} (its site={site}); "
+            f"give the site too: --config site={site} study={config.get('study', '<name>')}")
+
+
+def study_records(results: str, plans: dict, study: str) -> list[str]:
+    """The records one study's table reads: its own runs' (shared runs included)."""
+    return [f"{results}/records/{run.run_id}.json" for run in plans[study][2]]
+
+
+def study_outputs(results: str, plans: dict) -> list[str]:
+    """tables/study-<name>.md and .csv of every study planned ([] when none is)."""
+    return [f"{results}/tables/study-{name}.{ext}" for name in plans for ext in ("md", "csv")]
+
+
+def study_target_without_study(dag_settings, config: dict, argv: list[str] | None = None) -> bool:
+    """Whether the `study` target is asked for with no study named (it would then do nothing)."""
+    targets = getattr(dag_settings, "targets", None) or (argv if argv is not None else sys.argv[1:])
+    return "study" in targets and not config.get("study")
+
+
+def write_study_table(study, variant: str, records: list[str], site: Site, markdown: str, csv: str,
+                      log_path: str) -> None:
+    with logged(log_path) as log:
+        _say(log, studies.write_study_table(study, records, site.name, variant, markdown, csv), echo=True)
+
 
 def write_plan(runs: list[Run], path: str, log_path: str) -> None:
     import pandas as pd

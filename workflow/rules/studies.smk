@@ -1,0 +1,40 @@
+# Published studies (docs/studies.md): with `--config study=<name>` (or several, or `all`) the campaign
+# is the studies' own for the site, and each study's table puts its published figures beside the
+# reproduced ones:
+#   snakemake --profile profiles/<site> study --config study=<name>   -> results/<site>/tables/study-<name>.md|csv
+if config.get("study") and pipeline.profile_site_lost(config):
+    raise WorkflowError(f"exabench: {pipeline.profile_site_lost(config)}")
+try:
+    STUDIES = pipeline.study_plans(config, SITE, CONFIG_FILE)
+except pipeline.ExabenchError as exc:
+    raise WorkflowError(f"exabench: invalid study: {exc}") from None
+if pipeline.study_target_without_study(workflow.dag_settings, config):
+    raise WorkflowError("exabench: the `study` target runs the studies named by --config study=<name> "
+                        "(several separated by commas, or all; docs/studies.md), and none is named")
+
+
+wildcard_constraints:
+    study=r"[a-z0-9][a-z0-9-]*",
+
+
+localrules:
+    study_table,
+    study,
+
+
+rule study_table:
+    input:
+        lambda wildcards: pipeline.study_records(RESULTS, STUDIES, wildcards.study),
+    output:
+        markdown=f"{RESULTS}/tables/study-{{study}}.md",
+        csv=f"{RESULTS}/tables/study-{{study}}.csv",
+    log:
+        f"{LOGS}/study-{{study}}.log",
+    run:
+        study, variant, _ = STUDIES[wildcards.study]
+        pipeline.write_study_table(study, variant, list(input), SITE, output.markdown, output.csv, log[0])
+
+
+rule study:
+    input:
+        pipeline.study_outputs(RESULTS, STUDIES),
