@@ -83,7 +83,7 @@ def study_plans(config: dict, site: Site, config_file: str = "config/config.yaml
     if key not in _STUDY_PLANS:  # expand_plan and the study rules ask for the same plans
         # The catalogue beside the Snakefile (the working directory), like config/ and profiles/.
         catalogue = studies.load_catalogue(Path("studies") if Path("studies").is_dir() else studies.CATALOGUE)
-        chosen = studies.select(catalogue, config["study"], f"{config_file} or --config")
+        chosen = studies.select(catalogue, config["study"], f"{config_file} or --config", site.name)
         plans = studies.plan_studies(chosen, config, site)
         _STUDY_PLANS[key] = {s.name: (s, studies.variant_of(s, site.name), plans[s.name]) for s in chosen}
     return _STUDY_PLANS[key]

@@ -246,3 +246,10 @@ def test_a_profile_site_replaced_by_the_command_line_is_caught(monkeypatch):
     assert "site=profiles/summit/site.yaml study=x" in lost
     assert not pipeline.profile_site_lost({"site": "profiles/summit/site.yaml"}, ["--profile=profiles/summit"])
     assert not pipeline.profile_site_lost({"site": "profiles/local/site.yaml"}, ["--profile", "profiles/local"])
+
+
+def test_all_on_a_site_is_every_study_with_a_campaign_there():
+    on_stampede2 = {s.name for s in studies.select(CATALOGUE, "all", site="stampede2")}
+    assert {n for n in NAMED if n.startswith("stampede2-")} <= on_stampede2
+    assert "deeplabv3-climate-summit" not in on_stampede2
+    assert {s.name for s in studies.select(CATALOGUE, "all", site="local")} == set(CATALOGUE)

@@ -134,10 +134,13 @@ def load_catalogue(directory: str | Path = CATALOGUE) -> dict[str, Study]:
     return {s.name: s for s in studies}
 
 
-def select(catalogue: dict[str, Study], wanted: str, where: str = "--config study") -> list[Study]:
-    """The studies `wanted` names: one name, several separated by commas, or `all`."""
-    if wanted == ALL:
-        return list(catalogue.values())
+def select(
+    catalogue: dict[str, Study], wanted: str, where: str = "--config study", site: str | None = None
+) -> list[Study]:
+    """The studies `wanted` names: one name, several separated by commas, or `all` (those with a campaign
+    for `site`)."""
+    if wanted == ALL:  # every study that has a campaign for the site, when a site is given
+        return [s for s in catalogue.values() if site is None or runs_on(s, site)]
     names = [w.strip() for w in str(wanted).split(",") if w.strip()]
     for name in names:
         if name not in catalogue:
@@ -149,6 +152,12 @@ def select(catalogue: dict[str, Study], wanted: str, where: str = "--config stud
                 "is not a study of the catalogue",
             )
     return [catalogue[n] for n in dict.fromkeys(names)]
+
+
+def runs_on(study: Study, site: str) -> bool:
+    """Whether the study has a campaign for `site` (its own, `tiny` on local sites, or `default`)."""
+    camps = study.data["campaigns"]
+    return site in camps or site in TINY_SITES or "default" in camps
 
 
 def variant_of(study: Study, site: str) -> str:
