@@ -104,6 +104,10 @@ def _good() -> dict:
         (lambda d: d["campaigns"].pop("tiny"), "campaigns.tiny"),
         (lambda d: d["published"][0]["reproduce"].update(kind="guess"), "published[0].reproduce.kind"),
         (lambda d: d.update(name="other-name"), "name"),
+        (
+            lambda d: d["campaigns"]["stampede2"].update(stand_in={"resnet50": "alexnet"}),
+            "campaigns.stampede2.stand_in",
+        ),
     ],
 )
 def test_a_bad_study_names_file_and_key(tmp_path, spoil, key):
@@ -193,6 +197,17 @@ def test_tiny_and_missing_values_are_labelled():
     assert df.loc["summit-kmeans-8gb-smt1", "reproduced"] == 12.5
 
 
+def test_a_stand_in_is_named_in_the_table():
+    cosmoflow = CATALOGUE["mlperf-hpc-cosmoflow-scaling"]
+    recs = [_record("r1", 1, 10.0), _record("r2", 2, 18.0)]  # resnet50, weak scaling
+    row = studies.study_table(cosmoflow, recs, "local", "tiny").iloc[0]
+    assert row["reproduced"] == pytest.approx(0.9) and row["verdict"] == studies.TINY
+    assert "resnet50 stands in for cosmoflow" in row["reproduced_at"]
+    # A real campaign has no stand-in: the same records are not cosmoflow's.
+    row = studies.study_table(cosmoflow, recs, "cori-knl", "cori-knl").iloc[0]
+    assert row["verdict"] == studies.NOT_MEASURED and "no ok run of cosmoflow" in row["detail"]
+
+
 def test_speedup_over_a_published_figure():
     bdas = CATALOGUE["coral2-bdas-speedup"]
     rec = _record("k", 128, 3.6, benchmark="kmeans", params={"size_per_node": "8GB"}, metric="fom")
@@ -204,6 +219,7 @@ def test_speedup_over_a_published_figure():
 # -- every tiny variant, through Snakemake, in one campaign ---------------------------------------
 
 
+@pytest.mark.timeout(900)  # 13 tiny runs, all studies' tiny variants (docs/studies.md)
 def test_every_tiny_variant_runs_through_snakemake(tmp_path):
     for name in ("Snakefile", "workflow", "profiles", "config", "studies"):
         if (REPO / name).is_dir():
@@ -223,7 +239,7 @@ def test_every_tiny_variant_runs_through_snakemake(tmp_path):
         "study=all",
         "results_store=none",
     ]
-    res = subprocess.run(cmd, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=900)
+    res = subprocess.run(cmd, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=880)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     tables = tmp_path / "results" / "local" / "tables"
     for name, study in CATALOGUE.items():
@@ -234,6 +250,8 @@ def test_every_tiny_variant_runs_through_snakemake(tmp_path):
         assert set(df["verdict"]) == {studies.TINY}
         # The study's code path ran: at least one figure is reproduced from its own tiny runs.
         assert df["reproduced"].notna().any(), (name, df[["figure", "detail"]].to_string())
+        for bench, stand_in in (study.data["campaigns"]["tiny"].get("stand_in") or {}).items():
+            assert f"{stand_in} stands in for {bench}" in md
 
 
 def test_a_profile_site_replaced_by_the_command_line_is_caught(monkeypatch):
@@ -253,3 +271,15 @@ def test_all_on_a_site_is_every_study_with_a_campaign_there():
     assert {n for n in NAMED if n.startswith("stampede2-")} <= on_stampede2
     assert "deeplabv3-climate-summit" not in on_stampede2
     assert {s.name for s in studies.select(CATALOGUE, "all", site="local")} == set(CATALOGUE)
+
+
+def test_two_studies_planning_different_runs_under_one_id_are_refused():
+    local = load_site(REPO / "profiles/local/site.yaml")
+    one = CATALOGUE["coral2-dl-speedup"]
+    other = studies.Study("other", "studies/other.yaml", {**one.data, "name": "other"})
+    other.data["campaigns"] = {
+        "tiny": {"benchmarks": [{"name": "resnet50", "params": {"steps": 3}, "sweep": {"ranks_per_node": [1, 2]}}]}
+    }
+    with pytest.raises(ConfigError) as err:
+        studies.plan_studies([one, other], BASE, local)
+    assert "studies/other.yaml" in str(err.value) and "differently" in str(err.value)
