@@ -11,20 +11,25 @@ from exabench.errors import ExabenchError
 def _load(args):
     from exabench.config import load_and_validate
     from exabench.campaign.plan import expand
-    from exabench.campaign.site import load_site
+    from exabench.campaign.site import default_config_file, load_site
+    args.config = args.config or default_config_file(args.site)  # the site's own campaign, as its profile runs
     config = load_and_validate(args.config, "config")
     site = load_site(args.site or config["site"])
     return config, site, expand(config, site, args.config)
 
 
 def cmd_plan(args) -> int:
-    from exabench.campaign.plan import check_bundle, plan_table, queue_counts
+    from exabench.campaign.plan import bundle_node_hours, check_bundle, plan_overview, queue_counts
     import pandas as pd
     _, site, runs = _load(args)
     if args.bundle:
         check_bundle(runs, site, args.config)
-    print(pd.DataFrame(plan_table(runs)).to_string(index=False))
-    print(f"\n{len(runs)} runs on site {site.name}")
+    rows = plan_overview(runs, site)
+    width = max((len(r["run"]) for r in rows), default=3)
+    print(pd.DataFrame(rows).to_string(index=False, formatters={"run": lambda v: f"{v:<{width}}"}))
+    hours = sum(r["node-hours"] for r in rows)
+    print(f"\n{len(runs)} runs of campaign {runs[0].campaign if runs else '-'} ({args.config}) on site {site.name}: "
+          f"{hours:,.1f} node-hours requested" + (f" ({bundle_node_hours(runs):,.1f} as one bundle)" if runs else ""))
     if site.queues:
         where = ", ".join(f"{q} ({n})" for q, n in queue_counts(runs, site, args.bundle).items())
         print(f"{'bundle' if args.bundle else 'jobs'} in queue: {where}")
@@ -256,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     def with_config(p):
-        p.add_argument("--config", default="config/config.yaml", help="experiment config (default %(default)s)")
+        p.add_argument("--config", default=None, help="experiment config (default: the campaign the site's profile "
+                       "loads, profiles/<site>/config.yaml `configfile`; config/config.yaml without --site)")
         p.add_argument("--site", default=None, help="site.yaml (default: the config's `site`)")
         return p
 
