@@ -19,7 +19,7 @@ def _load(args):
 
 
 def cmd_plan(args) -> int:
-    from exabench.campaign.plan import bundle_node_hours, check_bundle, plan_overview, queue_counts
+    from exabench.campaign.plan import bundle_node_hours, check_bundle, node_hours, plan_overview, queue_counts
     import pandas as pd
     _, site, runs = _load(args)
     if args.bundle:
@@ -27,7 +27,7 @@ def cmd_plan(args) -> int:
     rows = plan_overview(runs, site)
     width = max((len(r["run"]) for r in rows), default=3)
     print(pd.DataFrame(rows).to_string(index=False, formatters={"run": lambda v: f"{v:<{width}}"}))
-    hours = sum(r["node-hours"] for r in rows)
+    hours = sum(node_hours(r) for r in runs)
     print(f"\n{len(runs)} runs of campaign {runs[0].campaign if runs else '-'} ({args.config}) on site {site.name}: "
           f"{hours:,.1f} node-hours requested" + (f" ({bundle_node_hours(runs):,.1f} as one bundle)" if runs else ""))
     if site.queues:
