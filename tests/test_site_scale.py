@@ -201,3 +201,15 @@ def test_the_summit_profile_plans_its_campaign_and_a_given_configfile_replaces_i
     res = subprocess.run(cmd + ["--configfile", str(bad)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode != 0 and f"{bad}: key 'benchmarks[0].sweep'" in res.stdout + res.stderr
     assert "campaign.yaml" not in res.stdout + res.stderr
+
+
+def test_the_scale_key_sizes_every_entry_that_names_no_nodes(tmp_path):
+    path = tmp_path / "scaled.yaml"
+    path.write_text("scale: machine\ntimeout_s: 300\nbenchmarks:\n"
+                    "  - name: kmeans\n    sweep: {ranks_per_node: [per_node]}\n"
+                    "  - name: pca\n    sweep: {nodes: [1]}\n")
+    runs = expand(load_and_validate(path, "config"), site("slurm-local"), str(path))
+    assert [(r.benchmark, r.layout.nodes) for r in runs] == [("kmeans", 1), ("kmeans", 2), ("pca", 1)]
+    path.write_text("scale: rack\nbenchmarks:\n  - name: kmeans\n")
+    with pytest.raises(ConfigError, match=r"scaled\.yaml: key 'scale' = 'rack'.*rack_nodes"):
+        expand(load_and_validate(path, "config"), site("polaris"), str(path))
