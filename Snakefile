@@ -1,5 +1,5 @@
 # exabench: the pipeline index. Stages live in workflow/rules/, logic in the exabench package.
-#   snakemake --profile profiles/<site>          run the campaign of config/config.yaml on a site
+#   snakemake --profile profiles/<site>          run the site's campaign (profiles/<site>/campaign.yaml; local: config/config.yaml)
 #   snakemake --profile profiles/<site> -n       list the planned runs
 #   snakemake --profile profiles/<site> acceptance   verdicts against profiles/<site>/references.yaml
 #   snakemake --profile profiles/<site> --report results/<site>/report.html   the HTML report
