@@ -151,6 +151,10 @@ def test_a_laptop_campaign_on_summit_gives_each_rank_one_gpu_not_three(tmp_path)
     runs = expand(load_and_validate(config_file, "config"), site("summit"), str(config_file))
     line = render_script(runs[0], site("summit"), RunPaths(Path(FIXED_ROOT) / "summit", runs[0].run_id))[1]
     assert line.startswith("jsrun -n2 -r2 -a1 -c21 -g1 "), line
+    path = tmp_path / "sockets.yaml"
+    path.write_text("benchmarks:\n  - name: resnet50\n    sweep: {ranks_per_node: [per_socket]}\n")
+    [run] = expand(load_and_validate(path, "config"), site("summit"), str(path))
+    assert (run.layout.ranks_per_node, run.layout.gpus_per_rank) == (2, 1)
     bad = tmp_path / "c.yaml"
     bad.write_text("benchmarks:\n  - name: kmeans\n    sweep: {nodes: '1..x'}\n")
     with pytest.raises(ConfigError, match=r"c\.yaml: key 'benchmarks\[0\]\.sweep\.nodes' = '1\.\.x'"):

@@ -18,7 +18,8 @@ from exabench import benchmarks
 from exabench.errors import ConfigError, LayoutError
 from exabench.containers.runtime import check_image_runs
 from exabench.campaign.site import (LAYOUT_KEYS, MPI_LAUNCHERS, WALLTIME_MARGIN_MIN, Layout, Site, bundle_minutes,
-                                   check_walltime, job_minutes, node_counts, resolve_layout)
+                                   check_walltime, job_minutes, node_counts, ranks_per_node_of,
+                                   resolve_layout)
 
 RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
@@ -169,9 +170,15 @@ def _one_gpu_per_rank(request: dict, site: Site) -> dict:
     ranks_per_gpu asked) gives each rank one GPU, the rest idle, never several: a data-parallel
     rank drives one device, so Summit's 2 ranks must not each get 3 of the node's 6 V100s."""
     rpn = request.get("ranks_per_node")
-    if (not site.node.gpus or rpn is None or "gpus_per_rank" in request or "ranks_per_gpu" in request
-            or isinstance(rpn, str) or isinstance(rpn, bool) or not isinstance(rpn, int)):
-        return request  # words (per_gpu, ...) and bad values are resolved, or refused, by the site model
+    if not site.node.gpus or rpn is None or "gpus_per_rank" in request or "ranks_per_gpu" in request:
+        return request
+    if isinstance(rpn, str):
+        try:
+            rpn = ranks_per_node_of(site, rpn)  # per_socket on Summit: 2 ranks
+        except LayoutError:
+            return request  # refused by resolve_layout, naming the value
+    if isinstance(rpn, bool) or not isinstance(rpn, int):
+        return request
     return {**request, "gpus_per_rank": 1} if 0 < rpn < site.node.gpus else request
 
 
