@@ -331,3 +331,27 @@ def test_pca_check_passes_the_right_answer_and_fails_wrong_bases():
 
     passed, errors = _pca_check(x, right, wrong_fit)
     assert not passed and errors["sample_subspace"] > 1e-3, errors
+
+
+def test_an_analytics_run_imports_no_deep_learning_framework(tmp_path):
+    """A K-Means run through the runner (a fresh interpreter, as a launcher starts it) imports no torch,
+    TensorFlow, Keras or Horovod: seconds of imports for a run whose work takes milliseconds."""
+    from exabench.campaign.plan import expand
+    from exabench.campaign.render import RunPaths, write_run_files
+    from exabench.campaign.site import load_site
+    from exabench.config import validate
+    cfg = validate({"benchmarks": [{"name": "kmeans", "params": {"size_per_node": "600rows", "cols": 8},
+                                    "sweep": {"ranks_per_node": [1]}}]}, "config", "c.yaml")
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    (run,) = expand(cfg, site, "c.yaml")
+    paths = RunPaths(tmp_path / "results", run.run_id)
+    write_run_files(run, site, paths)
+    probe = ("import sys, json\nfrom exabench import runner\n"
+             f"assert runner.main(['--spec', {str(paths.spec)!r}]) == 0\n"
+             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+             "{'torch', 'tensorflow', 'keras', 'horovod', 'jax'})))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    assert json.loads(paths.record.read_text())["status"] == "ok"
