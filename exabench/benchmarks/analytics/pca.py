@@ -167,6 +167,9 @@ class PCA(AnalyticsBenchmark):
         sv = result.singular_values
         info = {"rows": block.total_rows, "input_tb": block.input_bytes / 1e12,
                 "first_singular_value": float(sv[0]), "last_singular_value": float(sv[-1]),
+                # what the reference prints: the first and last "standard deviations", sqrt(eigenvalues of cov)
+                "first_standard_deviation": float(np.sqrt(result.explained_variance[0])),
+                "last_standard_deviation": float(np.sqrt(result.explained_variance[-1])),
                 "explained_variance_ratio_first": float(result.explained_variance_ratio[0]),
                 "explained_variance_ratio_last": float(result.explained_variance_ratio[-1]),
                 "leading_component_errors": errors}
