@@ -65,7 +65,7 @@ def pca_case(x, comm, method):
 
 def svm_case(x, y, comm, nelder_mead=False, intercept="penalised"):
     tcomm = analytics.TimedComm(comm)
-    res = svm.SVMFit(x, y, tcomm, intercept).solve(mu_min=1e-2, max_iter=500)
+    res = svm.SVMFit(x, y, tcomm, intercept).solve(mu_min=1e-3, max_iter=500)
     acc = svm.accuracy(x, y, res.w, res.b, tcomm)
     full, full_y = gather_rows(comm, x), gather_rows(comm, y)
     if comm.Get_rank() != 0:

