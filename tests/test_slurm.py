@@ -44,12 +44,13 @@ def _slurm_scripts(tmp_path: Path):
         text, _ = render_script(_run(lay), local, RunPaths(tmp_path / "slurm-local", "probe"))
         out.append((f"slurm-local {req}", text))
     # The centres' sites: their partition/account/QOS/constraint names and GPUs do not exist
-    # here, so those are blanked; CPU-only layouts small enough for the loopback nodes.
+    # here, so those are blanked (the queues with them: the loopback partition is "debug"); CPU-only
+    # layouts small enough for the loopback nodes.
     for name, req in [("frontier", dict(nodes=2, ranks_per_node=2, cores_per_rank=2, gpus_per_rank=0)),
                       ("perlmutter", dict(nodes=2, ranks_per_node=1, cores_per_rank=2, gpus_per_rank=0)),
                       ("cori-knl", dict(nodes=2, ranks_per_node=1, cores_per_rank=1)),
                       ("stampede2", dict(nodes=2, ranks_per_node=2, cores_per_rank=1))]:
-        s = dataclasses.replace(site(name), partition="debug", account="", qos="", constraint="",
+        s = dataclasses.replace(site(name), partition="debug", queues=(), account="", qos="", constraint="",
                                 scheduler_options={}, max_walltime_min=30)
         lay = resolve_layout(s, **req)
         text, _ = render_script(_run(lay), s, RunPaths(tmp_path / name, "probe"))
