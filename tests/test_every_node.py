@@ -134,3 +134,18 @@ def test_group_job_runs_its_runs_in_sequence_here_and_skips_them_when_resubmitte
     again = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
     assert again.returncode == 0 and "2 run(s), 0 failed to execute, 2 recorded before" in again.stdout
     assert [p.stat().st_mtime_ns for p in records] == stamps
+
+
+def test_lsf_groups_pin_hosts_and_pbs_is_refused(tmp_path):
+    summit = site("summit")
+    config = validate({"campaign": "acc", "preset": "tiny", "timeout_s": 120,
+                       "every_node": {"nodes": "h[1-4]", "group": 2},
+                       "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [2], "ranks_per_node": [6]}}]},
+                      "config", "acc.yaml")
+    files = {p.name: t for p, t, _ in group_files(expand(config, summit, "acc.yaml"), summit, tmp_path,
+                                                   node_groups(config, summit, "acc.yaml"), "acc")}
+    assert '#BSUB -m "h3 h4"\n' in files["h3..h4.sh"] and "#BSUB -nnodes 2\n" in files["h3..h4.sh"]
+    assert "\nbsub < " in files["submit.sh"]
+    with pytest.raises(ConfigError, match=r"key 'scheduler' = 'pbs' cannot pin a job to named nodes; valid: slurm, "
+                                          r"lsf or none .*every_node_script"):
+        node_groups(config, site("polaris"), "acc.yaml")

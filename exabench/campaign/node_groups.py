@@ -12,18 +12,17 @@ is missing. node_check reads the records as it reads those of the whole-allocati
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from exabench.errors import ConfigError, LayoutError
+from exabench.errors import ConfigError
 from exabench.campaign.node_sweep import NODE_NAME
 from exabench.campaign.plan import Run
-from exabench.campaign.render import RunPaths, _env, _setup_lines, batch_request, real_folders
-from exabench.campaign.site import WALLTIME_MARGIN_MIN, Site, check_walltime
+from exabench.campaign.render import RunPaths, batch_request, batch_script, real_folders, runs_walltime_min
+from exabench.campaign.site import Site
 
 KEY = "every_node"
 # Header flags that pin a job to named hosts, per scheduler (PBS and Cobalt select nodes otherwise).
@@ -182,23 +181,16 @@ def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, camp
     if not runs:
         raise ConfigError("config", KEY, group.name, f"a group with runs planned on {len(group.nodes)} node(s)",
                           "has no run")
-    minutes = sum(math.ceil(r.timeout_s / 60) for r in runs) + WALLTIME_MARGIN_MIN
-    try:
-        check_walltime(site, minutes)
-    except LayoutError as exc:
-        raise LayoutError(site.name, f"every_node group {group.name} walltime_min ({len(runs)} runs' timeout_s "
-                          "summed)", minutes, exc.limit + "; split the single-node set or lower timeout_s") from None
+    minutes = runs_walltime_min(site, runs, f"every_node group {group.name}")
     folders = real_folders(root)
     out_dir = folders[""] / "nodes" / "groups"
     # Sized for the run that holds the most cores (and GPUs) per node; every run has the group's nodes.
     widest = max(runs, key=lambda r: (r.layout.ranks_per_node * r.layout.cores_per_rank, r.layout.gpus_per_node))
     request = batch_request(site, widest.layout, f"exabench-node-{group.name}", minutes, out_dir)
     request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes)
-    return _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
-        # The bundle header (not a template of its own: an edited template re-renders every campaign's runs).
-        run=None, bundle={"name": f"{campaign} (every-node group {group.name})", "count": len(runs)}, site=site,
-        env={}, req=request, setup=_setup_lines(site), stage_in=[], workdir=str(out_dir),
-        launch_line=_group_body(site, runs, group, folders))
+    # The bundle's header comment: a template of its own would be an edit that re-renders every run.
+    return batch_script(site, request, f"{campaign} (every-node group {group.name})", len(runs), out_dir,
+                        _group_body(site, runs, group, folders))
 
 
 def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str, Path]) -> str:
