@@ -144,7 +144,7 @@ def test_every_node_groups_run_one_job_per_node_and_node_check_reads_them(slurm_
                       "benchmarks:\n  - name: kmeans\n    sweep: {ranks_per_node: [1]}\n"
                       "  - name: gemm\n    params: {precision: fp32}\n    sweep: {ranks_per_node: [1]}\n")
     sm = [SNAKEMAKE, "--profile", "profiles/slurm-local", "--configfile", str(config)]
-    res = subprocess.run([SNAKEMAKE, "every_node_groups", *sm[1:]], cwd=work, env=slurm_cluster,
+    res = subprocess.run([SNAKEMAKE, "every_node_groups", "--force-use-threads", *sm[1:]], cwd=work, env=slurm_cluster,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     groups = work / "results/slurm-local/nodes/groups"
