@@ -184,7 +184,8 @@ def cmd_history_regress(args) -> int:
 
 def cmd_node_run(args) -> int:
     from exabench.campaign.node_sweep import node_run_files
-    print(node_run_files(args.spec, args.node))
+    group = tuple(args.group_nodes.split(",")) if args.group_nodes else None
+    print(node_run_files(args.spec, args.node, group))
     return 0
 
 
@@ -388,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("node-run", help="derive one node's spec and job script from a single-node run's spec "
                                         "(called by the every-node job script); prints the node's spec path")
     p.add_argument("--spec", required=True)
-    p.add_argument("--node", required=True)
+    p.add_argument("--node", required=True, help="the node, or the node group's name")
+    p.add_argument("--group-nodes", default="", help="the group's nodes, comma-separated (a job pinned to them)")
     p.set_defaults(fn=cmd_node_run)
     p = with_config(sub.add_parser("node-sweep", help="render the every-node acceptance job script"))
     p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the site's max_nodes)")

@@ -16,6 +16,7 @@ from exabench.analysis import acceptance, archive, compare, plots
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
 from exabench.campaign.launchers import srun as srun_arith
+from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import render_node_sweep
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, check_bundle, plan_table  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import expand as expand_plan  # noqa: F401 - Snakemake's own `expand` stays usable
@@ -24,7 +25,7 @@ from exabench.campaign.site import Site, check_walltime, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ExabenchError  # noqa: F401
 from exabench.execute import execute, request_stop, snakemake_ancestors
-from exabench.io import atomic_write_text, logged
+from exabench.io import atomic_write_many, atomic_write_text, logged
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
 from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
                                       write_projection, write_site_comm, write_sweep, write_validation)
@@ -78,6 +79,11 @@ def write_plan_json(runs: list[dict], path: str, log_path: str) -> None:
 def write_node_sweep(runs: list[Run], site: Site, results_dir: str, nodes: int, path: str, log_path: str) -> None:
     with logged(log_path):
         atomic_write_text(path, render_node_sweep(runs, site, Path(results_dir), nodes), mode=0o755)
+
+
+def write_node_groups(runs: list[Run], site: Site, results_dir: str, groups, campaign: str, log_path: str) -> None:
+    with logged(log_path):
+        atomic_write_many(group_files(runs, site, Path(results_dir), groups, campaign))
 
 
 def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:

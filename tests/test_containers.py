@@ -340,7 +340,7 @@ def test_sif_has_apptainers_descriptors_and_metadata(tmp_path):
                                             labels)
     sd = root / ".singularity.d"
     assert (sd / "Singularity").read_text() == definition and (root / "etc" / "resolv.conf").read_text() == ""
-    assert (sd / "labels.json").read_text().startswith('{\n\t"org.exabench.cuda": "none",\n')  # Go's MarshalIndent
+    assert (sd / "labels.json").read_text().startswith('{\n\t"org.exabench.arch": "x86_64",\n')  # Go's MarshalIndent
     assert json.loads((sd / "labels.json").read_text()) == labels
     assert labels["org.opencontainers.image.created"] == "2026-03-05T07:08:09Z"
     assert labels["org.label-schema.build-date"] == "Thursday_5_March_2026_7:8:9_UTC"

@@ -333,20 +333,31 @@ def render_bundle(runs: list[Run], site: Site, root: Path, name: str) -> str:
     """
     if not runs:
         raise ConfigError(site.path or site.name, "bundle", name, "at least one planned run", "is empty")
-    minutes = bundle_minutes(r.timeout_s for r in runs)
-    try:
-        check_walltime(site, minutes, bundle_layout(runs).nodes)
-    except LayoutError as exc:
-        raise LayoutError(site.name, f"bundle walltime_min ({len(runs)} runs' timeout_s summed)", minutes,
-                          exc.limit + "; split the campaign or lower timeout_s") from None
+    minutes = runs_walltime_min(site, runs, "bundle")
     root = Path(root).resolve()
     bundle_dir = root / "bundles"
     request = batch_request(site, bundle_layout(runs), f"exabench-{name}", minutes, bundle_dir)
     specs = [str(RunPaths(root, r.run_id).spec.resolve()) for r in runs]
+    return batch_script(site, request, name, len(runs), bundle_dir, _bundle_body(site, specs))
+
+
+def runs_walltime_min(site: Site, runs: list[Run], what: str) -> int:
+    """The time limit of one allocation running `runs` in turn: their limits summed, plus the margin."""
+    minutes = bundle_minutes(r.timeout_s for r in runs)
+    try:
+        check_walltime(site, minutes, bundle_layout(runs).nodes)  # the site's limit and a queue that admits it
+    except LayoutError as exc:
+        raise LayoutError(site.name, f"{what} walltime_min ({len(runs)} runs' timeout_s summed)", minutes,
+                          exc.limit + "; split the campaign or lower timeout_s") from None
+    return minutes
+
+
+def batch_script(site: Site, request: dict, name: str, count: int, workdir: Path, body: str) -> str:
+    """A batch script running `body` (several runs, each through `exabench execute`) in one
+    allocation: the site's header for `request` and its modules; each run sets its own environment."""
     return _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
-        run=None, bundle={"name": name, "count": len(runs)}, site=site, env={}, req=request,
-        setup=_setup_lines(site), stage_in=[], workdir=str(bundle_dir),
-        launch_line=_bundle_body(site, specs))
+        run=None, bundle={"name": name, "count": count}, site=site, env={}, req=request,
+        setup=_setup_lines(site), stage_in=[], workdir=str(workdir), launch_line=body)
 
 
 def write_bundle(runs: list[Run], site: Site, root: Path, name: str, out: Path) -> None:
