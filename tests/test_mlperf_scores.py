@@ -16,13 +16,13 @@ from exabench.analysis import mlperf_scores as scores
 from exabench.benchmarks.mlperf import harness as mlperf
 
 
-def _log(path, durations, quality, batch=16, staging=False, seed=1):
+def _log(path, durations, quality, batch=16, staging=False, seed=1, nodes=1):
     """An OC20-shaped log through MLPerfLog and run_to_target: each epoch sleeps its duration
     (real timestamps, no training); the quality per epoch is given."""
     log = mlperf.MLPerfLog(path, 0, "oc20", platform="test")
     log.start("init_start")
     log.event("cache_clear", True)
-    for key, value in (("number_of_nodes", 1), ("accelerators_per_node", 0), ("global_batch_size", batch),
+    for key, value in (("number_of_nodes", nodes), ("accelerators_per_node", 0), ("global_batch_size", batch),
                        ("seed", seed), ("opt_name", "AdamW"), ("opt_base_learning_rate", 0.0004),
                        ("opt_learning_rate_warmup_steps", 31252), ("opt_learning_rate_warmup_factor", 0.2),
                        ("opt_learning_rate_decay_boundary_steps", [125008, 187512, 250016]),
@@ -99,6 +99,14 @@ def test_a_truncated_log_is_named(tmp_path):
     path.write_text("\n".join(lines[:-1]) + "\n")
     with pytest.raises(scores.LogError, match=r"cut\.log: no run_stop line"):
         scores.read_log(path)
+
+
+def test_throughput_refuses_mixed_scales_and_pruning_every_instance(tmp_path):
+    one, two = (scores.read_log(_log(tmp_path / f"n{n}.log", [0.0], [0.03], nodes=n)) for n in (1, 2))
+    with pytest.raises(scores.LogError, match=r"share one scale S .* got \[1, 2\]"):
+        scores.throughput([one, two])
+    with pytest.raises(scores.LogError, match="score_mlperf_prune = 2: must be between 0 and 1"):
+        scores.throughput([one, one], prune=2)
 
 
 @pytest.mark.timeout(300)

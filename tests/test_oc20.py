@@ -160,6 +160,7 @@ def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     keys = {x["key"]: x["value"] for x in lines}
     assert keys["submission_benchmark"] == "oc20" and keys["opt_name"] == "AdamW"
     assert keys["global_batch_size"] == 16 and keys["train_samples"] == 128 and keys["eval_samples"] == 32
+    assert keys["number_of_ranks"] == 2 and keys["number_of_nodes"] == 1
     for key in ("cache_clear", "number_of_nodes", "accelerators_per_node", "opt_learning_rate_warmup_steps",
                 "opt_learning_rate_decay_boundary_steps", "eval_error", "run_stop"):
         assert key in keys

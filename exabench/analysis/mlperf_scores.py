@@ -30,11 +30,12 @@ from pathlib import Path
 
 from exabench import markdown
 from exabench.benchmarks.mlperf.harness import HPC_RULESET, REQUIRED_RUNS, staging_timed
+from exabench.errors import ExabenchError
 from exabench.io import atomic_write_text
 
 
-class LogError(ValueError):
-    """A file that is not a readable MLLOG of one run."""
+class LogError(ExabenchError, ValueError):
+    """A file that is not a readable MLLOG of one run, or logs that cannot be scored together."""
 
 
 @dataclass
@@ -208,9 +209,11 @@ def throughput(runs: list[LogRun], root: Path | None = None, prune: int = 0) -> 
     """The (T, S, M', TTTa) row of M concurrent instances; the `prune` latest finishers left out."""
     scales = {r.scale for r in runs}
     if len(scales) != 1:
-        raise LogError(f"throughput instances must share one scale S, got {sorted(scales)}")
+        raise LogError(f"throughput instances of {runs[0].benchmark} must share one scale S (nodes x accelerators "
+                       f"per node), got {sorted(scales)}: plan one layout per throughput campaign")
     if prune < 0 or prune >= len(runs):
-        raise LogError(f"prune {prune}: must be between 0 and {len(runs) - 1} (the instances less one)")
+        raise LogError(f"score_mlperf_prune = {prune}: must be between 0 and {len(runs) - 1} "
+                       f"(the {len(runs)} instances less one)")
     for r in runs:
         check_compliance(r)
     if root is not None:

@@ -139,7 +139,8 @@ class OC20(Benchmark):
             opt = torch.optim.AdamW(ddp.parameters(), lr=p.lr_initial)
             sched = torch.optim.lr_scheduler.LambdaLR(
                 opt, lambda step: lr_factor(step, p.warmup_steps, p.warmup_factor, milestones, p.lr_gamma))
-            for key, value in (("opt_name", "AdamW"), ("opt_base_learning_rate", p.lr_initial),
+            for key, value in (("number_of_ranks", tr.world.size), ("opt_name", "AdamW"),
+                               ("opt_base_learning_rate", p.lr_initial),
                                ("opt_learning_rate_warmup_steps", p.warmup_steps),
                                ("opt_learning_rate_warmup_factor", p.warmup_factor),
                                ("opt_learning_rate_decay_boundary_steps", milestones),
