@@ -264,7 +264,8 @@ def tts_markdown(scores: list[TimeToSolution]) -> list[str]:
             rows.append([s.benchmark, s.global_batch_size, s.scale, r["seed"], _fmt(r["minutes"], ".4f"), r["status"],
                          r["checker"], "yes" if r["counted"] else "no", r["staging"], "", "", ""])
         runs = f"{len(s.runs)} of {s.required}" + ("" if len(s.runs) >= s.required else " (partial)")
-        rows.append([s.benchmark, s.global_batch_size, s.scale, "**olympic**", _fmt(s.olympic_minutes, ".4f"), "",
+        olympic = _fmt(s.olympic_minutes, ".4f") or "n/a (too few counted runs)"
+        rows.append([s.benchmark, s.global_batch_size, s.scale, "**olympic**", olympic, "",
                      "", "", "", runs, s.rcp, s.ruleset])
     lines += markdown.table(["benchmark", "global batch", "S", "seed", "minutes", "run_stop", "checker", "counted",
                              "staging", "runs", "RCP", "ruleset"], rows)
