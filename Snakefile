@@ -19,6 +19,7 @@ include: "workflow/rules/render.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/bundle.smk"
+include: "workflow/rules/mlperf.smk"
 include: "workflow/rules/perf.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/acceptance.smk"
@@ -33,4 +34,5 @@ rule all:
         get_compare_outputs,
         get_plot_outputs,
         get_history_outputs,
+        get_mlperf_outputs,
     default_target: True

@@ -91,9 +91,9 @@ def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:
         write_run_files(run, site, RunPaths(Path(results_dir), run.run_id))
 
 
-def write_bundle_script(runs, site, results_dir, campaign, path, log_path) -> None:
+def write_bundle_script(runs, site, results_dir, campaign, path, log_path, concurrent: bool = False) -> None:
     with logged(log_path):
-        write_bundle(runs, site, Path(results_dir), campaign, Path(path))
+        write_bundle(runs, site, Path(results_dir), campaign, Path(path), concurrent)
 
 
 # --- run -----------------------------------------------------------------------------------------
@@ -243,6 +243,16 @@ def aggregate_site(records: list[str], csv: str, markdown: str, site: Site, log_
 def compare_tables(records: list[str], plan: str, site: Site, baseline: str, out_dir: str, log_path: str) -> None:
     with logged(log_path) as log:
         _say(log, compare.write_comparison(records, plan, site.name, baseline or None, out_dir))
+
+
+def mlperf_score_tables(records: list[str], out_dir: str, mode: str, prune: int, log_path: str) -> None:
+    """tables/mlperf.md and .json: Time To Solution or Throughput from the records' MLPerf logs."""
+    from exabench.analysis import mlperf_scores
+    from exabench.records.record import read_record
+    with logged(log_path) as log:
+        recs = [read_record(r) for r in records if Path(r).exists()]
+        result = mlperf_scores.write_scores(recs, out_dir, mode, prune)
+        _say(log, f"mlperf {mode}: {result['logs']} log(s) scored")
 
 
 def accept_verdicts(records: list[str], references: str, plan: str, site: Site, markdown: str, csv: str, junit: str,

@@ -110,3 +110,14 @@ def get_history_outputs(wildcards=None):
         return []
     return [f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv",
                                                      "history.png")]
+
+
+# --- MLPerf-HPC scores (workflow/rules/mlperf.smk) ----------------------------------
+
+MLPERF_SCORES = config.get("score_mlperf") or ""
+
+
+def get_mlperf_outputs(wildcards=None):
+    if not MLPERF_SCORES:
+        return []
+    return [f"{RESULTS}/tables/mlperf.md", f"{RESULTS}/tables/mlperf.json"]
