@@ -231,15 +231,23 @@ def _rank_of(path: Path) -> int:
     return int(path.stem[4:]) if path.stem[4:].isdigit() else 0
 
 
+def _root_block(text: str) -> str:
+    """A rank's error file starts with its summary (rank, host, exception type and message, which
+    may span lines), then a blank line, then the traceback: the summary, on one line."""
+    block = text.strip().split("\n\n", 1)[0] if text.strip() else ""
+    return " ".join(line.strip() for line in block.splitlines() if line.strip())
+
+
 def _error_from(run_dir: Path, returncode: int, log_tail: str) -> str:
-    """The run's error: the ranks' first lines in the order they were written, so the root cause
-    (the rank that raised first) comes before its consequences (peers' "Connection reset by peer");
-    an empty error file (its write failed on a full disk) is passed over, and a full disk is named."""
+    """The run's error: the ranks' summaries in the order they were written, so the root cause
+    (the rank that raised first, with where its traceback is) comes before its consequences (peers'
+    "Connection reset by peer"); an empty error file (its write failed on a full disk) is passed
+    over, and a full disk is named."""
     found = []
     for f in error_dir(run_dir).glob("rank*.txt"):
         try:
             when = f.stat().st_mtime_ns
-            first = next((line for line in f.read_text(errors="replace").splitlines() if line.strip()), "")
+            first = _root_block(f.read_text(errors="replace"))
         except OSError:
             continue
         if first:
@@ -248,7 +256,8 @@ def _error_from(run_dir: Path, returncode: int, log_tail: str) -> str:
     nospace = "No space left on device" in log_tail or any("No space left on device" in x[2] for x in found)
     hint = "No space left on device (the disk of the run directory is full); " if nospace else ""
     if found:
-        return hint + "; ".join(x[2] for x in found) + f" (traceback: {found[0][3]})"
+        consequences = "".join(f"; {x[2]}" for x in found[1:])
+        return f"{hint}{found[0][2]} (traceback: {found[0][3]}){consequences}"
     tail = " | ".join(line for line in log_tail.splitlines()[-5:] if line.strip())
     return f"{hint}job script exited with code {returncode} and wrote no record; last output: {tail or '(none)'}"
 

@@ -396,8 +396,8 @@ def test_rank_errors_come_in_the_order_they_were_written_root_cause_first(sleepi
     assert proc.returncode == 0, proc.stderr
     rec = json.loads(paths.record.read_text())
     assert rec["status"] == "failed"
-    assert rec["error"].startswith("rank 1 on h: ValueError: the root cause; rank 0 on h: ConnectionResetError")
-    assert f"(traceback: {errors / 'rank1.txt'})" in rec["error"]
+    assert rec["error"] == (f"rank 1 on h: ValueError: the root cause (traceback: {errors / 'rank1.txt'}); "
+                            "rank 0 on h: ConnectionResetError: Connection reset by peer")
 
 
 def test_a_full_disk_is_named_not_an_index_error(sleeping_run):
@@ -411,3 +411,39 @@ def test_a_full_disk_is_named_not_an_index_error(sleeping_run):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     rec = json.loads(paths.record.read_text())
     assert rec["status"] == "failed" and rec["error"].startswith("No space left on device"), rec["error"]
+
+
+def test_the_summary_shows_the_whole_root_cause_and_trims_only_what_follows(sleeping_run, tmp_path):
+    paths, run_id = sleeping_run
+    errors = paths.run_dir / "errors"
+    cause = "rank 1 on h: ValueError: " + "the input shape (128, 3, 224, 224) does not match " * 8 + "the model"
+    peer = "ConnectionResetError: Connection reset by peer"
+    consequences = "".join(f"sleep 0.05\nprintf 'rank {r} on h: {peer}\\n' > {errors}/rank{r}.txt\n"
+                           for r in (0, 2, 3, 4, 5, 6, 7))
+    paths.script.write_text(f"#!/usr/bin/env bash\nmkdir -p {errors}\nprintf '{cause}\\n\\ntraceback' > "
+                            f"{errors}/rank1.txt\n{consequences}exit 1\n")
+    assert exabench("execute", "--spec", paths.spec).returncode == 0
+    summary = tmp_path / "summary.md"
+    proc = exabench("aggregate", "--csv", tmp_path / "t.csv", "--markdown", summary, "--site-name", "local",
+                    paths.record)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in summary.read_text().splitlines() if x.startswith(f"| {run_id} "))
+    assert len(cause) > 400 and f"| failed | {cause} (traceback: {errors / 'rank1.txt'}); more rank errors" in line
+    assert "Connection reset" not in line  # seven peers' consequences are in results.csv, not the summary
+    assert "Connection reset" in (tmp_path / "t.csv").read_text()
+
+
+@pytest.mark.parametrize("error, shown", [
+    ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n    f()\n"
+     "RuntimeError: CUDA out of memory | tried 2 GiB", "RuntimeError: CUDA out of memory / tried 2 GiB"),
+    ("job script exited with code 1 and wrote no record; last output: " + " | ".join(f"line {i} " + "x" * 60
+                                                                                       for i in range(5))
+     + " | ImportError: no module named horovod",
+     "job script exited with code 1 and wrote no record; last output: ... / " + " / ".join(
+         f"line {i} " + "x" * 60 for i in (2, 3, 4)) + " / ImportError: no module named horovod"),
+    ("sanity check 'loss' failed: " + "loss is nan, " * 40, "sanity check 'loss' failed: " + "loss is nan, " * 39
+     + "loss is nan,"),  # one message: the root cause itself, never cut
+])
+def test_a_shown_error_keeps_the_exception_and_the_last_lines(error, shown):
+    from exabench.records.tidy import shown_error
+    assert shown_error(error) == shown
