@@ -9,8 +9,11 @@ import exabench.workflow as pipeline
 # Errors name the user's file: the last --configfile (it overrides the Snakefile's default), else the default.
 CONFIG_FILE = pipeline.config_file_of(workflow.overwrite_configfiles, workflow.configfiles)
 try:
+    pipeline.check_job_command_line(
+        workflow.config_settings.config_args, workflow.configfiles, Path.cwd(), workflow.basedir
+    )
     pipeline.check_config_files(workflow.configfiles)
-    pipeline.validate(config, "config", CONFIG_FILE)
+    pipeline.validate_config(config, CONFIG_FILE, workflow.config_settings.config)
     SITE = pipeline.load_site(config["site"])
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
 except pipeline.ExabenchError as exc:
