@@ -32,5 +32,6 @@ rule all:
         get_final_outputs,
         get_compare_outputs,
         get_plot_outputs,
+        get_report_outputs,
         get_history_outputs,
     default_target: True

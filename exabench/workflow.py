@@ -291,6 +291,16 @@ def node_check(nodes_csv: str, references: list[str], log_path: str) -> None:
             raise ExabenchError(text)
 
 
+def write_html_pages(markdown_pages: list[str], html_pages: list[str], log_path: str) -> None:
+    """Each Markdown page (summary, comparison table, verdicts) as an HTML page for the report."""
+    from exabench.markdown import to_html
+
+    with logged(log_path) as log:
+        for md, page in zip(markdown_pages, html_pages, strict=True):
+            atomic_write_text(page, to_html(Path(md).read_text(), Path(md).stem))
+            _say(log, f"{md} -> {page}")
+
+
 def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out_dir: str, log_path: str) -> None:
     with logged(log_path) as log:
         _say(log, plots.write_plots(records, nodes, plan, site.name, out_dir))

@@ -90,6 +90,12 @@ def get_single_node_specs(wildcards=None):
     return [f"{RESULTS}/runs/{run_id}/spec.json" for run_id, run in RUNS.items() if run.layout.nodes == 1]
 
 
+def get_report_outputs(wildcards=None):
+    # The report's pages; the acceptance verdicts where the site has references to judge against.
+    pages = [f"{RESULTS}/report/{name}.html" for name in REPORT_TABLES]
+    return pages + ([f"{RESULTS}/report/verdicts.html"] if Path(REFERENCES).exists() else [])
+
+
 def get_plot_outputs(wildcards=None):
     return [f"{RESULTS}/plots/{name}.png" for name in PLOTS]
 
