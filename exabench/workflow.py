@@ -23,7 +23,7 @@ from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write
 from exabench.campaign.site import Site, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ConfigError, ExabenchError
-from exabench.execute import execute, request_stop, snakemake_ancestors
+from exabench.execute import ResultsClaim, execute, request_stop, snakemake_ancestors
 from exabench.io import atomic_write_text, logged
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
 from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
@@ -140,6 +140,16 @@ def execute_run(spec_path: str, log_path: str, planned: list[str] | None = None)
     lines = status_lines(spec_path, rec, planned)
     print("\n".join(lines), flush=True)
     return lines
+
+
+def claim_results(results: str, checkout: str, config_files) -> None:
+    """`onstart`: claim the results directory for this campaign (execute.ResultsClaim), or stop,
+    naming the campaign that holds it; the claim is released when snakemake exits."""
+    import atexit
+
+    claim = ResultsClaim(results, checkout, config_files)
+    if claim.acquire(lambda line: print(line, flush=True)):
+        atexit.register(claim.release)
 
 
 def stop_runs_on_signal(results: str) -> None:

@@ -328,6 +328,135 @@ def test_sigkill_of_snakemake_leaves_no_orphan_running_and_the_rerun_runs_the_ru
     assert json.loads((cwd / "results" / "local" / "records" / f"{slow}.json").read_text())["status"] == "failed"
 
 
+
+def test_a_results_directory_is_claimed_by_one_campaign_at_a_time(two_runs, tmp_path_factory):
+    """Campaign A runs; campaign B, from another working directory whose results/ is A's, is refused
+    naming A and runs nothing; A releases its claim when it ends; a claim left by a dead owner is
+    reported and taken over."""
+    cwd, cfg, runs, (fast, slow), flag = two_runs
+    other = tmp_path_factory.mktemp("other")
+    (other / "results").symlink_to(cwd / "results")  # two working directories, one results directory
+    claim = cwd / "results" / "local" / "campaign.claim"
+    records = cwd / "results" / "local" / "records"
+    a = snakemake_popen(cwd, cfg, f"results/local/records/{slow}.json")
+    try:
+        wait_for(runs / slow / "job.pid", timeout=180, proc=a)
+        held = json.loads(claim.read_text())
+        assert held["pid"] == a.pid and held["workdir"] == str(cwd.resolve()) and held["checkout"] == str(ROOT)
+        b = snakemake_popen(other, cfg, f"results/local/records/{fast}.json")
+        out_b, _ = b.communicate(timeout=180)
+        assert b.returncode != 0 and "Traceback" not in out_b, out_b[-3000:]
+        assert f"is claimed by the campaign of checkout {ROOT} (working directory {cwd.resolve()}; PID {a.pid}" in out_b
+        assert not (records / f"{fast}.json").exists() and not (runs / fast / "run.lock").exists()
+        flag.unlink()
+        os.kill(int((runs / slow / "job.pid").read_text()), signal.SIGTERM)
+        out_a, _ = a.communicate(timeout=120)
+    finally:
+        if a.poll() is None:
+            os.killpg(a.pid, signal.SIGKILL)
+    assert a.returncode == 0 and not claim.exists(), out_a[-3000:]  # released at the end
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # the owner of a claim left behind (its snakemake was killed)
+    claim.write_text(json.dumps({**held, "pid": dead.pid, "pid_start": None}))
+    b = snakemake_popen(other, cfg, f"results/local/records/{fast}.json")
+    out_b, _ = b.communicate(timeout=180)
+    assert b.returncode == 0, out_b[-3000:]
+    assert f"stale claim on results/local by the campaign of checkout {ROOT} (working directory {cwd.resolve()}; " \
+           f"PID {dead.pid}" in out_b and "taking it over" in out_b
+    assert json.loads((records / f"{fast}.json").read_text())["status"] == "failed" and not claim.exists()
+
+
+def test_the_same_checkout_shares_its_claim_and_a_claim_on_another_host_is_refused(tmp_path):
+    import socket
+
+    from exabench.execute import ResultsClaim, ResultsClaimedError
+    said = []
+    mine = ResultsClaim(tmp_path / "results", ROOT)
+    assert mine.acquire(said.append) and not said
+    assert ResultsClaim(tmp_path / "results", ROOT).acquire(said.append) is False  # a live owner, same checkout
+    mine.release()
+    elsewhere = {**mine.info, "host": "login07", "checkout": "/home/other/exabench"}
+    mine.path.write_text(json.dumps(elsewhere))
+    with pytest.raises(ResultsClaimedError, match="on another host and cannot be checked from here"):
+        ResultsClaim(tmp_path / "results", ROOT).acquire(said.append)
+    mine.path.write_text(json.dumps({**elsewhere, "checkout": str(ROOT)}))  # this checkout, resumed elsewhere
+    assert ResultsClaim(tmp_path / "results", ROOT).acquire(said.append) and "resuming" in said[-1]
+    assert json.loads(mine.path.read_text())["host"] == socket.gethostname()
+
+
+
+# -- retrying failed runs and restoring records -----------------------------------------------------
+
+FAULTY_NODE = """#!/usr/bin/env bash
+# the run fails while {flag} exists (a faulty node, say), else runs for real
+if [ -e {flag} ]; then echo "node fault: ECC errors" >&2; exit 3; fi
+exec bash "$(dirname "$0")/real-job.sh"
+"""
+
+
+def test_retry_reruns_only_the_failed_run_and_restore_brings_back_a_kept_record(tmp_path):
+    """A real campaign of two K-Means runs, one failing; `exabench retry` sets its record aside and
+    the next snakemake runs it alone; `exabench restore` brings back a kept record, from archive/ and
+    from a campaign archive, keeping the one it replaces."""
+    import yaml
+
+    from exabench.campaign.site import load_site
+    campaign = {"campaign": "retry", "timeout_s": 240,
+                "benchmarks": [{"name": "kmeans", "params": {"size_per_node": "2000rows", "repeats": 1},
+                                "sweep": {"k": [3, 4], "ranks_per_node": [1]}}]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(campaign))
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    ok_id, flaky = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    results = tmp_path / "results" / "local"
+    records = [f"results/local/records/{i}.json" for i in (ok_id, flaky)]
+    render = snakemake_popen(tmp_path, cfg, *(f"results/local/runs/{i}/job.sh" for i in (ok_id, flaky)))
+    assert render.wait(timeout=240) == 0, render.communicate()[0][-3000:]
+    job = results / "runs" / flaky / "job.sh"
+    job.rename(job.with_name("real-job.sh"))
+    flag = tmp_path / "faulty"
+    flag.touch()
+    job.write_text(FAULTY_NODE.format(flag=flag))
+    first = snakemake_popen(tmp_path, cfg, *records)
+    out, _ = first.communicate(timeout=240)
+    assert first.returncode == 0, out[-3000:]
+    ok_record = (results / "records" / f"{ok_id}.json").read_bytes()
+    failed = json.loads((results / "records" / f"{flaky}.json").read_text())
+    assert json.loads(ok_record)["status"] == "ok" and failed["status"] == "failed"
+
+    flag.unlink()  # the node is fixed
+    proc = exabench("retry", "--results", results)
+    assert proc.returncode == 0, proc.stderr
+    [kept] = (results / "attempts" / flaky).glob("*-failed.json")
+    assert f"{flaky}: failed; record set aside -> {kept}" in proc.stdout and ok_id not in proc.stdout
+    assert json.loads(kept.read_text()) == failed  # moved, not lost
+    again = snakemake_popen(tmp_path, cfg, *records)
+    out, _ = again.communicate(timeout=240)
+    assert again.returncode == 0, out[-3000:]
+    assert f"wildcards: run_id={flaky}" in out and f"wildcards: run_id={ok_id}" not in out
+    assert (results / "records" / f"{ok_id}.json").read_bytes() == ok_record  # not run again
+    assert json.loads((results / "records" / f"{flaky}.json").read_text())["status"] == "ok"
+    assert "nothing to retry" in exabench("retry", "--results", results).stdout
+
+    # Restore: the latest kept record other than the current one is the failed one (archive/ keeps every
+    # record a run wrote); the ok record it replaces goes to attempts/.
+    proc = exabench("restore", "--results", results, flaky)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((results / "records" / f"{flaky}.json").read_text()) == failed
+    [replaced] = (results / "attempts" / flaky).glob("*-ok.json")
+    assert f"the ok record it replaces is kept -> {replaced}" in proc.stdout
+    tarball = tmp_path / "campaign.tar.gz"
+    assert exabench("archive", "--results", results, "--out", tarball).returncode == 0
+    (results / "records" / f"{ok_id}.json").write_text("{truncated")  # damaged after the archive was made
+    proc = exabench("restore", "--results", results, ok_id, "--archive", tarball)
+    assert proc.returncode == 0, proc.stderr
+    assert (results / "records" / f"{ok_id}.json").read_bytes() == ok_record
+    assert "the corrupt record it replaces is kept" in proc.stdout
+    proc = exabench("restore", "--results", results, ok_id, "--version", "nope.json")
+    assert proc.returncode == 2 and "no kept record named 'nope.json'" in proc.stderr and "Traceback" not in proc.stderr
+
+
 # -- the collectives' timeout follows the run's ----------------------------------------------------
 
 HUNG_RANK = """
