@@ -26,8 +26,9 @@ rule acceptance_verdicts:
     log:
         f"{LOGS}/acceptance_verdicts.log",
     run:
-        pipeline.accept_verdicts(input.records, input.references, input.plan, SITE, output.markdown,
-                                 output.csv, output.junit, log[0])
+        pipeline.accept_verdicts(
+            input.records, input.references, input.plan, SITE, output.markdown, output.csv, output.junit, log[0]
+        )
 
 
 rule acceptance:
@@ -54,10 +55,10 @@ rule every_node_script:
         get_single_node_specs,
     output:
         f"{RESULTS}/nodes/every-node.sh",
-    params:
-        nodes=config.get("acceptance_nodes") or SITE.max_nodes,
     log:
         f"{LOGS}/every_node_script.log",
+    params:
+        nodes=config.get("acceptance_nodes") or SITE.max_nodes,
     run:
         pipeline.write_node_sweep(list(RUNS.values()), SITE, RESULTS, params.nodes, output[0], log[0])
 

@@ -63,6 +63,7 @@ def get_final_outputs(wildcards=None):
 
 # --- comparison, acceptance and report stages -------------------------------------
 
+
 def get_baseline_records(wildcards=None):
     if not BASELINE or BASELINE == SITE.name:
         return []
@@ -108,5 +109,6 @@ HISTORY_STORE = config.get("results_store") or "results/history.duckdb"
 def get_history_outputs(wildcards=None):
     if HISTORY_STORE == "none":
         return []
-    return [f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv",
-                                                     "history.png")]
+    return [
+        f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv", "history.png")
+    ]

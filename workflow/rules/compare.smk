@@ -20,5 +20,6 @@ rule compare:
     log:
         f"{LOGS}/compare.log",
     run:
-        pipeline.compare_tables([*input.records, *input.baseline], input.plan, SITE, BASELINE,
-                                f"{RESULTS}/tables", log[0])
+        pipeline.compare_tables(
+            [*input.records, *input.baseline], input.plan, SITE, BASELINE, f"{RESULTS}/tables", log[0]
+        )

@@ -61,5 +61,6 @@ rule plots:
     log:
         f"{LOGS}/plots.log",
     run:
-        pipeline.write_plots([*input.records, *input.baseline], input.nodes, input.plan, SITE,
-                             f"{RESULTS}/plots", log[0])
+        pipeline.write_plots(
+            [*input.records, *input.baseline], input.nodes, input.plan, SITE, f"{RESULTS}/plots", log[0]
+        )
