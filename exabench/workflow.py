@@ -374,6 +374,9 @@ def final_summary(results: str | Path, site: str) -> str:
         store = json.loads(receipt.read_text()).get("store")
         lines.append(f"  history:     {store} (exabench history --store {store}; docs/history.md)")
     lines.append(f"  report:      snakemake --profile profiles/{site} --report {results}/report.html")
+    if c["failed"]:
+        lines.append(f"  retry:       exabench retry --results {results}, then this snakemake command again "
+                     "(runs only the failed runs; docs/results.md)")
     verdicts = results / "acceptance" / "verdicts.md"
     if verdicts.is_file():
         last = verdicts.read_text().rstrip().splitlines()[-1]

@@ -66,6 +66,7 @@ def test_snakemake_html_report(tmp_path_factory, tmp_path):
     assert run_ids == ["kmeans.tiny.float64.n1r1t1", "kmeans.tiny.float64.n1r2t1"]
     # The local profile's references judge the 2-rank run (its 1-rank time has no reference entry).
     assert {row[verdicts[0].index("verdict")] for row in verdicts[1:]} <= {"PASS", "FAIL", "NO-REFERENCE"}
+    assert pages["regressions.html"] and not [name for name in pages if name.endswith(".md")]
     assert pages["summary.html"][0][0][-2:] == ["status", "error"] and pages["summary.html"][0][1][-2] == "ok"
 
 
@@ -129,6 +130,7 @@ def test_progress_line_and_final_summary(tmp_path):
     text = final_summary(res, "local")
     assert text.splitlines()[0] == "exabench: 1 of 4 runs done, 1 failed, 2 remaining"
     assert f"--report {res}/report.html" in text and "not judged yet" in text
+    assert f"retry:       exabench retry --results {res}, then" in text  # a run failed
     (res / "acceptance").mkdir()
     (res / "acceptance" / "verdicts.md").write_text("# x\n\nFAILED: b\n")
     assert "verdict:     FAILED: b" in final_summary(res, "local")

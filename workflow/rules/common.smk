@@ -94,6 +94,7 @@ def get_single_node_specs(wildcards=None):
 def get_report_outputs(wildcards=None):
     # The report's pages; the acceptance verdicts where the site has references to judge against.
     pages = [f"{RESULTS}/report/{name}.html" for name in REPORT_TABLES]
+    pages += [f"{RESULTS}/report/regressions.html"] if HISTORY_STORE != "none" else []
     return pages + ([f"{RESULTS}/report/verdicts.html"] if Path(REFERENCES).exists() else [])
 
 

@@ -10,6 +10,7 @@ localrules:
     plots,
     report_tables,
     report_verdicts,
+    report_regressions,
 
 
 rule report_tables:
@@ -43,6 +44,22 @@ rule report_verdicts:
         ),
     log:
         f"{LOGS}/report_verdicts.log",
+    run:
+        pipeline.write_html_pages(list(input), list(output), log[0])
+
+
+rule report_regressions:
+    input:
+        f"{RESULTS}/history/regressions.md",
+    output:
+        report(
+            f"{RESULTS}/report/regressions.html",
+            caption="../report/regressions.rst",
+            category="History",
+            labels={"table": "regressions"},
+        ),
+    log:
+        f"{LOGS}/report_regressions.log",
     run:
         pipeline.write_html_pages(list(input), list(output), log[0])
 
