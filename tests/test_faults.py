@@ -448,6 +448,9 @@ def test_retry_reruns_only_the_failed_run_and_restore_brings_back_a_kept_record(
     assert f"the ok record it replaces is kept -> {replaced}" in proc.stdout
     tarball = tmp_path / "campaign.tar.gz"
     assert exabench("archive", "--results", results, "--out", tarball).returncode == 0
+    import tarfile
+    with tarfile.open(tarball) as tar:  # the records set aside travel with the campaign
+        assert {f"attempts/{flaky}/{kept.name}", f"attempts/{flaky}/{replaced.name}"} <= set(tar.getnames())
     (results / "records" / f"{ok_id}.json").write_text("{truncated")  # damaged after the archive was made
     proc = exabench("restore", "--results", results, ok_id, "--archive", tarball)
     assert proc.returncode == 0, proc.stderr

@@ -26,7 +26,8 @@ META = "archive.json"
 # What of results/<site>/ is packed, and under which name (derived outputs are the originals
 # that `reproduce` compares against).
 RESULT_PARTS = {"records": "records/**/*.json", "runs": "runs/*/*", "tables": "tables/*",
-                "plots": "plots/*.png", "acceptance": "acceptance/*"}
+                "plots": "plots/*.png", "acceptance": "acceptance/*",
+                "attempts": "attempts/*/*.json"}  # records `exabench retry` set aside
 RESULT_FILES = ("plan.json", "plan.csv")
 DERIVED = ("tables", "plots", "acceptance")
 
