@@ -579,3 +579,18 @@ def test_the_summary_shows_the_whole_root_cause_and_trims_only_what_follows(slee
 def test_a_shown_error_keeps_the_exception_and_the_last_lines(error, shown):
     from exabench.records.tidy import shown_error
     assert shown_error(error) == shown
+
+
+def test_restore_refuses_what_is_not_the_runs_record_and_changes_nothing(campaign):
+    from exabench.errors import ExabenchError
+    from exabench.records.attempts import restore, retry
+    results, ids, texts = campaign
+    (results / "records" / f"{ids[1]}.json").write_text("{torn")
+    for text, why in ((texts[ids[2]], f"a record of run '{ids[2]}', not of '{ids[0]}'"), ("{torn", "not a JSON record"),
+                      ('{"schema": "exabench.result/1"}', "is not a valid record field")):
+        with pytest.raises(ExabenchError, match=why):
+            restore(results, ids[0], text, "source.json")
+    assert (results / "records" / f"{ids[0]}.json").read_text() == texts[ids[0]]
+    assert not (results / "attempts").exists()
+    [moved] = retry(results)  # the torn record only: the others are ok
+    assert (moved.run_id, moved.status) == (ids[1], "corrupt") and moved.to.read_text() == "{torn"

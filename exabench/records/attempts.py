@@ -9,6 +9,7 @@ directory, so a file is either where it was or where it went."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -97,8 +98,6 @@ def restore(results: str | Path, run_id: str, text: str, source: str) -> Moved |
     replaces, if any, goes into attempts/ first. Returns that move."""
     results = Path(results)
     record = results / "records" / f"{run_id}.json"
-    import json
-
     try:
         data = json.loads(text)
     except ValueError as exc:
