@@ -4,7 +4,7 @@ VENV ?= .venv
 PROFILE ?= profiles/local
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup run test lint dry-run
+.PHONY: setup run test lint dry-run gpu-check
 setup:
 	bash scripts/setup.sh
 
@@ -23,3 +23,7 @@ test:
 	@echo "campaign scale at 1,000 runs (figures printed, not asserted; bench/campaign_scale.py):"
 	$(VENV)/bin/python bench/campaign_scale.py --sizes 1000 --repeats 1
 	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
+
+# On a GPU machine (docs/gpu-check.md): every CUDA path, real records, gpu-check/gpu-check.md.
+gpu-check:
+	bash scripts/gpu_check.sh $(GPU_CHECK_ARGS)

@@ -5,6 +5,8 @@ ADD exabench /opt/exabench/exabench
 ADD requirements.txt /opt/exabench/requirements.txt
 LABEL org.exabench.version 0.1.0
 LABEL org.exabench.stack cpu
+LABEL org.exabench.arch x86_64
+LABEL org.exabench.gpu_arch none
 LABEL org.exabench.os debian-12
 LABEL org.exabench.python 3.11
 LABEL org.exabench.torch 2.14.1

@@ -5,6 +5,8 @@ ADD exabench /opt/exabench/exabench
 ADD requirements.txt /opt/exabench/requirements.txt
 LABEL org.exabench.version 0.1.0
 LABEL org.exabench.stack pytorch-cuda
+LABEL org.exabench.arch x86_64 aarch64
+LABEL org.exabench.gpu_arch 7.5 8.0 8.6 9.0 10.0 12.0
 LABEL org.exabench.os ubuntu-24.04
 LABEL org.exabench.python 3.12
 LABEL org.exabench.torch 2.14.1
@@ -32,4 +34,5 @@ RUN /opt/venv/bin/pip install --no-cache-dir setuptools==80.9.0 wheel==0.45.1
 RUN HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 /opt/venv/bin/pip install --no-cache-dir --no-build-isolation /opt/src/horovod-0.28.1
 RUN rm -rf /opt/src
 RUN env PYTHONPATH=/opt/exabench /opt/venv/bin/python -c "import exabench, torch, horovod.torch, mpi4py.MPI"
+RUN env PYTHONPATH=/opt/exabench /opt/venv/bin/python -m exabench.containers verify-gpu-arch 7.5 8.0 8.6 9.0 10.0 12.0
 CMD exec /opt/venv/bin/python -m exabench "$@"

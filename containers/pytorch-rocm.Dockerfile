@@ -5,6 +5,8 @@ ADD exabench /opt/exabench/exabench
 ADD requirements.txt /opt/exabench/requirements.txt
 LABEL org.exabench.version 0.1.0
 LABEL org.exabench.stack pytorch-rocm
+LABEL org.exabench.arch x86_64
+LABEL org.exabench.gpu_arch gfx900 gfx906 gfx908 gfx90a gfx942 gfx1030 gfx1100
 LABEL org.exabench.os ubuntu-24.04
 LABEL org.exabench.python 3.12
 LABEL org.exabench.torch 2.14.1

@@ -5,6 +5,8 @@ ADD exabench /opt/exabench/exabench
 ADD requirements.txt /opt/exabench/requirements.txt
 LABEL org.exabench.version 0.1.0
 LABEL org.exabench.stack tensorflow-cuda
+LABEL org.exabench.arch x86_64
+LABEL org.exabench.gpu_arch 6.0 7.0 8.0 8.9 9.0+
 LABEL org.exabench.os ubuntu-22.04
 LABEL org.exabench.python 3.10
 LABEL org.exabench.tensorflow 2.21.0

@@ -18,11 +18,16 @@ def _load(args):
 
 
 def cmd_plan(args) -> int:
-    from exabench.campaign.plan import plan_table
+    from exabench.campaign.plan import check_bundle, plan_table, queue_counts
     import pandas as pd
     _, site, runs = _load(args)
+    if args.bundle:
+        check_bundle(runs, site, args.config)
     print(pd.DataFrame(plan_table(runs)).to_string(index=False))
     print(f"\n{len(runs)} runs on site {site.name}")
+    if site.queues:
+        where = ", ".join(f"{q} ({n})" for q, n in queue_counts(runs, site, args.bundle).items())
+        print(f"{'bundle' if args.bundle else 'jobs'} in queue: {where}")
     return 0
 
 
@@ -229,7 +234,8 @@ def cmd_history_regress(args) -> int:
 
 def cmd_node_run(args) -> int:
     from exabench.campaign.node_sweep import node_run_files
-    print(node_run_files(args.spec, args.node))
+    group = tuple(args.group_nodes.split(",")) if args.group_nodes else None
+    print(node_run_files(args.spec, args.node, group))
     return 0
 
 
@@ -310,7 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--site", default=None, help="site.yaml (default: the config's `site`)")
         return p
 
-    with_config(sub.add_parser("plan", help="print the runs a config expands to on a site")).set_defaults(fn=cmd_plan)
+    p = with_config(sub.add_parser("plan", help="print the runs a config expands to on a site"))
+    p.add_argument("--bundle", action="store_true", help="also check the runs fit one allocation (bundle mode)")
+    p.set_defaults(fn=cmd_plan)
     p = with_config(sub.add_parser("launch-lines", help="print the launch line (or --script) of every planned run"))
     p.add_argument("--script", action="store_true", help="print each run's whole job script (header, setup, launch)")
     p.set_defaults(fn=cmd_launch_lines)
@@ -430,7 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("node-run", help="derive one node's spec and job script from a single-node run's spec "
                                         "(called by the every-node job script); prints the node's spec path")
     p.add_argument("--spec", required=True)
-    p.add_argument("--node", required=True)
+    p.add_argument("--node", required=True, help="the node, or the node group's name")
+    p.add_argument("--group-nodes", default="", help="the group's nodes, comma-separated (a job pinned to them)")
     p.set_defaults(fn=cmd_node_run)
     p = with_config(sub.add_parser("node-sweep", help="render the every-node acceptance job script"))
     p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the site's max_nodes)")

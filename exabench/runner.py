@@ -51,6 +51,29 @@ def error_dir(run_dir: Path) -> Path:
     return run_dir / "errors"
 
 
+def _write_host(ctx: Context) -> Path | None:
+    """Each rank names its host in the run directory before the benchmark starts; see _hosts."""
+    if ctx.world.size == 1 or ctx.world.mpi:
+        return None
+    folder = ctx.run_dir / "hosts"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"rank{ctx.world.rank}"
+    path.write_text(socket.gethostname())
+    return path
+
+
+def _hosts(ctx: Context, host_file: Path | None) -> list[str]:
+    """Every rank's host. Over MPI a collective; otherwise (torchrun, plain srun) the benchmark has
+    shut its torch.distributed group down by now, so rank 0 reads the files each rank wrote before
+    the benchmark started: every rank got that far before the group it joined could form."""
+    if host_file is None:
+        return ctx.collectives.allgather(socket.gethostname())
+    if ctx.world.rank != 0:
+        return []
+    folder = host_file.parent
+    return [(folder / f"rank{r}").read_text() for r in range(ctx.world.size)]
+
+
 def run(spec: dict, world: World | None = None) -> dict | None:
     """Run the benchmark on this rank; returns the record on rank 0."""
     world = world or detect_world()
@@ -59,9 +82,10 @@ def run(spec: dict, world: World | None = None) -> dict | None:
     start = now_iso()
     cls = benchmarks.get(spec["benchmark"])
     params = cls.Params(**spec["params"])
+    host_file = _write_host(ctx)
     outcome = cls().run(params, ctx)
     end = now_iso()
-    hosts = ctx.collectives.allgather(socket.gethostname())
+    hosts = _hosts(ctx, host_file)
     if world.rank != 0:
         return None
     failed = outcome.failed_checks

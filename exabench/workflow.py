@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 from exabench.analysis import acceptance, archive, compare, plots
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
 from exabench.campaign.launchers import srun as srun_arith
+from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import render_node_sweep
-from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401 - the rule files' names
+from exabench.campaign.plan import RUN_ID_PATTERN, Run, check_bundle, plan_table  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import expand as expand_plan  # noqa: F401 - Snakemake's own `expand` stays usable
 from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write_run_files
-from exabench.campaign.site import Site, load_site  # noqa: F401
+from exabench.campaign.site import Site, check_walltime, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ConfigError, ExabenchError
 from exabench.execute import ResultsClaim, execute, request_stop, snakemake_ancestors
-from exabench.io import atomic_write_text, logged
+from exabench.io import atomic_write_many, atomic_write_text, logged
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
 from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
                                       write_projection, write_site_comm, write_sweep, write_validation)
@@ -86,6 +88,15 @@ def validate_config(config: dict, config_file: str, given: dict) -> dict:
         raise
 
 
+def bundle_requested(dag_settings, campaign: str, argv: list[str] | None = None) -> bool:
+    """Whether this Snakemake call asks for the bundle script (then its summed walltime is checked
+    against the site's queues while the plan is made, as `snakemake -n bundle` shows). Snakemake
+    sets its targets on the workflow only after reading the Snakefile, so while it is read they
+    are taken from the command line: its words that are not options."""
+    targets = getattr(dag_settings, "targets", None) or (argv if argv is not None else sys.argv[1:])
+    return any(t == "bundle" or str(t).endswith(f"/bundles/{campaign}.sh") for t in targets)
+
+
 def _say(log, text: str, echo: bool = False) -> None:
     log.write(text + "\n")
     if echo:
@@ -108,6 +119,11 @@ def write_plan_json(runs: list[dict], path: str, log_path: str) -> None:
 def write_node_sweep(runs: list[Run], site: Site, results_dir: str, nodes: int, path: str, log_path: str) -> None:
     with logged(log_path):
         atomic_write_text(path, render_node_sweep(runs, site, Path(results_dir), nodes), mode=0o755)
+
+
+def write_node_groups(runs: list[Run], site: Site, results_dir: str, groups, campaign: str, log_path: str) -> None:
+    with logged(log_path):
+        atomic_write_many(group_files(runs, site, Path(results_dir), groups, campaign))
 
 
 def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:
@@ -190,19 +206,26 @@ def job_resources(site, get_run) -> dict:
 
     # Whole nodes, evenly: ranks per node where there are several (the plugin then asks for
     # --ntasks-per-node), else the total (one per node). The plugin takes one or the other.
+    # Ranks sharing GPUs (srun --ntasks-per-gpu, which refuses --ntasks-per-node) ask for the total.
+    def by_node(layout):
+        return layout.ranks_per_node > 1 and not (site.launcher == "srun" and srun_arith.shares_gpus(layout))
+
     def tasks(wildcards):
         layout = lay(wildcards)
-        return layout.ranks if layout.ranks_per_node == 1 else 0
+        return 0 if by_node(layout) else layout.ranks
 
     def tasks_per_node(wildcards):
         layout = lay(wildcards)
-        return layout.ranks_per_node if layout.ranks_per_node > 1 else 0
+        return layout.ranks_per_node if by_node(layout) else 0
 
     def slurm_extra(wildcards):
         # GPUs where the site makes them a requested resource (Perlmutter); the plugin's own
-        # `gpu` resource would add --ntasks-per-gpu in some versions (PLATFORM.md).
+        # `gpu` resource would add --ntasks-per-gpu in some versions (PLATFORM.md). SMT beyond
+        # Slurm's default (Frontier) must be asked for by the job too, not only by the step.
         gpus = lay(wildcards).gpus_per_node
-        return f"--gpus-per-node={gpus}" if gpus and site.scheduler_options.get("request_gpus") else ""
+        extra = [f"--gpus-per-node={gpus}"] if gpus and site.scheduler_options.get("request_gpus") else []
+        tpc = srun_arith.threads_per_core(site, lay(wildcards))
+        return " ".join(extra + ([f"--threads-per-core={tpc}"] if tpc else []))
 
     def cpus_per_task(wildcards):
         return srun_arith.cpus_per_task(site, lay(wildcards))
@@ -227,7 +250,12 @@ def job_resources(site, get_run) -> dict:
     if site.node.memory_gb:
         res["mem_mb"] = int(site.node.memory_gb * 1000 * 0.9)
     res.update(allocation_resources(site))
-    if site.scheduler == "slurm" and site.scheduler_options.get("request_gpus"):
+    if site.queues:  # each run's own queue, picked by its nodes and walltime (site.pick_queue)
+        def queue(wildcards):
+            return check_walltime(site, runtime(wildcards), lay(wildcards).nodes)
+        res["slurm_partition" if site.scheduler == "slurm" else "lsf_queue"] = queue
+    if site.scheduler == "slurm" and (site.scheduler_options.get("request_gpus")
+                                      or site.node.smt > site.node.scheduler_cpus_per_core):
         res["slurm_extra"] = slurm_extra
     return res
 

@@ -98,3 +98,17 @@ if __name__ == "__main__":
     out = ddp_step_check(sys.argv[1], sys.argv[2])
     if out is not None:
         Path(sys.argv[2], "ddp_step.json").write_text(json.dumps(out))
+
+
+def write_cifar10_batches_bin(parent: Path, batches: dict) -> Path:
+    """parent/cifar-10-batches-bin/ in the official binary release's layout, written byte by byte:
+    each `name: (images uint8 [n, 3, 32, 32], labels)` as n records of one label byte then the
+    3,072 pixel bytes (red, green, blue planes, row-major), beside the release's other files."""
+    folder = parent / "cifar-10-batches-bin"
+    folder.mkdir(parents=True)
+    for name, (images, labels) in batches.items():
+        (folder / name).write_bytes(b"".join(bytes([int(y)]) + img.astype("uint8").tobytes()
+                                             for img, y in zip(images, labels)))
+    (folder / "batches.meta.txt").write_text("airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n")
+    (folder / "readme.html").write_text("<html></html>\n")
+    return folder

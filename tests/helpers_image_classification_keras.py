@@ -51,10 +51,12 @@ def shards(kind: str, path: str, ranks: int) -> dict:
     out = {}
     for rank in range(ranks):
         train, steps = dataset(kind, path, True, p, rank, ranks, 4)
-        val, _ = dataset(kind, path.replace("train", "val") if kind == "imagefolder" else f"{path}/val", False, p,
+        # CIFAR-10: one folder, the split picks its files
+        val, _ = dataset(kind, path.replace("train", "val") if kind == "imagefolder" else path, False, p,
                          rank, ranks, 4)
         batches = [(x.shape.as_list(), y.numpy().tolist()) for x, y in train]
-        out[rank] = {"steps": steps, "train": batches, "val_images": sum(int(y.shape[0]) for _, y in val)}
+        val_labels = [label for _, y in val for label in y.numpy().tolist()]
+        out[rank] = {"steps": steps, "train": batches, "val_images": len(val_labels), "val_labels": val_labels}
     return out
 
 

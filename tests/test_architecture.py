@@ -28,7 +28,7 @@ STAGES = [
     ("perf",),
     ("runner",),
     ("execute",),
-    ("workflow",),
+    ("workflow", "gpucheck"),
     ("cli",),
     ("__main__",),
 ]

@@ -15,16 +15,51 @@ from exabench.data.tfrecord import CorruptFileError
 def test_full_size_network_has_the_reference_parameter_count():
     import torch
     from exabench.models.cosmoflow import CosmoFlow
+
     with torch.device("meta"):  # shapes only: no memory, no arithmetic
         model = CosmoFlow(128, conv_size=32, kernel_size=3)
+        # count_params() of the reference's own Keras model (tests/golden/cosmoflow_reference.json)
         assert sum(p.numel() for p in model.parameters()) == 8_907_556
         out = model(torch.empty(4, 4, 128, 128, 128))
     assert out.shape == (4, 4)
 
 
+def test_output_equals_the_reference_models_with_the_same_weights():
+    """tests/golden/cosmoflow_reference.json: the reference's Keras model run once outside this tree
+    on seeded weights and a seeded input; the same weights (moved to PyTorch's layouts) and input
+    give the same four outputs per sample here."""
+    import json
+    from pathlib import Path
+
+    import torch
+    from exabench.models.cosmoflow import CosmoFlow
+
+    golden = json.loads((Path(__file__).parent / "golden" / "cosmoflow_reference.json").read_text())
+    size = golden["sample_size"]
+    model = CosmoFlow(size, conv_size=golden["conv_size"], dropout=0.5).eval()
+    state = model.state_dict()
+    assert {name for _, name, _ in golden["weight_map"]} == set(state)
+    rng = np.random.default_rng(golden["weights_seed"])
+    for _, name, shape in golden["weight_map"]:  # drawn in the reference's order and shapes
+        if len(shape) == 1:
+            value = 0.1 * rng.standard_normal(shape)
+        else:
+            value = rng.standard_normal(shape) * float(np.prod(shape[:-1])) ** -0.5
+        value = value.astype(np.float32)
+        # Keras kernels: Conv3D (k, k, k, in, out) -> (out, in, k, k, k); Dense (in, out) -> (out, in)
+        value = value.transpose(4, 3, 0, 1, 2) if value.ndim == 5 else value.T
+        state[name].copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    x = np.random.default_rng(golden["input_seed"]).standard_normal((golden["batch"], size, size, size, 4))
+    x = torch.from_numpy(x.astype(np.float32).transpose(0, 4, 1, 2, 3).copy())  # channels last -> first
+    with torch.no_grad():
+        y = model(x).double()
+    torch.testing.assert_close(y, torch.tensor(golden["output"], dtype=torch.float64), rtol=0, atol=1e-5)
+
+
 def test_tiny_network_forward_is_bounded_by_1p2():
     import torch
     from exabench.models.cosmoflow import CosmoFlow
+
     out = CosmoFlow(32, conv_size=4)(torch.full((2, 4, 32, 32, 32), 50.0))
     assert out.shape == (2, 4) and float(out.detach().abs().max()) <= 1.2 + 1e-6
     with pytest.raises(ValueError, match="divisible by 2"):
@@ -75,9 +110,14 @@ def test_our_tfrecords_are_tensorflows(tmp_path):
     assert np.array_equal(x_tf, x_ours) and np.allclose(parsed["y"].numpy(), y_ours)
     theirs = tmp_path / "tf.tfrecord"
     with tf.io.TFRecordWriter(str(theirs)) as w:
-        ex = tf.train.Example(features=tf.train.Features(feature={
-            "x": tf.train.Feature(bytes_list=tf.train.BytesList(value=[x_ours.tobytes()])),
-            "y": tf.train.Feature(float_list=tf.train.FloatList(value=y_ours.tolist()))}))
+        ex = tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    "x": tf.train.Feature(bytes_list=tf.train.BytesList(value=[x_ours.tobytes()])),
+                    "y": tf.train.Feature(float_list=tf.train.FloatList(value=y_ours.tolist())),
+                }
+            )
+        )
         w.write(ex.SerializeToString())
     x2, y2 = cosmo.load_sample(cosmo.SampleRef(str(theirs), 0), "tfrecord", 32)
     assert np.array_equal(x2, x_ours) and np.array_equal(y2, y_ours)
@@ -88,7 +128,7 @@ def test_truncated_and_corrupt_tfrecords_name_the_file(tmp_path):
     ref = cosmo.list_samples(tmp_path / "train", "tfrecord", 32)[0]
     data = open(ref.path, "rb").read()
     short = tmp_path / "short.tfrecord"
-    short.write_bytes(data[:len(data) // 2])
+    short.write_bytes(data[: len(data) // 2])
     with pytest.raises(CorruptFileError, match=r"short\.tfrecord: truncated record"):
         cosmo.load_sample(cosmo.SampleRef(str(short), 0), "tfrecord", 32)
     flipped = bytearray(data)
@@ -111,7 +151,7 @@ def test_truncated_hdf5_universe_names_the_file(tmp_path):
     cosmo.generate(tmp_path, 1, 1, 32, seed=1, formats=("hdf5",))
     path = next((tmp_path / "train").glob("*.h5"))
     data = path.read_bytes()
-    path.write_bytes(data[:len(data) // 3])
+    path.write_bytes(data[: len(data) // 3])
     with pytest.raises(CorruptFileError, match=str(path.name)):
         cosmo.list_samples(tmp_path / "train", "hdf5", 32)
 
@@ -120,11 +160,17 @@ def test_truncated_hdf5_universe_names_the_file(tmp_path):
 def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     """Real: mpirun -np 2, Gloo DDP, staging to a 'node-local' directory, HDF5 input."""
     from helpers_mlperf import make_spec, run_mpi
+
     data = tmp_path / "data"
     p = __import__("exabench.benchmarks.mlperf.cosmoflow", fromlist=["x"]).CosmoFlow.presets["tiny"]
     cosmo.generate(data, p["n_train"], p["n_validation"], p["sample_size"], seed=42)
-    spec = make_spec(tmp_path, "cosmoflow", "tiny", {"data_dir": str(data), "data_format": "hdf5",
-                                                     "stage_dir": str(tmp_path / "local")}, ranks=2)
+    spec = make_spec(
+        tmp_path,
+        "cosmoflow",
+        "tiny",
+        {"data_dir": str(data), "data_format": "hdf5", "stage_dir": str(tmp_path / "local")},
+        ranks=2,
+    )
     rec = run_mpi(spec, 2)
     checks = {c["name"]: c for c in rec["checks"]}
     assert rec["status"] == "ok", rec["error"]
@@ -135,15 +181,34 @@ def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     log = open(rec["info"]["mlperf_log"]).read()
     assert '"key": "staging_start"' in log and '"key": "eval_error"' in log
     from exabench.benchmarks.mlperf.harness import compliance_check
+
     assert compliance_check(rec["info"]["mlperf_log"])[0]
 
 
 def test_keras_network_has_the_reference_parameter_count():
     pytest.importorskip("tensorflow")
     from exabench.models.cosmoflow_keras import build_model
+
     assert build_model(128).count_params() == 8_907_556
     tiny = build_model(32, conv_size=4)
     assert tiny.output_shape == (None, 4)
+    # The reference's l2 regularises the two hidden Dense kernels only.
+    regularised = [
+        type(layer).__name__
+        for layer in build_model(32, conv_size=4, l2=0.01).layers
+        if getattr(layer, "kernel_regularizer", None) is not None
+    ]
+    assert regularised == ["Dense", "Dense"]
+
+
+def test_l2_penalty_is_the_references_hidden_dense_kernels_only():
+    import torch
+    from exabench.models.cosmoflow import CosmoFlow
+
+    model = CosmoFlow(32, conv_size=4)
+    hidden = [m.weight for m in model.head if isinstance(m, torch.nn.Linear)][:2]
+    assert [tuple(w.shape) for w in hidden] == [(128, 4 * 16), (64, 128)]  # 64 channels x 1 voxel
+    assert float(model.l2_penalty()) == pytest.approx(sum(float(w.square().sum()) for w in hidden), rel=1e-6)
 
 
 @pytest.mark.timeout(300)
@@ -157,10 +222,12 @@ def test_keras_version_runs_from_the_same_config_and_logs(tmp_path):
 
     from exabench import runner
     from exabench.training.distributed import World
+
     data = tmp_path / "data"
     cosmo.generate(data, 16, 8, 32, seed=7, formats=("tfrecord",))
-    spec = json.loads(make_spec(tmp_path, "cosmoflow-keras", "tiny", {"data_dir": str(data), "max_epochs": 1},
-                                ranks=1).read_text())
+    spec = json.loads(
+        make_spec(tmp_path, "cosmoflow-keras", "tiny", {"data_dir": str(data), "max_epochs": 1}, ranks=1).read_text()
+    )
     rec = runner.run(spec, World(0, 1, 0, 1, "single", False))
     assert rec["framework"] == "tensorflow" and rec["info"]["parameters"] > 0
     assert rec["metrics"]["epochs"]["value"] == 1 and rec["metrics"]["throughput"]["value"] > 0

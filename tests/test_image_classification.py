@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from helpers_image_classification import ROOT, run_benchmark, run_in_process
+from helpers_image_classification import ROOT, run_benchmark, run_in_process, write_cifar10_batches_bin
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
@@ -82,6 +82,61 @@ def test_cifar10_binary_round_trip(tmp_path):
     img, label = ds[7]
     assert label == labels[7]
     assert np.array_equal(np.asarray(img).transpose(2, 0, 1), images[7])
+
+
+def one_label_per_file(n: int) -> dict:
+    """data_batch_k.bin holds label k - 1 only, test_batch.bin label 9: a record's label names its file."""
+    rng = np.random.default_rng(0)
+    files = {f"data_batch_{k}.bin": k - 1 for k in range(1, 6)} | {"test_batch.bin": 9}
+    return {name: (rng.integers(0, 256, size=(n, 3, 32, 32)), [label] * n) for name, label in files.items()}
+
+
+def test_official_cifar10_folder_trains_on_data_batches_and_validates_on_test_batch(tmp_path):
+    from exabench.data.images import open_dataset
+    batches = one_label_per_file(4)
+    folder = write_cifar10_batches_bin(tmp_path, batches)
+    for data_dir in (folder, tmp_path):  # the folder itself or the one it was unpacked in
+        train = open_dataset("cifar10-binary", data_dir, 32, train=True)
+        val = open_dataset("cifar10-binary", data_dir, 32, train=False)
+        assert len(train) == 5 * 4 and sorted({int(r[0]) for r in train.records}) == [0, 1, 2, 3, 4]
+        assert len(val) == 4 and {int(r[0]) for r in val.records} == {9}
+    first_test_image = batches["test_batch.bin"][0][0]
+    assert np.array_equal(val.records[0][1:].reshape(3, 32, 32), first_test_image)
+
+
+@pytest.mark.parametrize("missing,named", [("test_batch.bin", "test_batch.bin"),
+                                           ("data_batch_*.bin", "data_batch_1.bin .. data_batch_5.bin")])
+def test_cifar10_folder_without_a_split_is_refused_by_name(tmp_path, missing, named):
+    from exabench.data.images import open_dataset
+    folder = write_cifar10_batches_bin(tmp_path, one_label_per_file(2))
+    for f in folder.glob(missing):
+        f.unlink()
+    with pytest.raises(FileNotFoundError) as err:
+        open_dataset("cifar10-binary", folder, 32, train=missing != "test_batch.bin")
+    assert str(folder) in str(err.value) and named in str(err.value) and "cifar-10-batches-bin" in str(err.value)
+
+
+def test_generated_cifar10_set_has_the_official_layout(tmp_path):
+    from exabench.data.images import CIFAR_RECORD, write_dataset
+    train, val = write_dataset("cifar10-binary", tmp_path / "cifar-10-batches-bin", 50, 12, 10, 32, seed=1)
+    assert train == val
+    sizes = {f.name: f.stat().st_size for f in train.glob("*.bin")}
+    assert sizes == {**{f"data_batch_{k}.bin": 10 * CIFAR_RECORD for k in range(1, 6)},
+                     "test_batch.bin": 12 * CIFAR_RECORD}
+    assert (train / "batches.meta.txt").read_text().split() [:2] == ["airplane", "automobile"]
+
+
+@pytest.mark.timeout(300)
+def test_run_reads_an_official_cifar10_folder_as_data_dir(tmp_path):
+    from exabench.data.images import learnable_images
+    train_images, train_labels = learnable_images(160, 10, 32, seed=4)
+    batches = {f"data_batch_{k}.bin": (train_images[k - 1::5], train_labels[k - 1::5]) for k in range(1, 6)}
+    batches["test_batch.bin"] = learnable_images(32, 10, 32, seed=4, split=1)
+    folder = write_cifar10_batches_bin(tmp_path / "data", batches)
+    rec = run_in_process(tmp_path, "convnet_cifar10", {"data_dir": str(folder), "epochs": 2, "workers": 0})
+    assert rec["status"] == "ok", rec["error"]
+    assert 0 <= rec["metrics"]["accuracy"]["value"] <= 1  # measured on test_batch.bin (no val/ folder needed)
+    assert sorted(f.name for f in folder.iterdir()) == sorted([*batches, "batches.meta.txt", "readme.html"])
 
 
 def test_imagenet_folder_is_readable_by_imagefolder(tmp_path):

@@ -15,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from helpers_image_classification import ROOT, run_benchmark
+from helpers_image_classification import ROOT, run_benchmark, write_cifar10_batches_bin
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="tensorflow is not installed")
 
@@ -109,15 +109,27 @@ def test_keras_sgd_follows_torch_rule_under_changing_lr():
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("kind", ["cifar10-binary", "imagefolder"])
 def test_tf_data_reads_real_formats_in_equal_shards(tmp_path, kind):
+    import numpy as np
+
     from exabench.data.images import write_dataset
-    train, _ = write_dataset(kind, tmp_path, 24, 8, num_classes=3, size=40, seed=5)
-    out = helper("shards", kind, str(train if kind == "imagefolder" else tmp_path), "2")
+    if kind == "cifar10-binary":  # the official folder; data_batch_k.bin holds label k - 1, test_batch.bin 9
+        rng = np.random.default_rng(0)
+        files = {f"data_batch_{k}.bin": k - 1 for k in range(1, 6)} | {"test_batch.bin": 9}
+        path = write_cifar10_batches_bin(tmp_path, {name: (rng.integers(0, 256, size=(5, 3, 32, 32)), [label] * 5)
+                                                    for name, label in files.items()})
+        train_labels, val_labels, n_val = {0, 1, 2, 3, 4}, {9}, 5
+    else:
+        path, _ = write_dataset(kind, tmp_path, 24, 8, num_classes=3, size=40, seed=5)
+        train_labels, val_labels, n_val = {0, 1, 2}, {0, 1, 2}, 8
+    out = helper("shards", kind, str(path), "2")
     for rank in ("0", "1"):
         shard = out[rank]
-        assert shard["steps"] == 3  # 24 images / 2 ranks / batch 4: the same on both ranks
+        assert shard["steps"] == 3  # 24 or 25 images / 2 ranks / batch 4: the same on both ranks
         assert [shape for shape, _ in shard["train"]] == [[4, 32, 32, 3]] * 3
-        assert all(0 <= label < 3 for _, labels in shard["train"] for label in labels)
-    assert out["0"]["val_images"] + out["1"]["val_images"] == 8
+        assert {label for _, labels in shard["train"] for label in labels} <= train_labels
+        assert set(shard["val_labels"]) <= val_labels
+    assert {label for r in ("0", "1") for _, labels in out[r]["train"] for label in labels} == train_labels
+    assert out["0"]["val_images"] + out["1"]["val_images"] == n_val
 
 
 # -- parameters ------------------------------------------------------------------------------

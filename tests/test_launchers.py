@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from exabench.errors import LayoutError
 from exabench.campaign.render import batch_request
 from exabench.campaign.launchers import jsrun, launch_argv, srun
+from exabench.campaign.launchers.mpiexec import usable_cores_by_socket
 from exabench.campaign.site import Layout, NodeSpec, Site, resolve_layout
 
 from helpers_sites import GOLDEN, render_config, site
@@ -180,6 +181,24 @@ def test_golden_scripts_say_what_the_centres_document():
 
 # --- property tests ---------------------------------------------------------------------------
 
+def mpiexec_cpus(s, argv: list[str]) -> list[set[int]]:
+    """Each local rank's logical processors under an mpiexec line: the `list:` sets, or what
+    `--depth=D --cpu-bind depth` hands out (D usable first hardware threads per rank, in order)."""
+    bind = next(a for a in argv if a.startswith("--cpu-bind=list:") or a.startswith("--depth="))
+    if bind.startswith("--depth="):
+        depth, rpn = int(bind.split("=")[1]), int(argv[argv.index("--ppn") + 1])
+        cores = [c for socket in usable_cores_by_socket(s.node) for c in socket]
+        return [set(cores[j * depth:(j + 1) * depth]) for j in range(rpn)]
+    out = []
+    for rank in bind.split(":", 1)[1].split(":"):
+        ids = set()
+        for part in rank.split(","):
+            lo, _, hi = part.partition("-")
+            ids.update(range(int(lo), int(hi or lo) + 1))
+        out.append(ids)
+    return out
+
+
 @st.composite
 def machines(draw):
     sockets = draw(st.integers(1, 4))
@@ -196,7 +215,8 @@ maybe = lambda s: st.one_of(st.none(), s)  # noqa: E731
 requests = st.fixed_dictionaries({
     "nodes": st.integers(0, 20), "ranks_per_node": maybe(st.integers(0, 130)),
     "threads_per_rank": maybe(st.integers(0, 130)), "gpus_per_rank": maybe(st.integers(0, 9)),
-    "smt": maybe(st.integers(0, 9)), "cores_per_rank": maybe(st.integers(0, 70))})
+    "smt": maybe(st.integers(0, 9)), "cores_per_rank": maybe(st.integers(0, 70)),
+    "ranks_per_gpu": maybe(st.integers(0, 4)), "ranks_per_set": maybe(st.integers(0, 8))})
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -214,6 +234,11 @@ def test_every_accepted_layout_fits_and_every_rejection_names_the_limit(s, req):
     assert layout.threads_per_rank <= layout.cores_per_rank * layout.smt
     assert layout.smt <= n.smt
     assert layout.gpus_per_node <= n.gpus
+    partial_sets = layout.ranks_per_set and layout.ranks_per_set < layout.ranks_per_node
+    if partial_sets and s.launcher in ("aprun", "ibrun", "srun"):
+        with pytest.raises(LayoutError):  # sets of ranks these launchers cannot give their own GPUs
+            launch_argv(s, layout, PROG)
+        return
     argv = launch_argv(s, layout, PROG)
     if s.launcher == "jsrun":
         rs = jsrun.resource_set(layout)
@@ -221,11 +246,23 @@ def test_every_accepted_layout_fits_and_every_rejection_names_the_limit(s, req):
         assert rs.count * rs.tasks == layout.ranks
     elif s.launcher == "srun":
         f = flags_of(shlex.join(argv))
-        assert int(f["--ntasks-per-node"]) * int(f["--cpus-per-task"]) <= n.usable_cores * n.scheduler_cpus_per_core
+        cpus_per_core = max(n.scheduler_cpus_per_core, int(f.get("--threads-per-core", 1)))
+        per_node = int(f.get("--ntasks-per-node", layout.ranks_per_node))  # absent beside --ntasks-per-gpu
+        assert "--ntasks-per-node" in f or "--ntasks-per-gpu" in f
+        assert per_node * int(f["--cpus-per-task"]) <= n.usable_cores * cpus_per_core
+        assert int(f["--cpus-per-task"]) >= layout.threads_per_rank  # one Slurm CPU per thread at least
         assert int(f["--ntasks"]) == layout.ranks
-    elif s.launcher in ("aprun", "mpiexec"):
-        depth = int(argv[argv.index("-d") + 1]) if s.launcher == "aprun" else int(argv[5].split("=")[1])
+    elif s.launcher == "aprun":
+        depth = int(argv[argv.index("-d") + 1])
         assert depth * layout.ranks_per_node <= n.usable_cores * n.smt
+    elif s.launcher == "mpiexec":
+        per_rank = mpiexec_cpus(s, argv)
+        assert len(per_rank) == layout.ranks_per_node
+        flat = [c for cpus in per_rank for c in cpus]
+        assert len(flat) == len(set(flat)) == layout.ranks_per_node * layout.cores_per_rank * layout.smt
+        assert all(len(cpus) >= layout.threads_per_rank for cpus in per_rank)
+        usable = {c for socket in usable_cores_by_socket(n) for c in socket}
+        assert all(c % n.cores in usable for c in flat)  # never a reserved core's hardware thread
     assert argv[-1] == "./a.out"
 
 
@@ -248,3 +285,17 @@ def test_srun_cpus_per_task_counts_hyperthreads_where_the_site_does():
     layout = Layout(nodes=1, ranks_per_node=4, threads_per_rank=16)
     assert srun.cpus_per_task(site("perlmutter"), layout) == 32
     assert srun.cpus_per_task(site("frontier"), Layout(1, 8, 7)) == 7
+
+
+@pytest.mark.parametrize("request_,seen", [
+    ({"ranks_per_node": 4, "ranks_per_set": 2}, ["0,1", "0,1", "2,3", "2,3"]),  # 2 ranks pool 2 GPUs
+    ({"ranks_per_node": 8, "ranks_per_gpu": 2}, ["0", "0", "1", "1", "2", "2", "3", "3"]),
+    ({"ranks_per_node": 4}, ["0", "1", "2", "3"]),
+])
+def test_gpu_affinity_wrapper_gives_each_set_its_gpus(request_, seen):
+    import subprocess
+    s = site("polaris")
+    argv = launch_argv(s, resolve_layout(s, nodes=1, **request_), ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES"])
+    wrapper = argv[argv.index("bash"):]
+    assert [subprocess.run(wrapper, env={"PMI_LOCAL_RANK": str(r), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                           text=True, check=True).stdout.strip() for r in range(len(seen))] == seen

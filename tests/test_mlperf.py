@@ -81,13 +81,45 @@ def test_cosmoflow_lr_schedule_is_the_references():
     assert lr[65] == pytest.approx(0.125 * peak)
 
 
-def test_deepcam_lr_factors():
+# The reference's schedulers (mlcommons/hpc deepcam/src/deepCam/utils/schedulers.py, commit 2c627d4),
+# run outside this tree with start LR 1 and stepped after each optimizer step: the LR of steps 0..
+_REFERENCE_MULTISTEP_W4_F3_M8_8_10 = [1.0, 1.5, 2.0, 2.5] + [2.5] * 9 + [0.025] * 2 + [0.0025] * 5
+_REFERENCE_COSINE_W4_T10_ETA01 = {0: 0.0, 3: 0.75, 4: 0.75, 5: 0.7340933677959249, 9: 0.42500000000000004,
+                                  14: 0.1, 15: 0.12202456766718092, 24: 1.0000000000000042, 34: 0.1}
+
+
+def test_deepcam_lr_factors_are_the_reference_schedulers():
     from exabench.training.optim import deepcam_lr_factor as f
-    assert [f(s, 4, 1.0, "multistep", [8]) for s in (0, 2, 4, 7, 8, 20)] == pytest.approx([0, .5, 1, 1, .1, .1])
-    assert f(2, 4, 3.0, "multistep", [8]) == pytest.approx(2.0)  # warmup from 1x to 3x
-    assert f(4, 4, 1.0, "cosine_annealing", t_max=10) == pytest.approx(1.0)
-    assert f(9, 4, 1.0, "cosine_annealing", t_max=10) == pytest.approx(0.5)
-    assert f(14, 4, 1.0, "cosine_annealing", t_max=10, eta_min_ratio=0.1) == pytest.approx(0.1)
+    got = [f(s, 4, 3.0, "multistep", [8, 8, 10]) for s in range(20)]
+    assert got == pytest.approx(_REFERENCE_MULTISTEP_W4_F3_M8_8_10)
+    for step, lr in _REFERENCE_COSINE_W4_T10_ETA01.items():
+        assert f(step, 4, 1.0, "cosine_annealing", t_max=10, eta_min_ratio=0.1) == pytest.approx(lr), step
+    # No warmup: torch's MultiStepLR and CosineAnnealingLR, milestones not shifted.
+    assert [f(s, 0, 1.0, "multistep", [8]) for s in (0, 7, 8)] == pytest.approx([1, 1, 0.1])
+    assert f(5, 0, 1.0, "cosine_annealing", t_max=10, eta_min_ratio=0.1) == pytest.approx(0.55)
+
+
+def test_deepcam_decays_at_the_reference_step_for_warmup_400_milestone_800():
+    """The default settings: the reference's MultiStepLRWarmup keeps 399/400 of the start LR from step
+    400 and multiplies it by 0.1 at step 1201 (800 + 400 + 1), which is where ours decays, through
+    the scheduler the workload builds."""
+    import torch
+    from exabench.benchmarks.mlperf.deepcam import DeepCAMParams, lr_scheduler
+    p = DeepCAMParams()
+    assert (p.warmup_steps, p.milestones, p.warmup_factor, p.decay_rate) == (400, "800", 1.0, 0.1)
+    w = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([w], lr=p.start_lr)
+    sched = lr_scheduler(opt, p, [800])
+    used = []
+    for _ in range(1300):
+        used.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    decays = [s for s in range(1, 1300) if used[s] < used[s - 1]]
+    assert decays == [1201]
+    assert used[400] == used[1200] == pytest.approx(p.start_lr * 399 / 400)
+    assert used[1201] == pytest.approx(p.start_lr * 399 / 400 * 0.1)
+    assert used[:2] == pytest.approx([0.0, p.start_lr / 400])
 
 
 def test_lamb_step_by_hand():
@@ -101,3 +133,37 @@ def test_lamb_step_by_hand():
     # trust = ||w|| / ||update|| = 5 / sqrt(2).
     trust = 5 / math.sqrt(2)
     assert w.detach().tolist() == pytest.approx([3 - 0.1 * trust, 4 - 0.1 * trust], rel=1e-5)
+
+
+def test_a_closed_division_claim_needs_the_closed_configuration(tmp_path):
+    """Tiny runs are open; closed is refused, naming every broken rule, unless the run is the
+    reference network and target on the benchmark's own data set."""
+    from types import SimpleNamespace
+
+    from exabench.benchmarks.mlperf import cosmoflow, deepcam
+    from exabench.errors import ConfigError
+
+    tiny = deepcam.DeepCAM.resolve_params("tiny", {}, "(test)", "params")
+    assert tiny.division == "open"
+    closed_tiny = deepcam.DeepCAM.resolve_params("tiny", {"division": "closed"}, "(test)", "params")
+    with pytest.raises(ConfigError, match="division") as err:
+        deepcam.DeepCAM().run(closed_tiny, None)  # refused before anything runs or is written
+    for broken in ("height = 96", "model_width = 8", "middle_blocks = 2", "data_dir = ''"):
+        assert broken in str(err.value)
+    full = deepcam.DeepCAM.resolve_params("full", {"division": "closed", "data_dir": str(tmp_path)}, "(t)", "p")
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "a.h5").write_bytes(b"")
+    with pytest.raises(ConfigError, match="holds 1 training and 0 validation samples .closed: 121266 and 15158"):
+        mlperf.require_closed_rules(full, deepcam.CLOSED_PARAMS, deepcam.CLOSED_SAMPLES, deepcam.count_samples)
+    mlperf.require_closed_rules(full, deepcam.CLOSED_PARAMS, deepcam.CLOSED_SAMPLES, lambda root: (121266, 15158))
+    with pytest.raises(ConfigError, match="target_iou = 0.5"):
+        mlperf.require_closed_rules(SimpleNamespace(**{**vars(full), "target_iou": 0.5}), deepcam.CLOSED_PARAMS,
+                                    deepcam.CLOSED_SAMPLES, lambda root: (121266, 15158))
+
+    for cls in (cosmoflow.CosmoFlow, cosmoflow.CosmoFlowKeras):
+        p = cls.resolve_params("tiny", {"division": "closed"}, "(test)", "params")
+        with pytest.raises(ConfigError, match=r"sample_size = 32 .closed: 128.*conv_size = 8"):
+            cls().run(p, SimpleNamespace(world=SimpleNamespace(size=1)))
+    full = cosmoflow.CosmoFlow.resolve_params("full", {"division": "closed", "data_dir": str(tmp_path)}, "(t)", "p")
+    with pytest.raises(ConfigError, match="holds 0 training and 0 validation samples .closed: 524288 and 65536"):
+        cosmoflow.closed_rules(full)

@@ -1,20 +1,33 @@
-"""CANDLE pilots P1B1, P1B2, P3B1 on synthetic data of the real widths, DDP over ranks.
+"""CANDLE pilots P1B1, P1B2, P3B1 as in ECP-CANDLE/Benchmarks release_01 (2018), on
+synthetic data of the real widths, data-parallel over ranks with torch DDP.
 
-The defaults are those of 2018; data-parallel over ranks with torch DDP.
+Reference: github.com/ECP-CANDLE/Benchmarks, branch `release_01` (tag `v0.1` holds the same
+pilot files), Pilot1/P1B1/p1b1_baseline_keras2.py + p1b1_default_model.txt, Pilot1/P1B2/
+p1b2_baseline_keras2.py + p1b2_default_model.txt, Pilot3/P3B1/p3b1_baseline_keras2.py +
+p3b1_default_model.txt, common/keras_utils.py and default_utils.py (Keras defaults). The
+release ran on Keras 2; exabench computes the same in PyTorch:
 
-- P1B1: autoencoder of 60,483 expression values, Dense [2000, 600] and its mirror,
-  Adam, MSE, batch 100.
-- P1B2: 10-class classifier of 28,205 SNP features, Dense [1024, 512, 256] sigmoid,
-  L2 1e-5 on the kernels, RMSprop 1e-3 (Keras' rho 0.9, eps 1e-7), batch 60.
-- P3B1: multi-task classifier of 400 features, shared Dense [1200], per task
-  [1200, 1200], SGD 0.01, batch 10. The four tasks and their class counts are
-  inferred (the pathology-report tasks: site, laterality, histology, grade).
+- P1B1 (model `ae`): encoder Dense [2000, 600] relu, a 2-unit relu bottleneck, decoder
+  [600, 2000] relu and a sigmoid output of the input width (60,483); MSE; Keras' default
+  Adam (lr 1e-3, eps 1e-7, Keras' epsilon placement); batch 100. 244,400,085 parameters.
+- P1B2: Dense [1024, 512, 256] sigmoid with L2 1e-5 on each hidden layer's kernel and
+  activity (Keras 2: summed over the batch), a sigmoid 10-unit output without penalty,
+  Keras' categorical cross-entropy of those outputs (normalised to sum 1, clipped to
+  [1e-7, 1 - 1e-7]); RMSprop lr 1e-3, rho 0.9, eps 1e-8; batch 60. 29,541,642 parameters.
+- P3B1: three tasks, primary site (13 classes), tumour laterality (2), histological grade
+  (4), each its own model of input 400 -> [2400, 2400, 1200, 1200] relu -> softmax: the
+  release's builder discards its shared layers (each shared Dense output is dropped, so
+  every task's model starts at the input). Every epoch trains the models in turn, one
+  epoch each on its own task's data set; SGD lr 0.01; batch 10. 33,164,419 parameters.
+- Kernels Glorot-uniform, biases zero (the release's `initialization` default).
 
-The data are learnable: class prototypes plus noise (P1B2, P3B1 with one prototype
-per task and class), a low-rank signal (P1B1). Every rank draws its own rows; each
-step is timed on the slowest rank and throughput is global samples / max elapsed.
-Loss and accuracy are on a held-out set after training, summed over ranks; the
-sanity checks ask for a finite loss that falls and for accuracy well above chance.
+The data are learnable: class prototypes plus noise (P1B2; P3B1 one set per task), a
+rank-2 signal on per-feature levels in [0, 1] (P1B1; the release min-max scales its
+features). Every rank draws
+its own rows; each step is timed on the slowest rank and throughput is global samples /
+max elapsed. Loss and accuracy are on a held-out set after training (P3B1: per task),
+summed over ranks; the sanity checks ask for a finite loss that falls and for accuracy
+well above chance.
 """
 
 from __future__ import annotations
@@ -26,11 +39,14 @@ from dataclasses import dataclass
 from exabench.benchmarks.registry import register
 from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param
 
+REFERENCE = "ECP-CANDLE/Benchmarks release_01 (tag v0.1), Pilot1/P1B1, Pilot1/P1B2, Pilot3/P3B1 keras2 baselines"
+KERAS_EPSILON = 1e-7  # Keras 2's K.epsilon(): Adam's default eps and the cross-entropy clip
 MODELS = {
-    "p1b1": {"features": 60483, "batch": 100, "lr": 1e-3},
-    "p1b2": {"features": 28205, "batch": 60, "lr": 1e-3, "classes": 10},
-    "p3b1": {"features": 400, "batch": 10, "lr": 0.01, "tasks": {"site": 6, "laterality": 2, "histology": 12,
-                                                                  "grade": 4}},
+    "p1b1": {"features": 60483, "batch": 100, "lr": 1e-3, "dense": (2000, 600), "latent": 2},
+    "p1b2": {"features": 28205, "batch": 60, "lr": 1e-3, "dense": (1024, 512, 256), "classes": 10,
+             "penalty": 1e-5, "rho": 0.9, "eps": 1e-8},
+    "p3b1": {"features": 400, "batch": 10, "lr": 0.01, "dense": (2400, 2400, 1200, 1200),
+             "tasks": {"primary_site": 13, "laterality": 2, "histological_grade": 4}},
 }
 
 
@@ -40,9 +56,11 @@ class CandleParams:
                        choices=tuple(MODELS))
     max_features: int = param(0, "cap on the input width (0: the real width; presets for a laptop cap it)", minimum=0)
     batch_size: int = param(0, "samples per rank per step (0: the benchmark's default: 100, 60, 10)", minimum=0)
-    samples_per_rank: int = param(0, "synthetic training rows per rank (0: 20 batches)", minimum=0)
-    val_samples_per_rank: int = param(256, "held-out rows per rank for the final loss and accuracy", minimum=1)
-    epochs: int = param(2, "passes over the training rows", minimum=1)
+    samples_per_rank: int = param(0, "synthetic training rows per rank, per task for P3B1 (0: 20 batches)",
+                                  minimum=0)
+    val_samples_per_rank: int = param(256, "held-out rows per rank (per task for P3B1) for the final loss and "
+                                           "accuracy", minimum=1)
+    epochs: int = param(2, "passes over the training rows (P3B1: each pass trains every task in turn)", minimum=1)
     warmup_steps: int = param(2, "first steps excluded from the timing", minimum=0)
     precision: str = param("fp32", "arithmetic precision (bf16: autocast)", choices=("fp32", "bf16"))
     lr: float = param(0.0, "learning rate (0: the benchmark's default)", minimum=0.0)
@@ -51,60 +69,158 @@ class CandleParams:
     seed: int = param(17, "seed of weights, prototypes and rows")
 
 
-def build_model(torch, name: str, features: int):
-    nn = torch.nn
-    if name == "p1b1":
-        return nn.Sequential(nn.Linear(features, 2000), nn.ReLU(), nn.Linear(2000, 600), nn.ReLU(),
-                             nn.Linear(600, 2000), nn.ReLU(), nn.Linear(2000, features))
-    if name == "p1b2":
-        return nn.Sequential(nn.Linear(features, 1024), nn.Sigmoid(), nn.Linear(1024, 512), nn.Sigmoid(),
-                             nn.Linear(512, 256), nn.Sigmoid(), nn.Linear(256, MODELS["p1b2"]["classes"]))
+def _dense(torch, n_in: int, n_out: int, device):
+    """A Keras Dense layer's weights: Glorot-uniform kernel, zero bias."""
+    layer = torch.nn.Linear(n_in, n_out, device=device)
+    torch.nn.init.xavier_uniform_(layer.weight)
+    torch.nn.init.zeros_(layer.bias)
+    return layer
 
-    class MultiTask(nn.Module):
+
+def _stack(torch, widths, activation, device) -> list:
+    """Dense layers through `widths` (input first), each followed by `activation`."""
+    layers = []
+    for n_in, n_out in zip(widths, widths[1:]):
+        layers += [_dense(torch, n_in, n_out, device), activation()]
+    return layers
+
+
+def build_model(torch, name: str, features: int, device=None):
+    """The release's network for `name`; P3B1: a ModuleDict of one model per task."""
+    nn, spec = torch.nn, MODELS[name]
+    if name == "p1b1":
+        return nn.Sequential(*_stack(torch, (features, *spec["dense"], spec["latent"]), nn.ReLU, device),
+                             *_stack(torch, (spec["latent"], *reversed(spec["dense"])), nn.ReLU, device),
+                             _dense(torch, spec["dense"][0], features, device), nn.Sigmoid())
+    if name == "p1b2":
+        return p1b2_classifier(torch, features, device)
+    return nn.ModuleDict({task: nn.Sequential(*_stack(torch, (features, *spec["dense"]), nn.ReLU, device),
+                                              _dense(torch, spec["dense"][-1], k, device), nn.Softmax(dim=1))
+                          for task, k in spec["tasks"].items()})
+
+
+def p1b2_classifier(torch, features: int, device=None):
+    """P1B2's MLP: forward gives (sigmoid outputs, hidden activations), the latter for their L2 penalty."""
+    spec = MODELS["p1b2"]
+
+    class Classifier(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.shared = nn.Sequential(nn.Linear(features, 1200), nn.ReLU())
-            self.heads = nn.ModuleDict({t: nn.Sequential(nn.Linear(1200, 1200), nn.ReLU(), nn.Linear(1200, 1200),
-                                                         nn.ReLU(), nn.Linear(1200, k))
-                                        for t, k in MODELS["p3b1"]["tasks"].items()})
+            widths = (features, *spec["dense"])
+            self.hidden = torch.nn.ModuleList(torch.nn.Sequential(*_stack(torch, pair, torch.nn.Sigmoid, device))
+                                              for pair in zip(widths, widths[1:]))
+            self.out = torch.nn.Sequential(*_stack(torch, (widths[-1], spec["classes"]), torch.nn.Sigmoid, device))
 
         def forward(self, x):
-            h = self.shared(x)
-            return {t: head(h) for t, head in self.heads.items()}
+            acts = []
+            for layer in self.hidden:
+                x = layer(x)
+                acts.append(x)
+            return self.out(x), acts
 
-    return MultiTask()
+    return Classifier()
 
 
-def synthetic(torch, name: str, features: int, rows: int, shared_gen, gen):
-    """(inputs, targets) of a learnable synthetic task; prototypes come from `shared_gen` (same on all ranks)."""
-    if name == "p1b1":
-        basis = torch.randn(16, features, generator=shared_gen) / 4
-        x = torch.sigmoid(torch.randn(rows, 16, generator=gen) @ basis)
-        return x, x
-    if name == "p1b2":
-        k = MODELS["p1b2"]["classes"]
-        protos = torch.randn(k, features, generator=shared_gen)
-        y = torch.randint(0, k, (rows,), generator=gen)
-        return protos[y] + 2.0 * torch.randn(rows, features, generator=gen), y
-    x = torch.randn(rows, features, generator=gen)
-    ys = {}
-    for t, k in MODELS["p3b1"]["tasks"].items():
-        protos = 2.0 * torch.randn(k, features, generator=shared_gen)
-        ys[t] = torch.randint(0, k, (rows,), generator=gen)
-        x += protos[ys[t]]
-    return x, ys
+def keras_categorical_crossentropy(torch, probs, y):
+    """Keras 2's categorical cross-entropy of probability outputs: rows scaled to sum 1, clipped
+    to [eps, 1 - eps], mean of -log p[label]."""
+    p = (probs / probs.sum(dim=1, keepdim=True)).clamp(KERAS_EPSILON, 1 - KERAS_EPSILON)
+    return -torch.log(p.gather(1, y[:, None])).mean()
 
 
 def loss_and_correct(torch, name: str, out, y, model) -> tuple:
-    """(loss, {task: correct predictions}) of one batch."""
-    F = torch.nn.functional
+    """(loss, correct predictions or None) of one batch of one model (P3B1: one task's model)."""
     if name == "p1b1":
-        return F.mse_loss(out.float(), y), {}
+        return torch.nn.functional.mse_loss(out.float(), y), None
     if name == "p1b2":
-        l2 = sum((m.weight.float() ** 2).sum() for m in model.modules() if isinstance(m, torch.nn.Linear))
-        return F.cross_entropy(out.float(), y) + 1e-5 * l2, {"class": int((out.argmax(1) == y).sum())}
-    loss = sum(F.cross_entropy(out[t].float(), y[t]) for t in out)
-    return loss, {t: int((out[t].argmax(1) == y[t]).sum()) for t in out}
+        probs, acts = out
+        penalty = MODELS["p1b2"]["penalty"]
+        kernels = sum((layer[0].weight.float() ** 2).sum() for layer in model.hidden)
+        activity = sum((a.float() ** 2).sum() for a in acts)
+        out = probs
+        loss = keras_categorical_crossentropy(torch, probs.float(), y) + penalty * (kernels + activity)
+    else:
+        loss = keras_categorical_crossentropy(torch, out.float(), y)
+    return loss, int((out.argmax(1) == y).sum())
+
+
+def synthetic(torch, name: str, features: int, rows: int, shared_gen, gen, classes: int = 0):
+    """(inputs, targets) of a learnable synthetic task; prototypes come from `shared_gen` (same on all ranks)."""
+    if name == "p1b1":
+        # per-feature levels plus a rank-2 signal (the bottleneck's width), squashed into [0, 1]
+        # like the release's min-max scaled expression values
+        level, basis = torch.randn(1, features, generator=shared_gen), torch.randn(2, features, generator=shared_gen)
+        x = torch.sigmoid(level + torch.randn(rows, 2, generator=gen) @ basis)
+        return x, x
+    protos = 2.0 * torch.randn(classes, features, generator=shared_gen)
+    y = torch.randint(0, classes, (rows,), generator=gen)
+    return protos[y] + 2.0 * torch.randn(rows, features, generator=gen), y
+
+
+def keras_adam(torch, params, lr: float, betas=(0.9, 0.999), eps: float = KERAS_EPSILON):
+    """Keras 2's Adam: p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps). torch's Adam
+    adds eps after the bias correction of v, a different (if close) update."""
+
+    class KerasAdam(torch.optim.Optimizer):
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                (b1, b2), eps, lr = group["betas"], group["eps"], group["lr"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if not state:
+                        state.update(step=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+                    state["step"] += 1
+                    t, m, v = state["step"], state["m"], state["v"]
+                    m.mul_(b1).add_(p.grad, alpha=1 - b1)
+                    v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                    p.addcdiv_(m, v.sqrt().add_(eps), value=-lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t))
+
+    return KerasAdam(params, dict(lr=lr, betas=tuple(betas), eps=eps))
+
+
+def make_optimizer(torch, name: str, parameters, lr: float):
+    """The release's optimizers: Keras' default Adam (P1B1), RMSprop with CANDLE's Keras defaults
+    rho 0.9 and eps 1e-8 (P1B2), plain SGD (P3B1; no momentum, no decay)."""
+    if name == "p1b1":
+        return keras_adam(torch, parameters, lr=lr)
+    if name == "p1b2":
+        spec = MODELS["p1b2"]
+        return torch.optim.RMSprop(parameters, lr=lr, alpha=spec["rho"], eps=spec["eps"])
+    return torch.optim.SGD(parameters, lr=lr)
+
+
+@dataclass
+class Task:
+    """One model with its optimizer and its own training and held-out rows on this rank."""
+
+    name: str
+    net: object  # the data-parallel wrapper (the model itself on one rank)
+    model: object
+    opt: object
+    x: object
+    y: object
+    xv: object
+    yv: object
+
+
+def make_tasks(torch, p: CandleParams, model, features: int, rows: int, lr: float, dp, rank: int, device) -> list:
+    """P1B1/P1B2: one task; P3B1: one per reference task, each with its own data set."""
+    spec = MODELS[p.model]
+    parts = model.items() if p.model == "p3b1" else [(p.model, model)]
+    tasks = []
+    for i, (name, m) in enumerate(parts):
+        classes = spec["tasks"][name] if p.model == "p3b1" else spec.get("classes", 0)
+        prototypes = p.seed + 1_000 * i  # same on every rank; the rows differ by rank
+        x, y = synthetic(torch, p.model, features, rows, torch.Generator().manual_seed(prototypes),
+                         torch.Generator().manual_seed(prototypes + 1 + rank), classes)
+        xv, yv = synthetic(torch, p.model, features, p.val_samples_per_rank, torch.Generator().manual_seed(prototypes),
+                           torch.Generator().manual_seed(prototypes + 100_003 + rank), classes)
+        net, opt = dp.wrap(m, make_optimizer(torch, p.model, m.parameters(), lr))
+        tasks.append(Task(name, net, m, opt, x.to(device), y.to(device), xv.to(device), yv.to(device)))
+    return tasks
 
 
 @register
@@ -141,13 +257,12 @@ class Candle(Benchmark):
         # No try/finally: shutdown is a barrier, and on a failing rank it would wait forever for
         # peers still inside a collective; the runner exits and the launcher stops them.
         torch.manual_seed(p.seed)
-        model = build_model(torch, p.model, features).to(device)
-        net, opt = dp.wrap(model, make_optimizer(torch, p.model, model.parameters(), lr))
-        data = rank_data(torch, p, features, rows, world.rank, device)
-        fit = Fit(torch, p, net, model, opt, dp, precision.autocast(device), data, world)
-        val_loss_before, acc_before = fit.evaluate()
+        model = build_model(torch, p.model, features, device)
+        tasks = make_tasks(torch, p, model, features, rows, lr, dp, world.rank, device)
+        fit = Fit(torch, p, tasks, dp, precision.autocast(device), world)
+        val_loss_before, acc_before = fit.evaluate(batch)
         losses, step_max = fit.train(rows, batch)
-        val_loss, acc = fit.evaluate()
+        val_loss, acc = fit.evaluate(batch)
         n_params = sum(w.numel() for w in model.parameters())
         dp.shutdown()
         if not step_max:
@@ -155,77 +270,66 @@ class Candle(Benchmark):
                              "lower warmup_steps or raise samples_per_rank")
         info = {"device": str(device), "backend": backend, "features": features, "batch_size": batch,
                 "global_batch": batch * world.size, "parameters": n_params, "steps": len(losses), "lr": lr,
-                "accuracy_before": acc_before, "val_loss_before": val_loss_before,
-                "tasks": list(spec.get("tasks", {})) or None, "losses": losses}
-        return outcome(p, batch * world.size, rows // batch, losses, step_max, (val_loss_before, val_loss), acc, info)
-
-
-def make_optimizer(torch, name: str, parameters, lr: float):
-    """The release's optimizers: Adam (P1B1), RMSprop (P1B2), SGD (P3B1), Keras' epsilon."""
-    if name == "p1b1":
-        return torch.optim.Adam(parameters, lr=lr, eps=1e-7)
-    if name == "p1b2":
-        return torch.optim.RMSprop(parameters, lr=lr, alpha=0.9, eps=1e-7)
-    return torch.optim.SGD(parameters, lr=lr)
-
-
-def rank_data(torch, p: CandleParams, features: int, rows: int, rank: int, device) -> tuple:
-    """(x, y, x_val, y_val) of this rank on its device; the prototypes are the same on every rank."""
-    x, y = synthetic(torch, p.model, features, rows, torch.Generator().manual_seed(p.seed),
-                     torch.Generator().manual_seed(p.seed + 1 + rank))
-    xv, yv = synthetic(torch, p.model, features, p.val_samples_per_rank, torch.Generator().manual_seed(p.seed),
-                       torch.Generator().manual_seed(p.seed + 100_003 + rank))
-    return x.to(device), _to(y, device), xv.to(device), _to(yv, device)
-
-
-def _to(t, device):
-    return {k: v.to(device) for k, v in t.items()} if isinstance(t, dict) else t.to(device)
-
-
-def _pick(t, idx):
-    return {k: v[idx] for k, v in t.items()} if isinstance(t, dict) else t[idx]
+                "accuracy_before": acc_before, "val_loss_before": val_loss_before, "reference": REFERENCE,
+                "tasks": [t.name for t in tasks] if p.model == "p3b1" else None, "losses": losses}
+        return outcome(p, batch * world.size, len(tasks) * (rows // batch), losses, step_max,
+                       (val_loss_before, val_loss), acc, info)
 
 
 class Fit:
-    """The training and held-out evaluation of one pilot on one rank, over the shared data-parallel layer."""
+    """The training and held-out evaluation of one pilot's models on one rank, over the shared
+    data-parallel layer."""
 
-    def __init__(self, torch, p, net, model, opt, dp, autocast, data, world):
-        self.torch, self.p, self.net, self.model, self.opt, self.dp = torch, p, net, model, opt, dp
+    def __init__(self, torch, p, tasks: list[Task], dp, autocast, world):
+        self.torch, self.p, self.tasks, self.dp = torch, p, tasks, dp
         self.autocast, self.rank, self.world_size = autocast, world.rank, world.size
-        self.x, self.y, self.xv, self.yv = data
 
-    def evaluate(self) -> tuple[float, list[float]]:
-        """(held-out loss, mean over ranks; accuracy per task over all ranks' held-out rows)."""
-        self.net.eval()
-        with self.torch.no_grad(), self.autocast:
-            loss, correct = loss_and_correct(self.torch, self.p.model, self.net(self.xv), self.yv, self.model)
-        self.net.train()
-        parts = self.dp.allgather([float(loss), *correct.values()])
-        sums = [sum(column) for column in zip(*parts)]
-        return sums[0] / self.world_size, [c / (self.p.val_samples_per_rank * self.world_size) for c in sums[1:]]
+    def evaluate(self, batch: int) -> tuple[float, list[float]]:
+        """(held-out loss: mean over ranks, and over tasks as the release averages them; accuracy
+        per task over all ranks' held-out rows). Keras evaluates in batches and averages the batch
+        losses; so does this, which keeps P1B2's activity penalty (a sum over a batch) per batch."""
+        torch, local, n = self.torch, [], self.p.val_samples_per_rank
+        for t in self.tasks:
+            t.net.eval()
+            loss_sum, correct = 0.0, 0
+            with torch.no_grad(), self.autocast:
+                for i in range(0, n, batch):
+                    loss, c = loss_and_correct(torch, self.p.model, t.net(t.xv[i:i + batch]), t.yv[i:i + batch],
+                                               t.model)
+                    loss_sum, correct = loss_sum + float(loss) * len(t.yv[i:i + batch]), correct + (c or 0)
+            t.net.train()
+            local.append((loss_sum / n, correct))
+        parts = self.dp.allgather(local)
+        losses = [sum(r[i][0] for r in parts) / self.world_size for i in range(len(self.tasks))]
+        if self.p.model == "p1b1":
+            return losses[0], []
+        rows = self.p.val_samples_per_rank * self.world_size
+        return sum(losses) / len(losses), [sum(r[i][1] for r in parts) / rows for i in range(len(self.tasks))]
 
     def train(self, rows: int, batch: int) -> tuple[list[float], list[float]]:
-        """(every step's loss on this rank, each timed step's slowest-rank time)."""
-        torch, p, device = self.torch, self.p, self.x.device
-        cuda = device.type == "cuda"
+        """(every step's loss on this rank, each timed step's slowest-rank time). Each epoch trains
+        the tasks in turn, one pass over each task's rows."""
+        torch, p = self.torch, self.p
+        cuda = self.tasks[0].x.device.type == "cuda"
         losses, times = [], []
         gen = torch.Generator().manual_seed(p.seed + 7 + self.rank)
         for _ in range(p.epochs):
-            order = torch.randperm(rows, generator=gen).to(device)
-            for s in range(rows // batch):
-                idx = order[s * batch:(s + 1) * batch]
-                if cuda:
-                    torch.cuda.synchronize(device)
-                t0 = time.perf_counter()
-                self.opt.zero_grad(set_to_none=True)
-                with self.autocast:
-                    loss, _ = loss_and_correct(torch, p.model, self.net(self.x[idx]), _pick(self.y, idx), self.model)
-                loss.backward()
-                self.opt.step()
-                if cuda:
-                    torch.cuda.synchronize(device)
-                times.append(time.perf_counter() - t0)
-                losses.append(float(loss.detach()))
+            for t in self.tasks:
+                order = torch.randperm(rows, generator=gen).to(t.x.device)
+                for s in range(rows // batch):
+                    idx = order[s * batch:(s + 1) * batch]
+                    if cuda:
+                        torch.cuda.synchronize(t.x.device)
+                    t0 = time.perf_counter()
+                    t.opt.zero_grad(set_to_none=True)
+                    with self.autocast:
+                        loss, _ = loss_and_correct(torch, p.model, t.net(t.x[idx]), t.y[idx], t.model)
+                    loss.backward()
+                    t.opt.step()
+                    if cuda:
+                        torch.cuda.synchronize(t.x.device)
+                    times.append(time.perf_counter() - t0)
+                    losses.append(float(loss.detach()))
         timed = times[p.warmup_steps:]
         return losses, self.dp.max(timed) if timed else []
 
@@ -241,7 +345,8 @@ def outcome(p: CandleParams, global_batch: int, steps_per_epoch: int, losses: li
                              description="global samples / slowest rank's elapsed time"),
         "step_time": Metric(elapsed / len(step_max), "s", step_max, p.precision, higher_is_better=False),
         "val_loss": Metric(val_loss, "mse" if p.model == "p1b1" else "cross-entropy", [], p.precision,
-                           higher_is_better=False, description="held-out loss after training, mean over ranks"),
+                           higher_is_better=False,
+                           description="held-out loss after training, mean over ranks (P3B1: and tasks)"),
         "train_loss": Metric(sum(losses[-steps_per_epoch:]) / steps_per_epoch, "loss", [], p.precision,
                              higher_is_better=False, description="mean loss of the last epoch, rank 0"),
     }

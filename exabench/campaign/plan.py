@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 from exabench import benchmarks
 from exabench.errors import ConfigError, LayoutError
-from exabench.campaign.site import LAYOUT_KEYS, MPI_LAUNCHERS, WALLTIME_MARGIN_MIN, Layout, Site, resolve_layout
+from exabench.containers.runtime import check_image_runs
+from exabench.campaign.site import (LAYOUT_KEYS, MPI_LAUNCHERS, WALLTIME_MARGIN_MIN, Layout, Site, bundle_minutes,
+                                   check_walltime, job_minutes, resolve_layout)
 
 RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
@@ -83,6 +85,8 @@ def make_run_id(name: str, label: str | None, preset: str, id_values: dict, swep
         lay += f"g{layout.gpus_per_rank}"
     if layout.ranks_per_gpu > 1:
         lay += f"s{layout.ranks_per_gpu}"  # ranks sharing each GPU
+    if layout.ranks_per_set:
+        lay += f"a{layout.ranks_per_set}"  # ranks pooling cores and GPUs in one set
     if layout.smt > 1:
         lay += f"smt{layout.smt}"
     if layout.cores_per_rank != math.ceil(layout.threads_per_rank / layout.smt):
@@ -105,6 +109,47 @@ def check_timeout(config: dict, site: Site, config_file: str) -> None:
                               "asks for)", "does not fit the site's longest job")
 
 
+def check_queue(run_id: str, layout: Layout, timeout_s: int, site: Site, config_file: str) -> None:
+    """A run's job must fit one of the site's queues (nodes and walltime): refused at planning."""
+    minutes = job_minutes(timeout_s)
+    try:
+        check_walltime(site, minutes, layout.nodes)
+    except LayoutError as exc:
+        raise ConfigError(config_file, "timeout_s", timeout_s, exc.limit,
+                          f"makes run '{run_id}' a {minutes}-minute job on {layout.nodes} node(s), which no queue "
+                          f"of site '{site.name}' ({site.path or site.name}) admits") from None
+
+
+def bundle_job(runs: list[Run]) -> tuple[int, int]:
+    """(minutes, nodes) of the one allocation that runs `runs` one after another."""
+    return bundle_minutes(r.timeout_s for r in runs), max(r.layout.nodes for r in runs)
+
+
+def check_bundle(runs: list[Run], site: Site, config_file: str) -> None:
+    """Bundle mode runs every run in one allocation: the widest run's nodes for the summed
+    walltime must fit one of the site's queues, or the plan stops here."""
+    if not runs:
+        return
+    minutes, nodes = bundle_job(runs)
+    try:
+        check_walltime(site, minutes, nodes)
+    except LayoutError as exc:
+        raise ConfigError(config_file, "timeout_s", runs[0].timeout_s, exc.limit + "; split the campaign or lower "
+                          "timeout_s", f"makes the bundle of {len(runs)} runs a {minutes}-minute job on {nodes} "
+                          f"node(s), which no queue of site '{site.name}' ({site.path or site.name}) admits") from None
+
+
+def queue_counts(runs: list[Run], site: Site, bundle: bool = False) -> dict[str, int]:
+    """How many runs each queue gets (bundle: the one queue of the whole bundle)."""
+    if bundle:
+        return {check_walltime(site, *bundle_job(runs)): len(runs)} if runs else {}
+    counts: dict[str, int] = {}
+    for r in runs:
+        queue = check_walltime(site, job_minutes(r.timeout_s), r.layout.nodes)
+        counts[queue] = counts.get(queue, 0) + 1
+    return counts
+
+
 def expand(config: dict, site: Site, config_file: str = "config/config.yaml") -> list[Run]:
     """Every run of the campaign, in config order; raises ConfigError/LayoutError early."""
     check_timeout(config, site, config_file)
@@ -117,6 +162,7 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
             raise ConfigError(site.path, "launcher", site.launcher,
                               f"an MPI launcher ({', '.join(MPI_LAUNCHERS)}) for benchmark '{cls.name}'",
                               "cannot start an MPI workload")
+        check_image_runs(site, cls.framework)  # an x86_64 or CUDA 13 image sent to POWER9 + V100 nodes stops here
         preset = entry.get("preset") or config["preset"]
         sweep = entry.get("sweep") or {}
         fixed = entry.get("params") or {}
@@ -149,6 +195,8 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
                                       f"distinct runs (also planned by {seen[run_id]}); give one entry a 'label'",
                                       f"plans run '{run_id}' twice")
                 seen[run_id] = where
+                if site.queues:
+                    check_queue(run_id, layout, config["timeout_s"], site, config_file)
                 runs.append(Run(run_id=run_id, benchmark=cls.name, suite=cls.suite, framework=cls.framework,
                                 preset=preset, params=plain(params), layout=layout, swept=swept, repeat=rep,
                                 campaign=config["campaign"], timeout_s=config["timeout_s"],

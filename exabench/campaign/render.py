@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from exabench.campaign.launchers import launch_argv, thread_env
 from exabench.campaign.launchers import jsrun as jsrun_arith
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.plan import Run
-from exabench.campaign.site import WALLTIME_MARGIN_MIN, Layout, Site, check_walltime
+from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, job_minutes
 
 TEMPLATE_DIR = REPO_ROOT / "workflow" / "templates"
 # Thread-count variables every BLAS/OpenMP runtime reads, set so ranks never oversubscribe cores.
@@ -153,7 +152,7 @@ def program_argv(site: Site, spec_path: Path, run: Run | None = None, env: dict 
 
 def walltime_min(site: Site, timeout_s: int) -> int:
     """The allocation's time limit in minutes for a run limited to timeout_s; checked against the site."""
-    minutes = math.ceil(timeout_s / 60) + WALLTIME_MARGIN_MIN
+    minutes = job_minutes(timeout_s)
     check_walltime(site, minutes)
     return minutes
 
@@ -168,13 +167,15 @@ def hhmmss(minutes: int) -> str:
 
 def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_dir: Path) -> dict:
     """Everything a batch header says, checked; the templates only format these values."""
-    check_walltime(site, minutes)
+    queue = check_walltime(site, minutes, layout.nodes)  # the first of the site's queues that admits the job
     req = {
         "job_name": safe_token(site, "job name", job_name, allow_empty=False)[:64],
-        "nodes": layout.nodes, "ranks": layout.ranks, "ranks_per_node": layout.ranks_per_node,
+        "nodes": layout.nodes, "ranks": layout.ranks,
+        # srun's --ntasks-per-gpu refuses --ntasks-per-node, from the job's environment too
+        "ranks_per_node": 0 if site.launcher == "srun" and srun_arith.shares_gpus(layout) else layout.ranks_per_node,
         "minutes": minutes, "hhmm": hhmm(minutes), "hhmmss": hhmmss(minutes),
         "account": safe_token(site, "account", site.account),
-        "partition": safe_token(site, "partition", site.partition),
+        "partition": safe_token(site, "partition", queue),
         "qos": safe_token(site, "qos", site.qos),
         "constraint": _check(site, "constraint", site.constraint, CONSTRAINT, "a Slurm constraint expression",
                              allow_empty=True),
@@ -182,6 +183,7 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
         "extra": [_check(site, "scheduler_options.extra", f, FLAG, "one --flag or --flag=value without spaces")
                   for f in site.scheduler_options.get("extra", [])],
         "cpus_per_task": srun_arith.cpus_per_task(site, layout),
+        "threads_per_core": srun_arith.threads_per_core(site, layout) if site.scheduler == "slurm" else 0,
         "gpus_per_node": layout.gpus_per_node if site.scheduler_options.get("request_gpus") else 0,
         "alloc_flags": [safe_token(site, "scheduler_options.alloc_flags", w, allow_empty=False)
                         for w in jsrun_arith.alloc_flags(site, layout)] if site.scheduler == "lsf" else [],
@@ -331,20 +333,31 @@ def render_bundle(runs: list[Run], site: Site, root: Path, name: str) -> str:
     """
     if not runs:
         raise ConfigError(site.path or site.name, "bundle", name, "at least one planned run", "is empty")
-    minutes = sum(math.ceil(r.timeout_s / 60) for r in runs) + WALLTIME_MARGIN_MIN
-    try:
-        check_walltime(site, minutes)
-    except LayoutError as exc:
-        raise LayoutError(site.name, f"bundle walltime_min ({len(runs)} runs' timeout_s summed)", minutes,
-                          exc.limit + "; split the campaign or lower timeout_s") from None
+    minutes = runs_walltime_min(site, runs, "bundle")
     root = Path(root).resolve()
     bundle_dir = root / "bundles"
     request = batch_request(site, bundle_layout(runs), f"exabench-{name}", minutes, bundle_dir)
     specs = [str(RunPaths(root, r.run_id).spec.resolve()) for r in runs]
+    return batch_script(site, request, name, len(runs), bundle_dir, _bundle_body(site, specs))
+
+
+def runs_walltime_min(site: Site, runs: list[Run], what: str) -> int:
+    """The time limit of one allocation running `runs` in turn: their limits summed, plus the margin."""
+    minutes = bundle_minutes(r.timeout_s for r in runs)
+    try:
+        check_walltime(site, minutes, bundle_layout(runs).nodes)  # the site's limit and a queue that admits it
+    except LayoutError as exc:
+        raise LayoutError(site.name, f"{what} walltime_min ({len(runs)} runs' timeout_s summed)", minutes,
+                          exc.limit + "; split the campaign or lower timeout_s") from None
+    return minutes
+
+
+def batch_script(site: Site, request: dict, name: str, count: int, workdir: Path, body: str) -> str:
+    """A batch script running `body` (several runs, each through `exabench execute`) in one
+    allocation: the site's header for `request` and its modules; each run sets its own environment."""
     return _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
-        run=None, bundle={"name": name, "count": len(runs)}, site=site, env={}, req=request,
-        setup=_setup_lines(site), stage_in=[], workdir=str(bundle_dir),
-        launch_line=_bundle_body(site, specs))
+        run=None, bundle={"name": name, "count": count}, site=site, env={}, req=request,
+        setup=_setup_lines(site), stage_in=[], workdir=str(workdir), launch_line=body)
 
 
 def write_bundle(runs: list[Run], site: Site, root: Path, name: str, out: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -39,6 +40,10 @@ class NodeSpec:
     gpus: int = 0
     gpu_vendor: str = "none"
     gpu_model: str = ""
+    # What a container image must be built for: the CPU architecture, and the GPUs' generation
+    # (NVIDIA compute capability "7.0", AMD gfx target "gfx90a"; "" = not declared).
+    arch: str = "x86_64"
+    gpu_arch: str = ""
     memory_gb: float = 0.0
     # Hardware threads the scheduler counts as one "CPU" per core (Slurm's -c unit): NERSC
     # counts every hyperthread (Perlmutter 2, Cori KNL 4); Frontier's default is 1 per core.
@@ -59,6 +64,30 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
+class Queue:
+    """One queue (PBS/LSF/Cobalt queue, Slurm partition or QOS) and the jobs it admits.
+
+    `submit_as` names the queue a job is submitted to when this one is an execution queue
+    behind a routing queue (ALCF Polaris: small, medium and large are reached through prod).
+    """
+
+    name: str
+    max_walltime_min: int
+    min_nodes: int = 1
+    max_nodes: int = 0     # 0: the machine's max_nodes
+    submit_as: str = ""
+
+    def admits(self, nodes: int, minutes: int, machine_nodes: int) -> bool:
+        return (self.min_nodes <= nodes <= (self.max_nodes or machine_nodes)
+                and minutes <= self.max_walltime_min)
+
+    def describe(self, machine_nodes: int) -> str:
+        via = f" via {self.submit_as}" if self.submit_as and self.submit_as != self.name else ""
+        return (f"{self.name}{via} ({self.min_nodes}-{self.max_nodes or machine_nodes} nodes, "
+                f"at most {self.max_walltime_min} min)")
+
+
+@dataclass(frozen=True)
 class Site:
     name: str
     scheduler: str
@@ -66,6 +95,7 @@ class Site:
     node: NodeSpec
     max_nodes: int = 1
     max_walltime_min: int = 0          # 0: no limit known
+    queues: tuple = ()                 # Queue, in order of preference; () = partition alone
     python: str = "auto"
     env: dict = field(default_factory=dict)
     modules: tuple = ()
@@ -107,6 +137,9 @@ def load_site(path: str | Path) -> Site:
     gpu = node.pop("gpu", {}) or {}
     node["gpu_vendor"] = gpu.get("vendor", "none")
     node["gpu_model"] = gpu.get("model", "")
+    node["gpu_arch"] = str(gpu.get("arch", ""))
+    if node.get("arch", "x86_64") == "auto":  # the machine Snakemake runs on
+        node["arch"] = platform.machine()
     node.setdefault("scheduler_cpus_per_core", 1)
     spec = NodeSpec(**node)
     if spec.reserved_cores >= spec.cores:
@@ -121,8 +154,11 @@ def load_site(path: str | Path) -> Site:
                           f"one of {', '.join(LAUNCHERS_BY_SCHEDULER[raw['scheduler']])} with scheduler "
                           f"{raw['scheduler']}")
     limits = raw["limits"]
+    queues = tuple(Queue(**q) for q in raw["queues"])
+    _check_queues(path, queues, raw["partition"], raw["max_nodes"])
     return Site(name=raw["name"], scheduler=raw["scheduler"], launcher=raw["launcher"], node=spec,
-                max_nodes=raw["max_nodes"], max_walltime_min=limits["max_walltime_min"], python=raw["python"],
+                max_nodes=raw["max_nodes"], max_walltime_min=limits["max_walltime_min"], queues=queues,
+                python=raw["python"],
                 env=dict(raw["env"]), modules=tuple(raw["modules"]), description=raw["description"],
                 sources=tuple(raw["sources"]), mpi=raw["mpi"], account=raw["account"],
                 partition=raw["partition"], qos=raw["qos"], constraint=raw["constraint"],
@@ -131,13 +167,32 @@ def load_site(path: str | Path) -> Site:
                 path=path)
 
 
+def _check_queues(path: str, queues: tuple, partition: str, machine_nodes: int) -> None:
+    names = [q.name for q in queues]
+    for i, q in enumerate(queues):
+        if q.name in names[:i]:
+            raise ConfigError(path, f"queues[{i}].name", q.name, "a name not used by an earlier queue")
+        if q.max_nodes and q.max_nodes < q.min_nodes:
+            raise ConfigError(path, f"queues[{i}].max_nodes", q.max_nodes, f"at least min_nodes = {q.min_nodes}")
+        if q.min_nodes > machine_nodes:
+            raise ConfigError(path, f"queues[{i}].min_nodes", q.min_nodes, f"at most max_nodes = {machine_nodes}")
+    if partition and queues and partition not in {q.submit_as or q.name for q in queues} | set(names):
+        raise ConfigError(path, "partition", partition,
+                          f"empty (the queue is picked by walltime and nodes) or one of: {', '.join(names)}")
+
+
 @dataclass(frozen=True)
 class Layout:
     """How one run is spread over the machine.
 
     Each rank holds cores_per_rank whole cores (default: just enough for its threads) and
     runs threads_per_rank OpenMP/BLAS threads on them, smt hardware threads per core.
-    ranks_per_gpu > 1 means ranks share a GPU (jsrun -a k per GPU set with gpumps).
+    GPUs: a rank owns gpus_per_rank of them, or (gpus_per_rank 0, ranks_per_gpu k > 1) k ranks
+    share each GPU. ranks_per_set groups the ranks of a node into sets that pool their cores
+    and GPUs, each rank seeing its whole set's GPUs (jsrun's resource set with -a k; OLCF's
+    6-rank, 6-GPU, 42-core set per Summit node); 0 is the usual grouping: one set per rank, or
+    per shared GPU. Every field is a count per node or per rank, so a machine-relative request
+    (one rank per GPU, fill the node) only has to compute these numbers.
     """
 
     nodes: int
@@ -147,6 +202,7 @@ class Layout:
     smt: int = 1
     ranks_per_gpu: int = 0
     cores_per_rank: int = 0  # 0: ceil(threads_per_rank / smt)
+    ranks_per_set: int = 0   # 0: one set per rank (per GPU when ranks share GPUs)
 
     def __post_init__(self):
         if not self.cores_per_rank:
@@ -162,33 +218,87 @@ class Layout:
             return self.ranks_per_node // self.ranks_per_gpu
         return self.gpus_per_rank * self.ranks_per_node
 
+    @property
+    def set_size(self) -> int:
+        """Ranks per set: ranks_per_set, else one set per rank or per shared GPU."""
+        return self.ranks_per_set or max(1, self.ranks_per_gpu)
+
+    @property
+    def gpus_per_set(self) -> int:
+        return self.gpus_per_node * self.set_size // self.ranks_per_node
+
     def to_dict(self) -> dict:
-        return {**{k: getattr(self, k) for k in _LAYOUT_FIELDS}, "ranks": self.ranks}
+        d = {k: getattr(self, k) for k in _LAYOUT_FIELDS}
+        if not self.ranks_per_set:
+            del d["ranks_per_set"]  # left out at its default, so that specs written before stay the same
+        return {**d, "ranks": self.ranks}
 
 
 _LAYOUT_FIELDS = tuple(f.name for f in fields(Layout))  # all ints: to_dict needs no asdict copy
-LAYOUT_KEYS = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "smt", "cores_per_rank")
+# The keys a config may sweep to size a run (the rest of a sweep are benchmark parameters).
+LAYOUT_KEYS = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "smt", "cores_per_rank",
+               "ranks_per_gpu", "ranks_per_set")
 
 
-def _default_ranks_per_node(n: NodeSpec, gpus_per_rank: int | None) -> int:
+def _default_ranks_per_node(n: NodeSpec, gpus_per_rank: int | None, ranks_per_gpu: int | None) -> int:
     if not n.gpus:
         return 1
+    if ranks_per_gpu:
+        return n.gpus * ranks_per_gpu
     return max(1, n.gpus // max(1, gpus_per_rank or 1))
+
+
+def _gpu_sharing(site: Site, ranks_per_node: int, gpus_per_rank: int | None,
+                 ranks_per_gpu: int | None) -> tuple[int, int]:
+    """(gpus_per_rank, ranks_per_gpu) of a request: GPUs owned per rank, or ranks sharing each GPU."""
+    n = site.node
+    if ranks_per_gpu is not None:
+        if ranks_per_gpu < 1:
+            raise LayoutError(site.name, "ranks_per_gpu", ranks_per_gpu, "at least 1")
+        if not n.gpus:
+            raise LayoutError(site.name, "ranks_per_gpu", ranks_per_gpu, "unset on a site without GPUs (node.gpus = 0)")
+        if gpus_per_rank:
+            raise LayoutError(site.name, "gpus_per_rank", gpus_per_rank,
+                              "unset (or 0) with ranks_per_gpu: ranks that share a GPU own none")
+        if ranks_per_node % ranks_per_gpu or ranks_per_node // ranks_per_gpu > n.gpus:
+            raise LayoutError(site.name, "ranks_per_node", ranks_per_node,
+                              f"a multiple of ranks_per_gpu = {ranks_per_gpu}, at most {ranks_per_gpu} x the "
+                              f"node's {n.gpus} GPUs")
+        return (1, 1) if ranks_per_gpu == 1 else (0, ranks_per_gpu)
+    if gpus_per_rank is None:
+        if n.gpus and ranks_per_node > n.gpus:
+            if ranks_per_node % n.gpus:
+                raise LayoutError(site.name, "ranks_per_node", ranks_per_node,
+                                  f"a multiple of the node's {n.gpus} GPUs when ranks share GPUs "
+                                  f"(or set gpus_per_rank: 0 for a CPU-only run)")
+            return 0, ranks_per_node // n.gpus
+        if n.gpus:
+            if n.gpus % ranks_per_node:
+                raise LayoutError(site.name, "ranks_per_node", ranks_per_node,
+                                  f"a divisor of the node's {n.gpus} GPUs so each rank gets as many "
+                                  f"(or set gpus_per_rank to leave GPUs idle on purpose)")
+            return n.gpus // ranks_per_node, 1
+        return 0, 0
+    if gpus_per_rank < 0:
+        raise LayoutError(site.name, "gpus_per_rank", gpus_per_rank, "at least 0")
+    return gpus_per_rank, 1 if gpus_per_rank else 0
 
 
 def resolve_layout(site: Site, nodes: int = 1, ranks_per_node: int | None = None,
                    threads_per_rank: int | None = None, gpus_per_rank: int | None = None,
-                   smt: int | None = None, cores_per_rank: int | None = None) -> Layout:
+                   smt: int | None = None, cores_per_rank: int | None = None,
+                   ranks_per_gpu: int | None = None, ranks_per_set: int | None = None) -> Layout:
     """Fill in defaults and check the request fits one node of the site (and the machine).
 
-    Defaults: one rank per GPU (one per node without GPUs); the usable cores shared evenly
-    between the ranks of a node, so ranks never oversubscribe cores; one thread per core
-    held (times smt). Threads alone given: just enough cores for them. More ranks than GPUs
-    (and no gpus_per_rank) means ranks share GPUs evenly.
+    Defaults: one rank per GPU (one per node without GPUs; ranks_per_gpu per GPU when given);
+    the usable cores shared evenly between the ranks of a node, so ranks never oversubscribe
+    cores; one thread per core held (times smt). Threads alone given: just enough cores for
+    them. More ranks than GPUs (and no gpus_per_rank) means ranks share GPUs evenly.
     """
     n = site.node
     for name, value in (("nodes", nodes), ("ranks_per_node", ranks_per_node), ("threads_per_rank", threads_per_rank),
-                        ("gpus_per_rank", gpus_per_rank), ("smt", smt), ("cores_per_rank", cores_per_rank)):
+                        ("gpus_per_rank", gpus_per_rank), ("smt", smt), ("cores_per_rank", cores_per_rank),
+                        ("ranks_per_gpu", ranks_per_gpu), ("ranks_per_set", ranks_per_set)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise LayoutError(site.name, name, value, "an integer")
     smt = 1 if smt is None else smt
@@ -197,29 +307,17 @@ def resolve_layout(site: Site, nodes: int = 1, ranks_per_node: int | None = None
     if nodes < 1 or nodes > site.max_nodes:
         raise LayoutError(site.name, "nodes", nodes, f"1 to max_nodes = {site.max_nodes}")
     if ranks_per_node is None:
-        ranks_per_node = _default_ranks_per_node(n, gpus_per_rank)
+        ranks_per_node = _default_ranks_per_node(n, gpus_per_rank, ranks_per_gpu)
     if ranks_per_node < 1:
         raise LayoutError(site.name, "ranks_per_node", ranks_per_node, "at least 1")
-    ranks_per_gpu = 0
-    if gpus_per_rank is None:
-        if n.gpus and ranks_per_node > n.gpus:
-            if ranks_per_node % n.gpus:
-                raise LayoutError(site.name, "ranks_per_node", ranks_per_node,
-                                  f"a multiple of the node's {n.gpus} GPUs when ranks share GPUs "
-                                  f"(or set gpus_per_rank: 0 for a CPU-only run)")
-            gpus_per_rank, ranks_per_gpu = 0, ranks_per_node // n.gpus
-        elif n.gpus:
-            if n.gpus % ranks_per_node:
-                raise LayoutError(site.name, "ranks_per_node", ranks_per_node,
-                                  f"a divisor of the node's {n.gpus} GPUs so each rank gets as many "
-                                  f"(or set gpus_per_rank to leave GPUs idle on purpose)")
-            gpus_per_rank = n.gpus // ranks_per_node
-        else:
-            gpus_per_rank = 0
-    if gpus_per_rank < 0:
-        raise LayoutError(site.name, "gpus_per_rank", gpus_per_rank, "at least 0")
-    if gpus_per_rank and not ranks_per_gpu:
-        ranks_per_gpu = 1
+    gpus_per_rank, ranks_per_gpu = _gpu_sharing(site, ranks_per_node, gpus_per_rank, ranks_per_gpu)
+    if ranks_per_set is not None:
+        if ranks_per_set < 1 or ranks_per_node % ranks_per_set or ranks_per_set % max(1, ranks_per_gpu):
+            raise LayoutError(site.name, "ranks_per_set", ranks_per_set,
+                              f"a divisor of ranks_per_node = {ranks_per_node} and a multiple of the ranks "
+                              f"sharing a GPU ({max(1, ranks_per_gpu)})")
+        if ranks_per_set == max(1, ranks_per_gpu):
+            ranks_per_set = 0  # the usual grouping: same layout, same run id
     if cores_per_rank is not None and cores_per_rank < 1:
         raise LayoutError(site.name, "cores_per_rank", cores_per_rank, "at least 1")
     if threads_per_rank is None:
@@ -232,7 +330,8 @@ def resolve_layout(site: Site, nodes: int = 1, ranks_per_node: int | None = None
         raise LayoutError(site.name, "threads_per_rank", threads_per_rank,
                           f"cores_per_rank x smt = {cores_per_rank} x {smt} = {cores_per_rank * smt} "
                           "hardware threads per rank")
-    layout = Layout(nodes, ranks_per_node, threads_per_rank, gpus_per_rank, smt, ranks_per_gpu, cores_per_rank)
+    layout = Layout(nodes, ranks_per_node, threads_per_rank, gpus_per_rank, smt, ranks_per_gpu, cores_per_rank,
+                    ranks_per_set or 0)
     check_layout(site, layout)
     return layout
 
@@ -258,15 +357,50 @@ def check_layout(site: Site, layout: Layout) -> None:
     if layout.ranks_per_gpu > 1 and layout.ranks_per_node % layout.ranks_per_gpu:
         raise LayoutError(site.name, "ranks_per_node", layout.ranks_per_node,
                           f"a multiple of ranks_per_gpu = {layout.ranks_per_gpu}")
+    if layout.ranks_per_node % layout.set_size or layout.set_size % max(1, layout.ranks_per_gpu):
+        raise LayoutError(site.name, "ranks_per_set", layout.ranks_per_set,
+                          f"a divisor of ranks_per_node = {layout.ranks_per_node} and a multiple of ranks_per_gpu")
 
 
 # Minutes a job script asks for beyond its run's timeout_s (start-up, the record, a slow file system).
 WALLTIME_MARGIN_MIN = 5
 
 
-def check_walltime(site: Site, minutes: int) -> None:
+def job_minutes(timeout_s: int) -> int:
+    """The allocation a run limited to timeout_s asks for, in minutes."""
+    return math.ceil(timeout_s / 60) + WALLTIME_MARGIN_MIN
+
+
+def bundle_minutes(timeouts_s) -> int:
+    """The allocation of a bundle running runs with these time limits one after another."""
+    return sum(math.ceil(t / 60) for t in timeouts_s) + WALLTIME_MARGIN_MIN
+
+
+def check_walltime(site: Site, minutes: int, nodes: int | None = None) -> str:
+    """The queue a job of `minutes` on `nodes` nodes goes to (the site's partition where it lists
+    no queues); LayoutError where the site's limit or every queue refuses it. Without `nodes`,
+    only the site-wide limit is checked."""
     if minutes < 1:
         raise LayoutError(site.name, "walltime_min", minutes, "at least 1 minute")
     if site.max_walltime_min and minutes > site.max_walltime_min:
         raise LayoutError(site.name, "walltime_min", minutes,
                           f"limits.max_walltime_min = {site.max_walltime_min} for this site")
+    return site.partition if nodes is None else pick_queue(site, nodes, minutes)
+
+
+def pick_queue(site: Site, nodes: int, minutes: int) -> str:
+    """The first of the site's queues (in the order listed) that admits `nodes` nodes for
+    `minutes`, as the name to submit to; only the queue named by `partition` if one is."""
+    if not site.queues:
+        return site.partition
+    candidates = [q for q in site.queues if not site.partition or site.partition in (q.name, q.submit_as)]
+    if not candidates:  # a Site built in Python, past load_site's check
+        raise ConfigError(site.path or site.name, "partition", site.partition,
+                          f"empty or one of the site's queues: {', '.join(q.name for q in site.queues)}")
+    for q in candidates:
+        if q.admits(nodes, minutes, site.max_nodes):
+            return q.submit_as or q.name
+    named = f"partition {site.partition}: " if site.partition else ""
+    raise LayoutError(site.name, "walltime_min and nodes", f"{minutes} min on {nodes} node(s)",
+                      f"a queue that admits them ({named}" + "; ".join(q.describe(site.max_nodes) for q in candidates)
+                      + ")")

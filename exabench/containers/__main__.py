@@ -5,10 +5,22 @@ from __future__ import annotations
 
 from exabench.config import REPO_ROOT
 
-from exabench.containers.build import build_directory_image
+from exabench.containers.build import build_cache_dir, build_directory_image, build_sif_image
 from exabench.containers.digests import write_digest
 from exabench.containers.recipes import (STACKS, dockerfile, dockerfile_path, lint_recipe, parse_recipe,
                                          recipe_path)
+
+
+def verify_gpu_arch(capabilities: list[str]) -> int:
+    """The build's own list of GPU kernels (no GPU needed) against what the recipe declares."""
+    import torch
+    flags = torch._C._cuda_getArchFlags().split() if torch.version.cuda else []
+    missing = [c for c in capabilities if f"sm_{c.replace('.', '')}" not in flags]
+    print(f"torch {torch.__version__} (CUDA {torch.version.cuda}) ships: {' '.join(flags) or 'no CUDA kernels'}")
+    if missing:
+        print(f"missing kernels for compute capabilities: {' '.join(missing)}")
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("stack")
     b.add_argument("dest")
     b.add_argument("--layers", default="", help="comma-separated %%post layers (default: all)")
+    v = sub.add_parser("verify-gpu-arch", help="inside an image: fail unless its torch ships kernels for these "
+                                                "compute capabilities (the recipe's org.exabench.gpu_arch)")
+    v.add_argument("capabilities", nargs="+")
+    s = sub.add_parser("build-sif", help="build a Debian-based stack as a SIF without Apptainer "
+                                          "(debootstrap, mksquashfs, siftool)")
+    s.add_argument("stack")
+    s.add_argument("dest", help="the .sif file to write")
+    s.add_argument("--layers", default="", help="comma-separated %%post layers (default: all)")
     args = ap.parse_args(argv)
     if args.cmd == "dockerfiles":
         for stack in STACKS:
@@ -33,12 +53,20 @@ def main(argv: list[str] | None = None) -> int:
         problems = [p for stack in STACKS for p in lint_recipe(recipe_path(stack))]
         print("\n".join(problems) or f"{len(STACKS)} recipes: no problems")
         return 1 if problems else 0
+    elif args.cmd == "verify-gpu-arch":
+        return verify_gpu_arch(args.capabilities)
     elif args.cmd == "digest":
         print(write_digest(args.image))
     elif args.cmd == "build-dir":
         layers = tuple(x for x in args.layers.split(",") if x) or None
         import sys
-        print(build_directory_image(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout))
+        print(build_directory_image(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout,
+                                    cache_dir=build_cache_dir()))
+    elif args.cmd == "build-sif":
+        layers = tuple(x for x in args.layers.split(",") if x) or None
+        import sys
+        print(build_sif_image(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout,
+                              cache_dir=build_cache_dir()))
     return 0
 
 

@@ -1,19 +1,27 @@
-"""Building images from the recipes: `apptainer build` on a site with Apptainer, or a
-Charliecloud directory image (debootstrap + chroot) without it."""
+"""Building images from the recipes: `apptainer build` on a site with Apptainer; without it, the
+same SIF file from a debootstrap + chroot build of the recipe, packed by mksquashfs and
+assembled by siftool (exabench.containers.sif), or a Charliecloud directory image."""
 
 from __future__ import annotations
 
+import datetime as _dt
+import hashlib
 import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from exabench.config import REPO_ROOT
 from exabench.errors import ConfigError, ContainerError
 from exabench.containers.digests import write_digest
-from exabench.containers.recipes import Recipe, recipe_path
+from exabench.containers.recipes import Recipe, parse_recipe, recipe_path
 from exabench.containers.runtime import built_image_path, runtime, stack_for, verified_digest
+from exabench.containers.sif import (assemble_sif, build_labels, missing_build_tools, rootfs_arch,
+                                     write_singularity_dir)
+
+DEBIAN_SUITE, DEBIAN_MIRROR = "bookworm", "http://deb.debian.org/debian"
 
 def build_argv(site, stack: str, image: str | Path) -> list[str]:
     """`apptainer build [--fakeroot] IMAGE containers/<stack>.def` (or singularity)."""
@@ -35,17 +43,47 @@ def needed_images(site, frameworks, results_root: str | Path) -> list[str]:
     return sorted({str(built_image_path(site, stack_for(site, f), results_root)) for f in frameworks})
 
 
+def site_layers(site, recipe: Recipe) -> tuple[str, ...] | None:
+    """The %post layers the site builds (`container.layers`; None = all of them)."""
+    layers = tuple((site.container or {}).get("layers") or ())
+    unknown = [name for name in layers if name not in recipe.layers]
+    if unknown:
+        raise ConfigError(site.path or site.name, "container.layers", list(layers),
+                          f"layers of {recipe.path.name}: {', '.join(recipe.layers)}")
+    return layers or None
+
+
 def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> str:
-    """Build containers/<stack>.def into `image` with the site's runtime, record its digest beside
-    it, and check it against the site's pin (a stack-specific pin only makes sense with `stack`)."""
+    """Build containers/<stack>.def into the SIF `image`, record its digest beside it, and check it
+    against the site's pin (a stack-specific pin only makes sense with `stack`). With the site's
+    runtime on the PATH: `apptainer build`; without it: build_sif_image (debootstrap, mksquashfs, siftool)."""
+    recipe = parse_recipe(recipe_path(stack))
+    layers = site_layers(site, recipe)
     argv = build_argv(site, stack, image)
     if shutil.which(argv[0]) is None:
-        raise ContainerError(site.path or site.name, "container.runtime", argv[0],
-                             f"a machine with {argv[0]} on its PATH to build {Path(image).name} (run "
-                             f"`snakemake --profile profiles/{site.name} containers` there, then copy the image and "
-                             f"its .sha256 to {Path(image).parent}), or container.image naming a prebuilt image",
-                             f"is not installed here, so the image {image} cannot be built")
+        missing = missing_build_tools()
+        if not recipe.base.startswith("debian:bookworm"):
+            missing.append(f"a debian:bookworm-* base (this recipe's is {recipe.base}; only Apptainer builds it)")
+        if missing:
+            raise ContainerError(site.path or site.name, "container.runtime", argv[0],
+                                 f"a machine with {argv[0]} on its PATH to build {Path(image).name} (run "
+                                 f"`snakemake --profile profiles/{site.name} containers` there, then copy the image "
+                                 f"and its .sha256 to {Path(image).parent}), or container.image naming a prebuilt "
+                                 f"image",
+                                 f"is not installed here, so the image {image} cannot be built; building the SIF "
+                                 f"without it needs: {'; '.join(missing)}")
+        Path(image).parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "w") as log:
+            log.write(f"# {argv[0]} is not installed here: building {image} without it "
+                      "(debootstrap + chroot, mksquashfs, siftool)\n")
+            build_sif_image(recipe, image, layers, log=log, cache_dir=build_cache_dir())
+        return verified_digest(site, str(image)) or ""
     Path(image).parent.mkdir(parents=True, exist_ok=True)
+    if layers is not None:  # Apptainer builds the partial definition, kept beside the image
+        from exabench.io import atomic_write_text
+        partial = Path(str(image) + ".def")
+        atomic_write_text(partial, recipe.definition(layers))
+        argv[-1] = str(partial)
     with open(log_path, "w") as log:
         log.write("+ " + shlex.join(argv) + "\n")
         log.flush()
@@ -55,12 +93,67 @@ def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> st
     return verified_digest(site, str(image)) or ""
 
 
+def build_cache_dir() -> Path | None:
+    """Where debootstrap bases are kept between builds: $EXABENCH_BUILD_CACHE (empty: no cache),
+    else $XDG_CACHE_HOME/exabench (~/.cache/exabench)."""
+    if "EXABENCH_BUILD_CACHE" in os.environ:
+        return Path(os.environ["EXABENCH_BUILD_CACHE"]) if os.environ["EXABENCH_BUILD_CACHE"] else None
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "exabench"
+
+
+def build_sif_image(recipe: Recipe, image: str | Path, layers: tuple[str, ...] | None = None, log=None,
+                    cache_dir: Path | None = None, timeout_s: int = 1800) -> str:
+    """The SIF Apptainer would build from `recipe`, made without it: the root file system by
+    build_directory_image, /.singularity.d as Apptainer writes it, packed and assembled by
+    exabench.containers.sif. Returns the image's digest (also written to `<image>.sha256`)."""
+    image = Path(image)
+    image.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{image.name}.build.", dir=image.parent) as tmp:
+        root = Path(tmp) / "rootfs"
+        build_directory_image(recipe, root, layers, log=log, timeout_s=timeout_s, cache_dir=cache_dir, digest=False)
+        arch = rootfs_arch(root)
+        definition = recipe.definition(layers)
+        labels = build_labels(recipe.labels, recipe.header(), arch, _dt.datetime.now().astimezone(),
+                              list(layers) if layers is not None else None)
+        metadata = write_singularity_dir(root, definition, recipe.section("environment"), recipe.section("runscript"),
+                                         labels)
+        assemble_sif(root, image, definition, metadata, arch, log=log, timeout_s=timeout_s)
+    return write_digest(image)
+
+
+def debootstrap_base(dest: Path, base: str, run, cache_dir: Path | None, mirror: str = DEBIAN_MIRROR) -> None:
+    """`debootstrap --variant=minbase bookworm DEST` for the recipe's `base`, copied from the cache
+    when an earlier build made the same one (key: the base tag and the debootstrap command), and
+    kept there otherwise. The recipe pins a dated base tag, so a kept base is the pinned one."""
+    argv = ["debootstrap", "--variant=minbase", DEBIAN_SUITE, str(dest), mirror]
+    key = hashlib.sha256(shlex.join([base, *argv[:3], mirror]).encode()).hexdigest()[:16]
+    cached = cache_dir / "debootstrap" / key if cache_dir else None
+    if cached is not None and (cached / "etc" / "debian_version").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        run(["cp", "-a", f"{cached}/.", str(dest)])
+        return
+    run(argv)
+    if cached is None:
+        return
+    partial = None
+    try:  # best effort: a read-only or full cache only costs the next build its debootstrap
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cached.parent))
+        run(["cp", "-a", f"{dest}/.", str(partial)])
+        os.replace(partial, cached)  # a concurrent build's copy already there: keep that one
+    except (OSError, subprocess.SubprocessError):
+        if partial is not None:
+            shutil.rmtree(partial, ignore_errors=True)
+
+
 def build_directory_image(recipe: Recipe, dest: str | Path, layers: tuple[str, ...] | None = None,
-                          mirror: str = "http://deb.debian.org/debian", log=None, timeout_s: int = 900) -> str:
+                          mirror: str = DEBIAN_MIRROR, log=None, timeout_s: int = 900,
+                          cache_dir: Path | None = None, digest: bool = True) -> str | None:
     """Build a Debian-based recipe as a Charliecloud directory image, without Apptainer:
-    debootstrap the base (bookworm minbase for `debian:bookworm-*`), copy %files, write the
-    %environment to /ch/environment, and run each %post command of `layers` with `ch-run -w`.
-    Returns the image's digest (also written to `<dest>.sha256`)."""
+    debootstrap the base (bookworm minbase for `debian:bookworm-*`; kept in `cache_dir`), copy
+    %files, write the %environment to /ch/environment, and run each %post command of `layers`
+    as root in a private mount and pid namespace (unshare + chroot).
+    Returns the image's digest (also written to `<dest>.sha256`), or None with digest=False."""
     dest = Path(dest)
     if not recipe.base.startswith("debian:bookworm"):
         raise ConfigError(str(recipe.path), "From", recipe.base, "a debian:bookworm-* base for a directory build")
@@ -74,11 +167,10 @@ def build_directory_image(recipe: Recipe, dest: str | Path, layers: tuple[str, .
                        timeout=timeout_s)
 
     if not (dest / "etc" / "debian_version").exists():
-        run(["debootstrap", "--variant=minbase", "bookworm", str(dest), mirror])
+        debootstrap_base(dest, recipe.base, run, cache_dir, mirror)
     # %post runs as real root in a private mount+pid namespace (unshare + chroot): `ch-run -w`
     # maps the caller to root in a single-uid namespace, where dpkg's postinst `groupadd`
     # (openssh-client, libibverbs1) fails with code 10. ch-run then runs the image unprivileged.
-    import shutil
     shutil.copy("/etc/resolv.conf", dest / "etc" / "resolv.conf")
     for src, target in recipe.files:
         run(["mkdir", "-p", str(dest / Path(target).parent.relative_to("/"))])
@@ -101,4 +193,4 @@ def build_directory_image(recipe: Recipe, dest: str | Path, layers: tuple[str, .
                  "DEBIAN_FRONTEND=noninteractive", *ca_env, "/bin/sh", "-ec", cmd])
     finally:
         lent_ca.unlink(missing_ok=True)
-    return write_digest(dest)
+    return write_digest(dest) if digest else None

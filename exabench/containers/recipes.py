@@ -3,7 +3,9 @@ Dockerfiles that Docker, Podman and Charliecloud users build."""
 
 from __future__ import annotations
 
+import functools
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,11 +13,14 @@ from exabench.errors import ConfigError
 from exabench.config import REPO_ROOT
 
 CONTAINERS_DIR = REPO_ROOT / "containers"
-STACKS = ("cpu", "pytorch-cuda", "pytorch-rocm", "tensorflow-cuda")
+STACKS = ("cpu", "pytorch-cuda", "pytorch-rocm", "tensorflow-cuda", "pytorch-cuda11", "pytorch-cuda11-ppc64le")
+# Stacks that keep an older framework for GPUs the current CUDA no longer supports (Kepler, Pascal,
+# Volta) or for ppc64le, where no current wheels exist: their pins follow their own release, not
+# requirements.lock (label org.exabench.legacy says which and why).
 # Labels every recipe carries ("none" where a component is absent), checked by lint_recipe.
 REQUIRED_LABELS = ("org.exabench.version", "org.exabench.stack", "org.exabench.python", "org.exabench.torch",
                    "org.exabench.cuda", "org.exabench.rocm", "org.exabench.mpi", "org.exabench.mpi4py",
-                   "org.exabench.horovod")
+                   "org.exabench.horovod", "org.exabench.arch", "org.exabench.gpu_arch")
 LAYER_MARK = re.compile(r"#\s*exabench-layer:\s*([a-z0-9-]+)\s*$")
 PIN = re.compile(r"(?<![\w.-])([A-Za-z0-9_.-]+)(\[[A-Za-z0-9_,-]+\])?==([A-Za-z0-9_.+-]+)")
 DOCKER_INSTRUCTIONS = {"FROM", "ADD", "COPY", "LABEL", "ENV", "RUN", "CMD", "ENTRYPOINT", "WORKDIR", "ARG", "USER",
@@ -45,6 +50,43 @@ class Recipe:
             raise ConfigError(str(self.path), "%post layers", unknown, f"some of {', '.join(self.layers)}")
         return [cmd for name, cmds in self.layers.items() if name in names for cmd in cmds]
 
+    def section(self, name: str) -> str:
+        """A section's text as written (dedented), e.g. %environment or %runscript."""
+        return textwrap.dedent("\n".join(_raw_section(self.path, name))).strip("\n")
+
+    def header(self) -> dict[str, str]:
+        """The definition's header (Bootstrap, From, ...), keys lower-cased as Apptainer reads them."""
+        out = {}
+        for line in self.path.read_text().splitlines():
+            if line.startswith("%"):
+                break
+            key, colon, value = line.split("#", 1)[0].partition(":")
+            if colon and key.strip():
+                out[key.strip().lower()] = value.strip()
+        return out
+
+    def definition(self, layers: tuple[str, ...] | None = None) -> str:
+        """The definition file as built: the recipe itself, or for a partial build the recipe
+        without the %post commands of the layers left out (and a comment naming them)."""
+        text = self.path.read_text()
+        if layers is None:
+            return text
+        self.commands(layers)  # unknown layer names: the recipe's error
+        left_out = [name for name in self.layers if name not in layers]
+        out, inside, current = [], False, "main"
+        for line in text.splitlines():
+            if line.startswith("%"):
+                inside = line.split()[0] == "%post"
+                current = "main"
+            elif inside:
+                mark = LAYER_MARK.fullmatch(line.strip())
+                current = mark.group(1) if mark else current
+                if current not in layers and line.strip():
+                    continue
+            out.append(line)
+        note = f"# exabench: built with %post layers {', '.join(layers)}; left out: {', '.join(left_out) or 'none'}"
+        return note + "\n" + "\n".join(out) + "\n"
+
     def pins(self) -> dict[str, str]:
         """Every `name==version` in %post (extras stripped, names normalised)."""
         return {normalise(m.group(1)): m.group(3) for line in self.post for m in PIN.finditer(line)
@@ -59,6 +101,38 @@ def recipe_path(stack: str) -> Path:
     if stack not in STACKS:
         raise ConfigError("containers/", "stack", stack, ", ".join(STACKS))
     return CONTAINERS_DIR / f"{stack}.def"
+
+
+def gpu_arch_supported(declared: list[str], target: str) -> bool:
+    """Whether a build shipping kernels for `declared` runs on a GPU of generation `target`.
+    NVIDIA: a cubin for X.Y runs on X.Z for Z >= Y (same major); "X.Y+" (PTX) runs on anything
+    from X.Y on. AMD gfx targets must match exactly."""
+    if target.startswith("gfx"):
+        return target in declared
+    major, minor = (int(x) for x in target.split("."))
+    for item in declared:
+        if not re.fullmatch(r"\d+\.\d+\+?", item):
+            continue
+        d_major, d_minor = (int(x) for x in item.rstrip("+").split("."))
+        if item.endswith("+") and (major, minor) >= (d_major, d_minor):
+            return True
+        if major == d_major and minor >= d_minor:
+            return True
+    return False
+
+
+VERIFY_GPU_ARCH = re.compile(r"-m exabench\.containers verify-gpu-arch ([0-9. +]+)$")
+
+
+def recipe_labels(stack: str) -> dict[str, str]:
+    """A recipe's %labels, read without spython (planning reads them for every campaign)."""
+    return _labels(recipe_path(stack))
+
+
+@functools.lru_cache(maxsize=None)
+def _labels(path: Path) -> dict[str, str]:
+    pairs = (line.strip().split(None, 1) for line in _raw_section(path, "labels") if line.strip())
+    return {p[0]: (p[1] if len(p) > 1 else "") for p in pairs}
 
 
 def _env_line(line: str) -> tuple[str, str]:
@@ -118,10 +192,18 @@ def lint_recipe(path: str | Path) -> list[str]:
     for key, pkg in (("org.exabench.torch", "torch"), ("org.exabench.torchvision", "torchvision"),
                      ("org.exabench.mpi4py", "mpi4py"), ("org.exabench.horovod", "horovod"),
                      ("org.exabench.tensorflow", "tensorflow")):
-        label, pin = rec.labels.get(key), rec.pins().get(pkg) or (rec.pins().get("tensorflow-cpu")
-                                                                  if pkg == "tensorflow" else None)
+        # conda spells torch "pytorch"; the CPU wheel of TensorFlow is "tensorflow-cpu"
+        label, pin = rec.labels.get(key), (rec.pins().get(pkg) or rec.pins().get("py" + pkg)
+                                           or (rec.pins().get("tensorflow-cpu") if pkg == "tensorflow" else None))
         if label is not None and label != "none" and pin != label:
             problems.append(f"{rec.path.name}: label {key} = {label} but %post installs {pkg}=={pin}")
+    gpu_arch = rec.labels.get("org.exabench.gpu_arch", "none")
+    if gpu_arch != "none" and rec.labels.get("org.exabench.torch", "none") != "none" and not gpu_arch.startswith("gfx"):
+        verified = [m.group(1).split() for c in rec.layers.get("check", []) if (m := VERIFY_GPU_ARCH.search(c))]
+        if verified != [[a.rstrip("+") for a in gpu_arch.split()]]:
+            problems.append(f"{rec.path.name}: the check layer must verify the label org.exabench.gpu_arch "
+                            f"({gpu_arch}) with `python -m exabench.containers verify-gpu-arch "
+                            f"{' '.join(a.rstrip('+') for a in gpu_arch.split())}`")
     spython_cmds = [line.strip() for line in rec.post if line.strip() and not line.lstrip().startswith("#")]
     if spython_cmds != rec.commands():
         problems.append(f"{rec.path.name}: %post as spython reads it differs from its layers")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from exabench.errors import ConfigError, ContainerError
 from exabench.containers.digests import DIGEST, digest_file, recorded_digest, write_digest
+from exabench.containers.recipes import gpu_arch_supported, recipe_labels
 
 URI_SCHEMES = ("oras://", "docker://", "library://", "shub://")
 # Environment variables the exec line sets; the runner's provenance() reads them back.
@@ -27,17 +28,74 @@ def uses_container(site) -> bool:
     return runtime(site) != "none"
 
 
+def _candidates(site, framework: str | None) -> tuple[str, ...]:
+    """The stacks that could serve a run, in STACKS order: those whose recipe carries the run's
+    framework (org.exabench.torch / .tensorflow) and the GPU vendor's toolkit (.cuda / .rocm)."""
+    from exabench.containers.recipes import STACKS
+    vendor = site.node.gpu_vendor if site.node.gpus else "none"
+    toolkit = {"nvidia": "org.exabench.cuda", "amd": "org.exabench.rocm"}.get(vendor)
+    wanted = "org.exabench.tensorflow" if framework and "tensorflow" in framework else "org.exabench.torch"
+    out = []
+    for stack in STACKS:
+        labels = recipe_labels(stack)
+        has_toolkit = {k: labels.get(k, "none") != "none" for k in ("org.exabench.cuda", "org.exabench.rocm")}
+        if (has_toolkit.get(toolkit, False) if toolkit else not any(has_toolkit.values())) \
+                and labels.get(wanted, "none") != "none":
+            out.append(stack)
+    return tuple(out) or (("cpu",) if vendor == "none" else ())
+
+
+def image_mismatch(site, stack: str) -> str:
+    """Why the image of `stack` cannot run on the site's nodes ("" when it can): the CPU
+    architecture its recipe declares (org.exabench.arch) and the GPU generations its framework
+    build ships kernels for (org.exabench.gpu_arch)."""
+    labels = recipe_labels(stack)
+    problems = []
+    archs = labels.get("org.exabench.arch", "").split()
+    if site.node.arch not in archs:
+        problems.append(f"it is built for {', '.join(archs) or 'no declared architecture'}, the nodes are "
+                        f"{site.node.arch}")
+    gpu_archs = labels.get("org.exabench.gpu_arch", "none").split()
+    if site.node.gpus and site.node.gpu_arch and not gpu_arch_supported(gpu_archs, site.node.gpu_arch):
+        problems.append(f"its framework ships GPU kernels for {' '.join(gpu_archs)}, not the nodes' "
+                        f"{site.node.gpu_arch} ({site.node.gpu_model or site.node.gpu_vendor})")
+    return "; ".join(problems)
+
+
 def stack_for(site, framework: str | None) -> str:
-    """The stack a run needs: the site's `container.stack`, else by GPU vendor and framework."""
+    """The stack a run needs: the site's `container.stack`, else the first stack for the GPU vendor
+    and framework whose image runs on the site's nodes (check_image_runs stops a plan with none)."""
     chosen = (site.container or {}).get("stack", "")
     if chosen:
         return chosen
-    vendor = site.node.gpu_vendor if site.node.gpus else "none"
-    if vendor == "amd":
-        return "pytorch-rocm"
-    if vendor == "nvidia":
-        return "tensorflow-cuda" if framework and "tensorflow" in framework else "pytorch-cuda"
-    return "cpu"
+    candidates = _candidates(site, framework)
+    if not candidates:  # no stack carries this framework for this GPU vendor: check_image_runs says so
+        return "pytorch-rocm" if site.node.gpu_vendor == "amd" else "cpu"
+    return next((s for s in candidates if not image_mismatch(site, s)), candidates[0])
+
+
+def check_image_runs(site, framework: str | None) -> None:
+    """Stop the plan when the image a run would get cannot run on the site's nodes."""
+    if not uses_container(site):
+        return
+    stack = stack_for(site, framework)
+    why = image_mismatch(site, stack)
+    if not (site.container or {}).get("stack") and stack not in _candidates(site, framework):
+        why = f"it has no {framework} for {site.node.gpu_vendor} GPUs" + (f"; {why}" if why else "")
+    if not why:
+        return
+    node = f"{site.node.arch}" + (f", GPU {site.node.gpu_arch}" if site.node.gpus and site.node.gpu_arch else "")
+    if (site.container or {}).get("stack"):
+        raise ConfigError(site.path, "container.stack", stack, "a stack built for the site's nodes "
+                          "(docs/containers.md, 'Architectures')",
+                          f"cannot run on site '{site.name}' ({node}): containers/{stack}.def: {why}")
+    tried = _candidates(site, framework)
+    valid = (f"nodes one of the stacks {', '.join(tried)} is built for" if tried else
+             f"a campaign without {framework} benchmarks on this site (no stack ships {framework} for "
+             f"{site.node.gpu_vendor} GPUs)")
+    raise ConfigError(site.path, "node", node, f"{valid}, or a prebuilt container.image with container.stack "
+                      "(docs/containers.md, 'Architectures')",
+                      f"has no {framework or 'cpu'} image: containers/{stack}.def cannot run there: {why}")
 
 
 def image_dir(site, results_root: str | Path) -> Path:
@@ -172,7 +230,20 @@ def wrap_program(site, spec_path: str | Path, framework: str | None, env: dict |
     program = [CONTAINER_PYTHON, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]
     cenv = container_env(site, stack, image, digest, env)
     cenv[ENV_VERIFIED] = "1" if verified else "0"
-    return exec_prefix(site, image, binds, cenv) + program
+    return exec_prefix(site, runnable_image(site, image), binds, cenv) + program
+
+
+def runnable_image(site, image: str) -> str:
+    """What the runtime is handed: the image itself, except that ch-run, which runs directories
+    and squashfs files but not SIF, gets the SIF's primary system partition, copied beside it as
+    `<image>.squashfs` (the same bytes; the record names the SIF and its digest)."""
+    if runtime(site) != "charliecloud" or not image.endswith(".sif") or is_uri(image):
+        return image
+    from exabench.containers.sif import extract_partition
+    partition = Path(image + ".squashfs")
+    if Path(image).is_file():
+        extract_partition(image, partition)
+    return str(partition)
 
 
 def pin_for_run(site, framework: str | None, results_root: str | Path) -> dict | None:

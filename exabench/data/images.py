@@ -12,7 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
+from exabench.io import atomic_write_text
+
 CIFAR_RECORD = 1 + 3 * 32 * 32  # label byte, then the R, G and B planes of a 32x32 image
+# The official binary release (cifar-10-binary.tar.gz) unpacks to cifar-10-batches-bin/: five
+# training batches and one test batch of 10,000 records each, and the label names.
+CIFAR_FOLDER = "cifar-10-batches-bin"
+CIFAR_TRAIN_BATCHES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
+CIFAR_TEST_BATCH = "test_batch.bin"
+CIFAR_LABEL_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -35,15 +43,31 @@ def learnable_images(n: int, num_classes: int, size: int, seed: int, split: int 
 def write_cifar10_binary(path: str | Path, n: int, seed: int, num_classes: int = 10, split: int = 0) -> Path:
     """Write `n` learnable 32x32 images as one CIFAR-10 binary batch file (data_batch_1.bin layout)."""
     images, labels = learnable_images(n, num_classes, 32, seed, split)
-    records = np.empty((n, CIFAR_RECORD), dtype=np.uint8)
+    return _write_cifar_records(Path(path), images, labels)
+
+
+def _write_cifar_records(path: Path, images, labels) -> Path:
+    records = np.empty((len(labels), CIFAR_RECORD), dtype=np.uint8)
     records[:, 0] = labels
-    records[:, 1:] = images.reshape(n, -1)
-    path = Path(path)
+    records[:, 1:] = images.reshape(len(labels), -1)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(records.tobytes())
     tmp.replace(path)
     return path
+
+
+def write_cifar10_folder(root: str | Path, n_train: int, n_test: int, seed: int, num_classes: int = 10) -> Path:
+    """Write a learnable set in the official cifar-10-batches-bin/ layout: the `n_train` training
+    images spread over data_batch_1..5.bin, `n_test` others in test_batch.bin."""
+    root = Path(root)
+    images, labels = learnable_images(n_train, num_classes, 32, seed, split=0)
+    for name, part in zip(CIFAR_TRAIN_BATCHES, np.array_split(np.arange(n_train), len(CIFAR_TRAIN_BATCHES))):
+        _write_cifar_records(root / name, images[part], labels[part])
+    _write_cifar_records(root / CIFAR_TEST_BATCH, *learnable_images(n_test, num_classes, 32, seed, split=1))
+    if num_classes == len(CIFAR_LABEL_NAMES):
+        atomic_write_text(root / "batches.meta.txt", "\n".join(CIFAR_LABEL_NAMES) + "\n")
+    return root
 
 
 def write_imagenet_folder(root: str | Path, n: int, num_classes: int, size: int, seed: int, split: int = 0) -> Path:
@@ -103,15 +127,35 @@ def eval_transform(kind: str, size: int):
     return T.Compose([T.Resize(size), T.CenterCrop(size), T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
+def cifar10_batch_files(path: str | Path, train: bool) -> list[Path]:
+    """The batch files of one split of an official CIFAR-10 binary folder: data_batch_*.bin train,
+    test_batch.bin validates. `path` is cifar-10-batches-bin/ itself or the folder it was unpacked in."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such folder; a CIFAR-10 data_dir is the official {CIFAR_FOLDER}/ "
+                                f"(data_batch_1.bin .. data_batch_5.bin, {CIFAR_TEST_BATCH})")
+    if not any(path.glob("*.bin")) and (path / CIFAR_FOLDER).is_dir():
+        path = path / CIFAR_FOLDER
+    if train:
+        files = sorted(path.glob("data_batch_*.bin"), key=lambda f: (len(f.name), f.name))
+        want = "data_batch_1.bin .. data_batch_5.bin (training batches)"
+    else:
+        files = [path / CIFAR_TEST_BATCH] if (path / CIFAR_TEST_BATCH).is_file() else []
+        want = f"{CIFAR_TEST_BATCH} (the validation batch)"
+    if not files:
+        found = ", ".join(sorted(f.name for f in path.iterdir())[:8]) or "nothing"
+        raise FileNotFoundError(f"{path}: no {want}; a CIFAR-10 data_dir is the official {CIFAR_FOLDER}/ layout "
+                                f"(found: {found})")
+    return files
+
+
 def open_dataset(kind: str, path: str | Path, size: int, train: bool):
-    """The reader for `kind` (imagefolder | cifar10-binary) at `path`, with its transforms."""
+    """The reader for `kind` (imagefolder | cifar10-binary) at `path`, with its transforms. A
+    CIFAR-10 `path` is the whole binary folder: the split picks its files."""
     path = Path(path)
     tf = train_transform(kind, size) if train else eval_transform(kind, size)
     if kind == "cifar10-binary":
-        files = sorted(path.glob("*.bin")) if path.is_dir() else [path]
-        if not files:
-            raise FileNotFoundError(f"{path}: no CIFAR-10 *.bin batch files")
-        return CIFAR10Binary(files, tf)
+        return CIFAR10Binary(cifar10_batch_files(path, train), tf)
     if kind == "imagefolder":
         from torchvision.datasets import ImageFolder
         return ImageFolder(str(path), transform=tf)
@@ -120,10 +164,11 @@ def open_dataset(kind: str, path: str | Path, size: int, train: bool):
 
 def write_dataset(kind: str, root: str | Path, n_train: int, n_val: int, num_classes: int, size: int,
                   seed: int) -> tuple[Path, Path]:
-    """Write a train and a validation split of `kind` under root; returns their paths."""
+    """Write a train and a validation split of `kind` under root; returns their paths (for
+    CIFAR-10 both are the one binary folder, as in the official release)."""
     root = Path(root)
     if kind == "cifar10-binary":
-        return (write_cifar10_binary(root / "data_batch_1.bin", n_train, seed, num_classes),
-                write_cifar10_binary(root / "val" / "test_batch.bin", n_val, seed, num_classes, split=1))
+        folder = write_cifar10_folder(root, n_train, n_val, seed, num_classes)
+        return folder, folder
     return (write_imagenet_folder(root / "train", n_train, num_classes, size, seed),
             write_imagenet_folder(root / "val", n_val, num_classes, size, seed, split=1))

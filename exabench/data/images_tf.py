@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from exabench.data.images import CIFAR_MEAN, CIFAR_RECORD, CIFAR_STD, IMAGENET_MEAN, IMAGENET_STD, learnable_images
+from exabench.data.images import (CIFAR_MEAN, CIFAR_RECORD, CIFAR_STD, IMAGENET_MEAN, IMAGENET_STD,
+                                  cifar10_batch_files, learnable_images)
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")  # torchvision's
 
@@ -62,12 +63,9 @@ def _jpeg_file(train: bool, size: int):
 
 
 # -- sources -----------------------------------------------------------------
-def cifar10_files(path: str | Path) -> tuple[list[str], int]:
-    path = Path(path)
-    files = sorted(path.glob("*.bin")) if path.is_dir() else [path]
-    if not files:
-        raise FileNotFoundError(f"{path}: no CIFAR-10 *.bin batch files")
-    n = 0
+def cifar10_files(path: str | Path, train: bool) -> tuple[list[str], int]:
+    """(files, records) of one split of an official CIFAR-10 binary folder (see cifar10_batch_files)."""
+    files, n = cifar10_batch_files(path, train), 0
     for f in files:
         size = f.stat().st_size
         if size % CIFAR_RECORD:
@@ -99,7 +97,7 @@ def dataset(kind: str, path, train: bool, p, rank: int, ranks: int, local_batch:
         x = ((x.transpose(0, 2, 3, 1).astype(np.float32) / 255.0 - 0.5) / 0.25)
         source, parse = tf.data.Dataset.from_tensor_slices((x, y)), None
     elif kind == "cifar10-binary":
-        files, n = cifar10_files(path)
+        files, n = cifar10_files(path, train)
         source, parse = tf.data.FixedLengthRecordDataset(files, CIFAR_RECORD), _cifar_record(train, p.image_size)
     elif kind == "imagefolder":
         files, labels = image_folder(path)

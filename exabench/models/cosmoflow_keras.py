@@ -4,19 +4,29 @@ there), from the same settings as the PyTorch network in exabench.models.cosmofl
 from __future__ import annotations
 
 
-def build_model(sample_size: int = 128, channels: int = 4, targets: int = 4, conv_size: int = 32,
-                kernel_size: int = 3, n_conv_layers: int = 5, fc1_size: int = 128, fc2_size: int = 64,
-                dropout: float = 0.5):
+def build_model(
+    sample_size: int = 128,
+    channels: int = 4,
+    targets: int = 4,
+    conv_size: int = 32,
+    kernel_size: int = 3,
+    n_conv_layers: int = 5,
+    fc1_size: int = 128,
+    fc2_size: int = 64,
+    dropout: float = 0.5,
+    l2: float = 0.0,
+):
     from tensorflow import keras
+
     layers = keras.layers
     model = keras.Sequential([keras.Input((sample_size, sample_size, sample_size, channels))])
     for i in range(n_conv_layers):
-        model.add(layers.Conv3D(conv_size * 2 ** i, kernel_size, padding="same"))
+        model.add(layers.Conv3D(conv_size * 2**i, kernel_size, padding="same"))
         model.add(layers.LeakyReLU(0.3))  # Keras' default slope, named for Keras 2 and 3 alike
         model.add(layers.MaxPool3D(2))
     model.add(layers.Flatten())
     for units in (fc1_size, fc2_size):
-        model.add(layers.Dense(units))
+        model.add(layers.Dense(units, kernel_regularizer=keras.regularizers.l2(l2)))  # the reference's L2
         model.add(layers.LeakyReLU(0.3))
         model.add(layers.Dropout(dropout))
     model.add(layers.Dense(targets, activation="tanh"))
@@ -27,6 +37,7 @@ def build_model(sample_size: int = 128, channels: int = 4, targets: int = 4, con
 def tfrecord_dataset(files: list[str], sample_size: int, batch_size: int, shuffle_seed: int | None = None):
     """The reference input pipeline: parse `x` (raw int16) and `y` (float32[4]), log(x + 1)."""
     import tensorflow as tf
+
     shape = [sample_size, sample_size, sample_size, 4]
     spec = {"x": tf.io.FixedLenFeature([], tf.string), "y": tf.io.FixedLenFeature([4], tf.float32)}
 

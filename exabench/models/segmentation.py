@@ -11,7 +11,7 @@ WEIGHT_POWER = -0.125
 
 
 def class_weights(frequencies=CLASS_FREQUENCIES, power: float = WEIGHT_POWER) -> list[float]:
-    return [f ** power for f in frequencies]
+    return [f**power for f in frequencies]
 
 
 def weighted_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

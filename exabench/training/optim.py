@@ -77,17 +77,29 @@ def cosmoflow_lr(epoch: int, base_lr: float, global_batch: int, base_batch: int,
 
 def deepcam_lr_factor(step: int, warmup_steps: int, warmup_factor: float, schedule: str,
                       milestones=(), decay_rate: float = 0.1, t_max: int = 1, eta_min_ratio: float = 0.0) -> float:
-    """Multiplier of the start LR at optimizer step `step` (0-based), as the reference's
-    MultiStepLRWarmup / CosineAnnealingLRWarmup: warmup to start_lr x warmup_factor
-    (from 0 when the factor is 1), then multistep decay at absolute steps, or cosine
-    annealing over t_max steps to eta_min."""
-    if step < warmup_steps:
-        frac = step / warmup_steps
+    """Multiplier of the start LR at optimizer step `step` (0-based), in closed form, of the
+    reference's MultiStepLRWarmup / CosineAnnealingLRWarmup (MultiStepLR / CosineAnnealingLR
+    without warmup), stepped once after every optimizer step. As the reference computes it:
+    - warmup is linear over steps 0 .. warmup_steps - 1, from 0 when warmup_factor is 1, else
+      from 1 towards warmup_factor; afterwards the LR stays at the last warmup value (the
+      reference keeps the optimizer's LR; it never sets warmup_factor itself);
+    - milestones count steps after warmup: with warmup, the LR is multiplied by decay_rate
+      at step milestone + warmup_steps + 1 (warmup 400, milestone 800: step 1201);
+    - cosine annealing starts from the last warmup value and reaches eta_min after t_max
+      steps; past t_max it follows the periodic cosine between eta_min and the start LR,
+      as the reference's recursive formula does."""
+    def warmup(s: int) -> float:
+        frac = s / warmup_steps
         return frac if warmup_factor == 1.0 else (warmup_factor - 1.0) * frac + 1.0
-    peak = warmup_factor
+
+    if step < warmup_steps:
+        return warmup(step)
+    after = warmup(warmup_steps - 1) if warmup_steps > 0 else 1.0
     if schedule == "multistep":
-        return peak * decay_rate ** sum(step >= m for m in milestones)
+        shift = warmup_steps + 1 if warmup_steps > 0 else 0
+        return after * decay_rate ** sum(step >= m + shift for m in milestones)
     if schedule == "cosine_annealing":
-        t = min(step - warmup_steps, t_max)
-        return eta_min_ratio + (peak - eta_min_ratio) * (1 + math.cos(math.pi * t / t_max)) / 2
+        t = step - warmup_steps
+        top = after if t <= t_max else 1.0
+        return eta_min_ratio + (top - eta_min_ratio) * (1 + math.cos(math.pi * t / t_max)) / 2
     raise ValueError(f"schedule {schedule!r}: valid: multistep, cosine_annealing")

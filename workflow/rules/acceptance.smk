@@ -10,6 +10,7 @@ localrules:
     acceptance_verdicts,
     acceptance,
     every_node_script,
+    every_node_groups,
     node_report,
     node_check,
 
@@ -61,6 +62,25 @@ rule every_node_script:
         nodes=config.get("acceptance_nodes") or SITE.max_nodes,
     run:
         pipeline.write_node_sweep(list(RUNS.values()), SITE, RESULTS, params.nodes, output[0], log[0])
+
+
+# One job per node (or node group) of the config's `every_node` key, each running in sequence every
+# run planned on that many nodes; a run recorded before is skipped, so resubmitting runs what is missing:
+#   snakemake --profile profiles/<site> every_node_groups   -> results/<site>/nodes/groups/<group>.sh, submit.sh
+#   bash results/<site>/nodes/groups/submit.sh              (sbatch/bsub each group's script; bash on no scheduler)
+#   snakemake --profile profiles/<site> node_check
+rule every_node_groups:
+    input:
+        get_node_group_specs,
+    output:
+        scripts=[f"{RESULTS}/nodes/groups/{g.name}.sh" for g in NODE_GROUPS],
+        submit=f"{RESULTS}/nodes/groups/submit.sh",
+    params:
+        groups=[[g.name, *g.nodes] for g in NODE_GROUPS],
+    log:
+        f"{LOGS}/every_node_groups.log",
+    run:
+        pipeline.write_node_groups(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS, config["campaign"], log[0])
 
 
 rule node_report:

@@ -16,6 +16,10 @@ try:
     pipeline.validate_config(config, CONFIG_FILE, workflow.config_settings.config)
     SITE = pipeline.load_site(config["site"])
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
+    if pipeline.bundle_requested(workflow.dag_settings, config["campaign"]):
+        pipeline.check_bundle(list(RUNS.values()), SITE, CONFIG_FILE)
+    NODE_GROUPS = pipeline.node_groups(config, SITE, CONFIG_FILE)  # `every_node`: one job per node group
+    pipeline.check_groups(NODE_GROUPS, list(RUNS.values()), CONFIG_FILE)
 except pipeline.ExabenchError as exc:
     raise WorkflowError(f"exabench: invalid configuration: {exc}") from None
 
@@ -96,6 +100,11 @@ def get_report_outputs(wildcards=None):
     pages = [f"{RESULTS}/report/{name}.html" for name in REPORT_TABLES]
     pages += [f"{RESULTS}/report/regressions.html"] if HISTORY_STORE != "none" else []
     return pages + ([f"{RESULTS}/report/verdicts.html"] if Path(REFERENCES).exists() else [])
+
+
+def get_node_group_specs(wildcards=None):
+    sizes = {len(group.nodes) for group in NODE_GROUPS}
+    return [f"{RESULTS}/runs/{run_id}/spec.json" for run_id, run in RUNS.items() if run.layout.nodes in sizes]
 
 
 def get_plot_outputs(wildcards=None):

@@ -2,6 +2,9 @@
 # (or Singularity) each stack the planned runs need is built from containers/<stack>.def:
 #   apptainer build [--fakeroot] --force <image_dir>/<stack>.sif containers/<stack>.def
 # with its digest recorded beside it (<stack>.sif.sha256) and checked against container.digest.
+# On a machine without Apptainer but with debootstrap, mksquashfs and siftool (root), the same SIF
+# is made without it: the recipe's root file system by debootstrap + chroot, Apptainer's metadata,
+# squashfs primary partition (exabench/containers/sif.py; differences in docs/containers.md).
 # A site with a prebuilt container.image (path or oras:// / docker:// URI) builds nothing; a native
 # site (runtime none, the local profile) builds nothing. Target: `snakemake --profile profiles/<site> containers`.
 IMAGE_DIR = str(pipeline.image_dir(SITE, Path(RESULTS).resolve()).resolve())

@@ -32,8 +32,9 @@ class ImageClassificationParams:
     num_classes: int = param(1000, "classifier outputs (1000 for the ImageNet head, 10 for CIFAR-10)", minimum=2)
     data: str = param("synthetic", "input: synthetic fixed batch, learnable in-memory set, or a real-format "
                                    "input pipeline", choices=DATA_KINDS)
-    data_dir: str = param("", "data set path for imagefolder/cifar10-binary; empty: generate a small learnable "
-                              "set in the run directory")
+    data_dir: str = param("", "data set path: imagefolder: the folder holding train/ and val/; cifar10-binary: "
+                              "the official cifar-10-batches-bin/ (trains on data_batch_*.bin, validates on "
+                              "test_batch.bin); empty: generate a small learnable set in the run directory")
     dataset_size: int = param(1024, "training images of a generated or learnable set (validation: a quarter)",
                               minimum=8)
     workers: int = param(2, "DataLoader worker processes per rank (decoding, augmentation)", minimum=0)
@@ -358,13 +359,14 @@ class _Loop:
         from exabench.data import images as imgdata
         p = self.p
         n_val = max(p.dataset_size // 4, self.world.size)
-        root = Path(p.data_dir) if p.data_dir else run_dir / "data" / p.data
+        generated = run_dir / "data" / (imgdata.CIFAR_FOLDER if p.data == "cifar10-binary" else p.data)
+        root = Path(p.data_dir) if p.data_dir else generated
         if not p.data_dir and self.world.rank == 0 and not (root / ".complete").exists():
             imgdata.write_dataset(p.data, root, p.dataset_size, n_val, p.num_classes, p.image_size, p.seed)
             (root / ".complete").touch()
         self.dp.allgather(None)  # a barrier: the generated set is complete before anyone reads it
         if p.data == "cifar10-binary":
-            return root, root / "val"
+            return root, root  # the official folder: data_batch_*.bin train, test_batch.bin validates
         return root / "train", root / "val"
 
     def _loader(self, dataset, shuffle: bool):

@@ -209,9 +209,11 @@ class Allreduce(Benchmark):
         try:
             rows = [self._one_size(comm, count, p, ctx) for count in message_counts(p.sizes, p.min_bytes,
                                                                                     p.max_bytes)]
+            # The outcome gathers over ranks: over torch.distributed when there is no MPI, so the
+            # group is shut only after it.
+            return self._outcome(rows, p, ctx, self.hosts, device)
         finally:
             cleanup()
-        return self._outcome(rows, p, ctx, self.hosts, device)
 
     def _open(self, p: AllreduceParams, ctx):
         """(communicator, reason to skip or None, cleanup, device description)."""

@@ -34,7 +34,12 @@ class CosmoFlowParams:
     warmup_epochs: int = param(4, "epochs of linear warmup from base_lr to the scaled LR", minimum=0)
     decay_schedule: str = param("32:0.25 64:0.125", "'epoch:factor ...' absolute LR factors from that epoch on")
     momentum: float = param(0.9, "SGD momentum", minimum=0.0)
-    weight_decay: float = param(0.0, "L2 weight decay", minimum=0.0)
+    weight_decay: float = param(
+        0.0,
+        "L2 penalty on the two hidden Dense kernels, added to the loss "
+        "(the reference's l2: weight_decay x sum of their squared weights)",
+        minimum=0.0,
+    )
     max_epochs: int = param(128, "stop after this many epochs if the target is not reached", minimum=1)
     target_mae: float = param(0.124, "validation MAE to reach (MLPerf: 0.124)", minimum=0.0)
     data_dir: str = param("", "data set root (train/, validation/); empty: generate a synthetic one")
@@ -42,18 +47,54 @@ class CosmoFlowParams:
     n_train: int = param(1024, "training samples to generate (synthetic data only)", minimum=1)
     n_validation: int = param(256, "validation samples to generate (synthetic data only)", minimum=1)
     stage_dir: str = param("", "node-local directory to copy the data to first (timed); empty: no staging")
-    division: str = param("open", "MLPerf division written to the log", choices=("open", "closed"))
-    backend: str = param("auto", "torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)",
-                         choices=("auto", "gloo", "nccl", "mpi"))
+    division: str = param(
+        "open",
+        "MLPerf division written to the log (closed: only the reference network and target on the CosmoFlow data set)",
+        choices=("open", "closed"),
+    )
+    backend: str = param(
+        "auto", "torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)", choices=("auto", "gloo", "nccl", "mpi")
+    )
     seed: int = param(42, "seed of weights, shuffling and synthetic data", minimum=1)
+
+
+# What the closed division fixes beyond the logged hyper-parameters the checker sees: the
+# reference network, SGD's momentum, the quality target and the data set (MLPerf-HPC rules).
+CLOSED_PARAMS = {
+    "sample_size": 128,
+    "conv_size": 32,
+    "kernel_size": 3,
+    "fc1_size": 128,
+    "fc2_size": 64,
+    "momentum": 0.9,
+    "target_mae": 0.124,
+}
+CLOSED_SAMPLES = (524288, 65536)  # training, validation samples of the CosmoFlow data set
+
+
+def closed_rules(p: CosmoFlowParams) -> None:
+    from exabench.benchmarks.mlperf.harness import require_closed_rules
+    from exabench.data import cosmo
+
+    def count(root: Path) -> tuple[int, int]:
+        def n(split: str) -> int:
+            try:
+                return len(cosmo.list_samples(root / split, p.data_format, p.sample_size))
+            except OSError:
+                return 0
+
+        return n("train"), n("validation")
+
+    require_closed_rules(p, CLOSED_PARAMS, CLOSED_SAMPLES, count)
 
 
 def parse_decay(text: str, key: str = "decay_schedule") -> dict[int, float]:
     try:
         return {int(e): float(f) for e, f in (item.split(":") for item in text.split())}
     except ValueError:
-        raise ConfigError("(params)", key, text, "space-separated 'epoch:factor' pairs, e.g. '32:0.25 64:0.125'") \
-            from None
+        raise ConfigError(
+            "(params)", key, text, "space-separated 'epoch:factor' pairs, e.g. '32:0.25 64:0.125'"
+        ) from None
 
 
 @register
@@ -68,11 +109,30 @@ class CosmoFlow(Benchmark):
     presets = {
         # Same code path, laptop scale: 32^3 volumes, narrow convs, a few hundred samples.
         # LR and batch tuned on the synthetic set (SGD reached MAE 0.10 in 6 epochs, one process).
-        "tiny": {"sample_size": 32, "conv_size": 8, "dropout": 0.0, "n_train": 256, "n_validation": 64,
-                 "batch_size": 2, "base_lr": 0.01, "base_batch": 4, "warmup_epochs": 1,
-                 "decay_schedule": "8:0.5 12:0.25", "max_epochs": 16},
-        "small": {"sample_size": 64, "conv_size": 16, "n_train": 1024, "n_validation": 256, "max_epochs": 32,
-                  "base_lr": 0.002, "base_batch": 16, "warmup_epochs": 2, "decay_schedule": "16:0.25 24:0.125"},
+        "tiny": {
+            "sample_size": 32,
+            "conv_size": 8,
+            "dropout": 0.0,
+            "n_train": 256,
+            "n_validation": 64,
+            "batch_size": 2,
+            "base_lr": 0.01,
+            "base_batch": 4,
+            "warmup_epochs": 1,
+            "decay_schedule": "8:0.5 12:0.25",
+            "max_epochs": 16,
+        },
+        "small": {
+            "sample_size": 64,
+            "conv_size": 16,
+            "n_train": 1024,
+            "n_validation": 256,
+            "max_epochs": 32,
+            "base_lr": 0.002,
+            "base_batch": 16,
+            "warmup_epochs": 2,
+            "decay_schedule": "16:0.25 24:0.125",
+        },
         "full": {"sample_size": 128, "conv_size": 32, "n_train": 524288, "n_validation": 65536},
     }
 
@@ -86,29 +146,45 @@ class CosmoFlow(Benchmark):
         from exabench.training.optim import cosmoflow_lr
 
         decay = parse_decay(p.decay_schedule)
+        closed_rules(p)
         torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "cosmoflow", p) as tr:
-            root = tr.data_root(lambda r: cosmo.generate(r, p.n_train, p.n_validation, p.sample_size, seed=p.seed,
-                                                         formats=(p.data_format,)), "validation")
+            root = tr.data_root(
+                lambda r: cosmo.generate(
+                    r, p.n_train, p.n_validation, p.sample_size, seed=p.seed, formats=(p.data_format,)
+                ),
+                "validation",
+            )
             tr.begin_init()
             root = tr.stage(root, [str(f) for f in root.rglob("*") if f.is_file() and f.parent.name in cosmo.SPLITS])
-            tr.shard(cosmo.list_samples(root / "train", p.data_format, p.sample_size),
-                     cosmo.list_samples(root / "validation", p.data_format, p.sample_size))
+            tr.shard(
+                cosmo.list_samples(root / "train", p.data_format, p.sample_size),
+                cosmo.list_samples(root / "validation", p.data_format, p.sample_size),
+            )
             gb = tr.global_batch
             torch.manual_seed(p.seed)
-            model = Net(p.sample_size, conv_size=p.conv_size, kernel_size=p.kernel_size, fc1_size=p.fc1_size,
-                        fc2_size=p.fc2_size, dropout=p.dropout).to(tr.device)
+            model = Net(
+                p.sample_size,
+                conv_size=p.conv_size,
+                kernel_size=p.kernel_size,
+                fc1_size=p.fc1_size,
+                fc2_size=p.fc2_size,
+                dropout=p.dropout,
+            ).to(tr.device)
             ddp = devices.ddp(model, tr.device)
-            opt = torch.optim.SGD(ddp.parameters(), lr=p.base_lr, momentum=p.momentum,
-                                  weight_decay=p.weight_decay)
+            opt = torch.optim.SGD(ddp.parameters(), lr=p.base_lr, momentum=p.momentum)
             peak = p.base_lr * gb / p.base_batch
             # As the reference logs them: its "base" LR is the scaled one, the warmup factor the scaling.
-            for key, value in (("opt_name", "SGD"), ("opt_base_learning_rate", peak),
-                               ("opt_learning_rate_warmup_epochs", p.warmup_epochs),
-                               ("opt_learning_rate_warmup_factor", gb / p.base_batch),
-                               ("opt_learning_rate_decay_boundary_epochs", sorted(decay)),
-                               ("opt_learning_rate_decay_factor", max(decay.values()) if decay else 1.0),
-                               ("dropout", p.dropout), ("opt_weight_decay", p.weight_decay)):
+            for key, value in (
+                ("opt_name", "SGD"),
+                ("opt_base_learning_rate", peak),
+                ("opt_learning_rate_warmup_epochs", p.warmup_epochs),
+                ("opt_learning_rate_warmup_factor", gb / p.base_batch),
+                ("opt_learning_rate_decay_boundary_epochs", sorted(decay)),
+                ("opt_learning_rate_decay_factor", max(decay.values()) if decay else 1.0),
+                ("dropout", p.dropout),
+                ("opt_weight_decay", p.weight_decay),
+            ):
                 tr.log.event(key, value)
 
             def batch(refs):
@@ -119,14 +195,25 @@ class CosmoFlow(Benchmark):
             def train_epoch(epoch: int):
                 for g in opt.param_groups:  # Keras' LearningRateScheduler counts epochs from 0
                     g["lr"] = cosmoflow_lr(epoch - 1, p.base_lr, gb, p.base_batch, p.warmup_epochs, decay)
-                return tr.train_epoch(epoch, ddp, opt, batch, torch.nn.functional.mse_loss)
+                return tr.train_epoch(epoch, ddp, opt, batch, loss)
+
+            def loss(out, y):  # Keras' mse plus the regularisation losses of the model
+                mse = torch.nn.functional.mse_loss(out, y)
+                return mse + p.weight_decay * model.l2_penalty() if p.weight_decay else mse
 
             def evaluate(epoch: int) -> float:  # MAE over samples and the 4 targets, as Keras'
                 return tr.evaluate(model, batch, lambda out, y: (float((out - y).abs().sum()), y.numel()))
 
             result = tr.train(p.max_epochs, train_epoch, evaluate, "eval_error", p.target_mae, False)
-            return tr.outcome(result, model, "eval_error", "MAE", p.target_mae, False,
-                              {"peak_lr": peak, "data_dir": str(root), "data_format": p.data_format})
+            return tr.outcome(
+                result,
+                model,
+                "eval_error",
+                "MAE",
+                p.target_mae,
+                False,
+                {"peak_lr": peak, "data_dir": str(root), "data_format": p.data_format},
+            )
 
 
 @register
@@ -149,12 +236,22 @@ class CosmoFlowKeras(CosmoFlow):
         from exabench.training.optim import cosmoflow_lr
 
         if ctx.world.size != 1:
-            raise ConfigError("(params)", "ranks", ctx.world.size, "1 (the Keras version runs in one process; "
-                              "use 'cosmoflow' for data-parallel runs)")
+            raise ConfigError(
+                "(params)",
+                "ranks",
+                ctx.world.size,
+                "1 (the Keras version runs in one process; use 'cosmoflow' for data-parallel runs)",
+            )
         if p.data_format != "tfrecord" or p.stage_dir:
-            raise ConfigError("(params)", "data_format/stage_dir", (p.data_format, p.stage_dir),
-                              "tfrecord without staging for the Keras version")
+            raise ConfigError(
+                "(params)",
+                "data_format/stage_dir",
+                (p.data_format, p.stage_dir),
+                "tfrecord without staging for the Keras version",
+            )
+        closed_rules(p)
         import tensorflow as tf
+
         try:
             tf.config.threading.set_intra_op_parallelism_threads(ctx.threads)
         except RuntimeError:  # TensorFlow already started in this process: its thread pool stays
@@ -164,8 +261,9 @@ class CosmoFlowKeras(CosmoFlow):
         root = Path(p.data_dir) if p.data_dir else Path(ctx.run_dir) / "data"
         if not p.data_dir and not (root / "validation").exists():
             cosmo.generate(root, p.n_train, p.n_validation, p.sample_size, seed=p.seed, formats=("tfrecord",))
-        log = mlperf.MLPerfLog(Path(ctx.run_dir) / "mlperf.log", 0, "cosmoflow", division=p.division,
-                               platform=mlperf.mlperf_platform(ctx))
+        log = mlperf.MLPerfLog(
+            Path(ctx.run_dir) / "mlperf.log", 0, "cosmoflow", division=p.division, platform=mlperf.mlperf_platform(ctx)
+        )
         log.start("init_start")
         log.event("cache_clear", True)
         mlperf.log_common(log, ctx, p.batch_size, p.seed)
@@ -174,27 +272,40 @@ class CosmoFlowKeras(CosmoFlow):
         steps = len(train_files) // p.batch_size
         log.event("train_samples", len(train_files))
         log.event("eval_samples", len(val_files))
-        model = build_model(p.sample_size, conv_size=p.conv_size, kernel_size=p.kernel_size, fc1_size=p.fc1_size,
-                            fc2_size=p.fc2_size, dropout=p.dropout)
+        model = build_model(
+            p.sample_size,
+            conv_size=p.conv_size,
+            kernel_size=p.kernel_size,
+            fc1_size=p.fc1_size,
+            fc2_size=p.fc2_size,
+            dropout=p.dropout,
+            l2=p.weight_decay,
+        )
         opt = tf.keras.optimizers.SGD(learning_rate=p.base_lr, momentum=p.momentum)
         model.compile(optimizer=opt, loss="mse", metrics=["mae"])
         peak = p.base_lr * p.batch_size / p.base_batch
-        for key, value in (("opt_name", "SGD"), ("opt_base_learning_rate", peak),
-                           ("opt_learning_rate_warmup_epochs", p.warmup_epochs),
-                           ("opt_learning_rate_warmup_factor", p.batch_size / p.base_batch),
-                           ("opt_learning_rate_decay_boundary_epochs", sorted(decay)),
-                           ("opt_learning_rate_decay_factor", max(decay.values()) if decay else 1.0),
-                           ("dropout", p.dropout), ("opt_weight_decay", p.weight_decay)):
+        for key, value in (
+            ("opt_name", "SGD"),
+            ("opt_base_learning_rate", peak),
+            ("opt_learning_rate_warmup_epochs", p.warmup_epochs),
+            ("opt_learning_rate_warmup_factor", p.batch_size / p.base_batch),
+            ("opt_learning_rate_decay_boundary_epochs", sorted(decay)),
+            ("opt_learning_rate_decay_factor", max(decay.values()) if decay else 1.0),
+            ("dropout", p.dropout),
+            ("opt_weight_decay", p.weight_decay),
+        ):
             log.event(key, value)
         train_ds = tfrecord_dataset(train_files, p.sample_size, p.batch_size, shuffle_seed=p.seed).repeat()
         # A known length (one sample per file) lets Keras evaluate the whole set every epoch.
         val_ds = tfrecord_dataset(val_files, p.sample_size, p.batch_size).apply(
-            tf.data.experimental.assert_cardinality(-(-len(val_files) // p.batch_size)))
+            tf.data.experimental.assert_cardinality(-(-len(val_files) // p.batch_size))
+        )
         losses: list[float] = []
 
         def train_epoch(epoch: int):
-            opt.learning_rate.assign(cosmoflow_lr(epoch - 1, p.base_lr, p.batch_size, p.base_batch,
-                                                  p.warmup_epochs, decay))
+            opt.learning_rate.assign(
+                cosmoflow_lr(epoch - 1, p.base_lr, p.batch_size, p.base_batch, p.warmup_epochs, decay)
+            )
             t0 = time.perf_counter()
             history = model.fit(train_ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False)
             seconds = time.perf_counter() - t0
@@ -205,9 +316,31 @@ class CosmoFlowKeras(CosmoFlow):
             return float(model.evaluate(val_ds, verbose=0, return_dict=True)["mae"])
 
         log.end("init_stop")
-        result = mlperf.run_to_target(log, p.max_epochs, train_epoch, evaluate, "eval_error", p.target_mae,
-                                      higher_is_better=False, barrier=lambda: None)
-        return mlperf.train_outcome(result, losses, log, 0, "eval_error", "MAE", p.target_mae, False,
-                                    {"parameters": int(model.count_params()), "global_batch": p.batch_size,
-                                     "peak_lr": peak, "data_dir": str(root), "ranks": 1,
-                                     "tensorflow": tf.__version__})
+        result = mlperf.run_to_target(
+            log,
+            p.max_epochs,
+            train_epoch,
+            evaluate,
+            "eval_error",
+            p.target_mae,
+            higher_is_better=False,
+            barrier=lambda: None,
+        )
+        return mlperf.train_outcome(
+            result,
+            losses,
+            log,
+            0,
+            "eval_error",
+            "MAE",
+            p.target_mae,
+            False,
+            {
+                "parameters": int(model.count_params()),
+                "global_batch": p.batch_size,
+                "peak_lr": peak,
+                "data_dir": str(root),
+                "ranks": 1,
+                "tensorflow": tf.__version__,
+            },
+        )

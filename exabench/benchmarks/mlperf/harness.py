@@ -40,6 +40,7 @@ class MLPerfLog:
                  status: str = "onprem", platform: str = "unknown"):
         self.path = Path(path)
         self.rank = rank
+        self.division = division
         self._logger = None
         self._handler = None
         if rank != 0:
@@ -85,6 +86,29 @@ def compliance_check(log_path, ruleset: str = HPC_RULESET, python: str = sys.exe
                            ruleset, "--log_output", str(out), str(log_path)],
                           capture_output=True, text=True, timeout=300)
     return proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def require_closed_rules(p, fixed: dict, samples: tuple[int, int],
+                         count_samples: Callable[[Path], tuple[int, int]]) -> None:
+    """A closed-division claim only for a run the closed rules allow: the reference's network and
+    target (`fixed`: param -> the value the rules fix) and the benchmark's own data set in
+    p.data_dir with its (training, validation) sample counts `samples`. Otherwise a ConfigError
+    naming every key that breaks a rule, before anything is written; open runs pass."""
+    from exabench.errors import ConfigError
+    if p.division != "closed":
+        return
+    broken = [f"{key} = {getattr(p, key)!r} (closed: {want!r})" for key, want in fixed.items()
+              if getattr(p, key) != want]
+    if not p.data_dir:
+        broken.append("data_dir = '' (closed: the benchmark's data set, not a generated one)")
+    else:
+        counts = count_samples(Path(p.data_dir))
+        if tuple(counts) != tuple(samples):
+            broken.append(f"data_dir {p.data_dir} holds {counts[0]} training and {counts[1]} validation "
+                          f"samples (closed: {samples[0]} and {samples[1]})")
+    if broken:
+        raise ConfigError("(params)", "division", p.division, "open, or a configuration the closed rules allow",
+                          "breaks the closed rules: " + "; ".join(broken))
 
 
 def strong_scaling_score(times: list[float], benchmark: str | None = None) -> float:
@@ -365,8 +389,9 @@ def train_outcome(result: TrainResult, losses: list[float], log: MLPerfLog, rank
     log.close()  # complete before the checker reads it
     if rank == 0:
         ok, output = compliance_check(log.path)
-        checks.append(Check("mlperf_compliance", ok, f"compliance_checker --usage hpc --ruleset "
-                                                      f"{HPC_RULESET}: {output.strip().splitlines()[-1:]}"))
-    info.update({"mlperf_log": str(log.path), "mlperf_ruleset": HPC_RULESET, "losses": losses,
+        checks.append(Check("mlperf_compliance", ok, f"{log.division} division: compliance_checker --usage hpc "
+                                                      f"--ruleset {HPC_RULESET}: {output.strip().splitlines()[-1:]}"))
+    info.update({"mlperf_log": str(log.path), "mlperf_ruleset": HPC_RULESET, "mlperf_division": log.division,
+                 "losses": losses,
                  "quality_per_epoch": [e.quality for e in epochs], "staging_time_s": staging_time or 0.0})
     return Outcome(metrics, checks, info)

@@ -14,6 +14,9 @@ from exabench.campaign.launchers import aprun, ibrun, jsrun, mpiexec, mpirun, sr
 
 LAUNCHERS = {"jsrun": jsrun, "srun": srun, "aprun": aprun, "ibrun": ibrun, "mpiexec": mpiexec, "mpirun": mpirun,
              "torchrun": torchrun}
+# Launchers that can give a set of ranks smaller than a node its own GPUs (Layout.ranks_per_set);
+# srun checks its own case.
+SET_LAUNCHERS = ("jsrun", "srun", "mpiexec", "mpirun")
 
 
 def launch_argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
@@ -23,6 +26,10 @@ def launch_argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
         if layout.ranks != 1:
             raise LayoutError(site.name, "ranks", layout.ranks, "1 with launcher 'local' (use mpirun or torchrun)")
         return list(program)
+    if layout.ranks_per_set and layout.ranks_per_set < layout.ranks_per_node and site.launcher not in SET_LAUNCHERS:
+        raise LayoutError(site.name, "ranks_per_set", layout.ranks_per_set,
+                          f"ranks_per_node = {layout.ranks_per_node} with launcher {site.launcher} (smaller sets of "
+                          f"ranks need {', '.join(SET_LAUNCHERS)})")
     return LAUNCHERS[site.launcher].argv(site, layout, list(program))
 
 

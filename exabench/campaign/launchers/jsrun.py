@@ -1,10 +1,14 @@
 """jsrun (IBM Job Step Manager, LSF/CSM): Summit, Summitdev.
 
 Resource sets (RS) hold whole cores and GPUs of one node; every RS of a jsrun is alike.
+The layout's sets (Layout.set_size ranks, Layout.gpus_per_set GPUs) are the RS:
 - A rank that owns GPUs: one RS per rank, `-a 1 -c cores -g gpus`, `-r` RS per node.
-- Ranks sharing a GPU: one RS per GPU holding its k ranks (`-a k -g 1 -c k*cores`),
-  `-d packed` places them in order; needs `-alloc_flags gpumps` (MPS) in the header.
+- Ranks sharing a GPU (ranks_per_gpu k): one RS per GPU holding its k ranks
+  (`-a k -g 1 -c k*cores`); needs `-alloc_flags gpumps` (MPS) in the header.
+- ranks_per_set k: one RS per k ranks pooling their cores and GPUs (`-a 6 -c 42 -g 6 -r 1`:
+  one RS per Summit node, each rank seeing the node's 6 GPUs).
 - CPU-only: one RS per rank with `-g 0`.
+`-d packed` places the ranks of an RS in order.
 `-b packed:N` binds each rank to N cores; with SMT>1 its threads use the cores' hardware
 threads (`-alloc_flags smtN` in the header). jsrun sets CUDA_VISIBLE_DEVICES per RS.
 
@@ -46,11 +50,9 @@ class ResourceSet:
 
 
 def resource_set(layout: Layout) -> ResourceSet:
-    if layout.ranks_per_gpu > 1:
-        k = layout.ranks_per_gpu
-        per_node = layout.ranks_per_node // k
-        return ResourceSet(per_node * layout.nodes, per_node, k, k * layout.cores_per_rank, 1, layout.cores_per_rank)
-    return ResourceSet(layout.ranks, layout.ranks_per_node, 1, layout.cores_per_rank, layout.gpus_per_rank,
+    k = layout.set_size
+    per_node = layout.ranks_per_node // k
+    return ResourceSet(per_node * layout.nodes, per_node, k, k * layout.cores_per_rank, layout.gpus_per_set,
                        layout.cores_per_rank)
 
 

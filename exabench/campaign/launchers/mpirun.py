@@ -14,17 +14,19 @@ from exabench.campaign.site import Layout, Site
 
 # Fixed text: no value from a config or site file is ever interpolated into it; the
 # numbers arrive as positional arguments ($1 $2) and are checked as integers by bash.
-_AFFINITY_SCRIPT = ('r=${%s:-0}; g=$1; n=$2; shift 2; first=$(( (r %% (n / g)) * g )); '
+# Local rank r is in set r / k (k ranks per set) and sees that set's g GPUs.
+_AFFINITY_SCRIPT = ('r=${%s:-0}; k=$1; g=$2; shift 2; first=$(( (r / k) * g )); '
                     'ids=$(seq -s, "$first" "$(( first + g - 1 ))"); export %s="$ids"; exec "$@"')
 
 
 def gpu_affinity_wrapper(site: Site, layout: Layout, local_rank_var: str) -> list[str]:
-    """argv prefix giving each rank its own GPUs, or [] where not needed/asked."""
+    """argv prefix giving each rank its own GPUs (or its set's: Layout.set_size ranks sharing
+    Layout.gpus_per_set GPUs), or [] where not needed or not asked."""
     var = site.node.gpu_visibility_var
-    if not (site.launcher_options.get("gpu_affinity_wrapper") and layout.gpus_per_rank and var):
+    if not (site.launcher_options.get("gpu_affinity_wrapper") and layout.gpus_per_node and var):
         return []
     script = _AFFINITY_SCRIPT % (local_rank_var, var)
-    return ["bash", "-c", script, "gpu-affinity", str(layout.gpus_per_rank), str(layout.gpus_per_node)]
+    return ["bash", "-c", script, "gpu-affinity", str(layout.set_size), str(layout.gpus_per_set)]
 
 
 def argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:

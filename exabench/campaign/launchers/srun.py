@@ -1,39 +1,68 @@
 """srun (Slurm): Frontier, Perlmutter, Cori KNL, the loopback slurm-local.
 
-`--cpus-per-task` counts Slurm CPUs, which are hardware threads on sites that expose
-them (NERSC: 2 per core on Perlmutter, 4 on Cori KNL), cores elsewhere (Frontier, where
-`-c 7` is seven cores): node.scheduler_cpus_per_core says which. Ranks are bound to cores
-(`--cpu-bind=cores`), or to hardware threads when the layout uses SMT. A rank that owns
-GPUs gets `--gpus-per-task` and `--gpu-bind` (Slurm then sets CUDA/ROCR_VISIBLE_DEVICES);
-ranks sharing GPUs get the node's GPUs with `--gpus-per-node` and no per-task binding.
+`--cpus-per-task` counts Slurm CPUs. NERSC's Slurm counts every hardware thread as a CPU
+(2 per core on Perlmutter, 4 on Cori KNL: node.scheduler_cpus_per_core), so `-c` is always
+cores x that, whatever SMT the run uses. Frontier's counts one per core by default
+(`--threads-per-core=1`): a run using both hardware threads of its cores must ask for
+`--threads-per-core=2`, in the job's header and in the step, and `-c` then counts hardware
+threads (7 cores at SMT2 is `-c 14`). Ranks are bound with the site's documented
+`--cpu-bind` (launcher_options.cpu_bind: NERSC `cores`, OLCF `threads`). A rank that owns GPUs
+gets `--gpus-per-task` and `--gpu-bind` (Slurm then sets CUDA/ROCR_VISIBLE_DEVICES); ranks
+sharing GPUs get `--ntasks-per-gpu` (and no `--ntasks-per-node`, which Slurm refuses beside
+it: the ranks spread evenly over `--nodes`); one set per node (every rank sees the node's GPUs) gets
+`--gpus-per-node`.
 
-Sources: OLCF Frontier User Guide, "Running Jobs" / "srun" (docs.olcf.ornl.gov/systems/
-frontier_user_guide.html: `srun -N2 -n16 -c7 --gpus-per-task=1 --gpu-bind=closest`);
-NERSC "Process and Thread Affinity" (docs.nersc.gov/jobs/affinity/: `-c` as
-2*floor(64/tasks) on Perlmutter, 4*floor(68/tasks) on Cori KNL, `--cpu-bind=cores`);
-Slurm srun man page.
+Sources: OLCF Frontier User Guide, "Srun" and "Multithreading" (docs.olcf.ornl.gov/systems/
+frontier_user_guide.html: `srun -N2 -n16 -c7 --gpus-per-task=1 --gpu-bind=closest`;
+`--threads-per-core=2` in salloc/sbatch and -c as logical cores; `--ntasks-per-gpu=2`);
+NERSC "Process and Thread Affinity" (docs.nersc.gov/jobs/affinity/) and "Running jobs on
+Perlmutter's GPU nodes" (`-c` as 2*floor(64/tasks), `--cpu-bind=cores`); Slurm srun man page.
 """
 
 from __future__ import annotations
 
+from exabench.errors import LayoutError
 from exabench.campaign.site import Layout, Site
 
 
+def threads_per_core(site: Site, layout: Layout) -> int:
+    """`--threads-per-core` the job and step must ask for (0: Slurm's default already exposes them)."""
+    return layout.smt if layout.smt > site.node.scheduler_cpus_per_core else 0
+
+
 def cpus_per_task(site: Site, layout: Layout) -> int:
-    return layout.cores_per_rank * site.node.scheduler_cpus_per_core
+    """`-c`: the rank's cores in Slurm CPUs (hardware threads where Slurm counts them)."""
+    return layout.cores_per_rank * max(site.node.scheduler_cpus_per_core, layout.smt)
+
+
+def shares_gpus(layout: Layout) -> bool:
+    """Ranks sharing GPUs are placed with --ntasks-per-gpu, which Slurm refuses beside
+    --ntasks-per-node (srun(1)): the job and the step then give only --nodes and --ntasks."""
+    return layout.ranks_per_gpu > 1 and not layout.ranks_per_set
 
 
 def flags(site: Site, layout: Layout) -> list[str]:
-    out = [f"--nodes={layout.nodes}", f"--ntasks={layout.ranks}", f"--ntasks-per-node={layout.ranks_per_node}",
-           f"--cpus-per-task={cpus_per_task(site, layout)}",
-           f"--cpu-bind={'threads' if layout.smt > 1 else 'cores'}"]
-    if layout.gpus_per_rank:
+    per_node = [] if shares_gpus(layout) else [f"--ntasks-per-node={layout.ranks_per_node}"]
+    out = [f"--nodes={layout.nodes}", f"--ntasks={layout.ranks}", *per_node,
+           f"--cpus-per-task={cpus_per_task(site, layout)}"]
+    if threads_per_core(site, layout):
+        out.append(f"--threads-per-core={threads_per_core(site, layout)}")
+    out.append(f"--cpu-bind={site.launcher_options.get('cpu_bind') or 'cores'}")
+    gpu_bind = site.launcher_options.get("gpu_bind", "closest")
+    if layout.ranks_per_set:
+        if layout.ranks_per_set != layout.ranks_per_node:
+            raise LayoutError(site.name, "ranks_per_set", layout.ranks_per_set,
+                              f"ranks_per_node = {layout.ranks_per_node} with srun (every rank of a node sees its "
+                              "GPUs); smaller sets need jsrun")
+        out.append(f"--gpus-per-node={layout.gpus_per_node}")
+    elif layout.gpus_per_rank:
         out.append(f"--gpus-per-task={layout.gpus_per_rank}")
-        gpu_bind = site.launcher_options.get("gpu_bind", "closest")
         if gpu_bind:
             out.append(f"--gpu-bind={gpu_bind}")
-    elif layout.ranks_per_gpu > 1:
-        out.append(f"--gpus-per-node={layout.gpus_per_node}")
+    elif shares_gpus(layout):
+        out.append(f"--ntasks-per-gpu={layout.ranks_per_gpu}")
+        if gpu_bind:
+            out.append(f"--gpu-bind={gpu_bind}")
     if layout.ranks == 1:
         # A one-task run under snakemake-executor-plugin-slurm is started inside the plugin's own
         # `srun -n1` step (it refuses `mpi` jobs of one task): without --overlap this nested step

@@ -1,0 +1,88 @@
+"""`python -m exabench.gpucheck`: plan, run and report the GPU check (scripts/gpu_check.sh runs it).
+
+Exit codes: 0 every planned part ok; 1 a part failed or timed out; 2 bad arguments; 3 no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from exabench.errors import ExabenchError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m exabench.gpucheck", description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="gpu-check", help="folder for the site, configs, runs and gpu-check.md")
+    p.add_argument("--only", default="", help="comma-separated part names (or prefixes) to run; default all")
+    p.add_argument("--dry-run", action="store_true", help="plan and print every run with its launch line; run nothing")
+    p.add_argument("--assume-gpu", default="", metavar="NAME",
+                   help="plan for this GPU (a torch device name, e.g. 'NVIDIA H100 80GB HBM3') instead of probing")
+    p.add_argument("--gpus", type=int, default=1, help="GPU count with --assume-gpu")
+    p.add_argument("--cpu-rehearsal", action="store_true",
+                   help="run the plan at tiny size on the CPU (tests the code path; not GPU figures)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from exabench.gpucheck import plan, probe, report
+    from exabench.io import atomic_write_text
+
+    if args.assume_gpu:
+        if args.gpus < 1:
+            print(f"gpu check: --gpus {args.gpus}: give at least 1", file=sys.stderr)
+            return 2
+        info = probe.assumed(args.assume_gpu, args.gpus)
+    else:
+        info = probe.probe()
+        if not info["gpus"]:
+            print(f"gpu check: no NVIDIA GPU here ({info['why']}; torch {info['torch']}). Run it on a GPU node "
+                  "(docs/gpu-check.md), or give --assume-gpu NAME with --dry-run or --cpu-rehearsal.",
+                  file=sys.stderr)
+            return 3
+    if info.get("assumed") and not (args.dry_run or args.cpu_rehearsal):
+        print("gpu check: --assume-gpu plans for a GPU that is not probed; add --dry-run or --cpu-rehearsal",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    only = [x.strip() for x in args.only.split(",") if x.strip()]
+    try:
+        planned, skipped = plan.plan(info, out, only, rehearsal=args.cpu_rehearsal)
+    except ExabenchError as exc:
+        print(f"gpu check: {exc}", file=sys.stderr)
+        return 2
+    if only and not planned and not skipped:
+        names = ", ".join(p.key for p in plan.parts(info["gpus"], info.get("name", "")))
+        print(f"gpu check: --only {args.only!r} matches no part; parts: {names}", file=sys.stderr)
+        return 2
+    chosen = [part for part, _ in planned]
+    print(f"gpu check on {info['gpus']} x {info.get('name')}: {len(planned)} runs, at most "
+          f"{plan.budget_s(chosen)} s in all" + (" (CPU rehearsal)" if args.cpu_rehearsal else ""))
+    for part, run in planned:
+        spec = json.loads((out / "results" / "runs" / run.run_id / "spec.json").read_text())
+        print(f"  {part.key:<22} {run.timeout_s:>4} s  {run.run_id}\n      {spec['launch_line']}")
+    for part, why in skipped:
+        print(f"  {part.key:<22} skipped: {why}")
+    if args.dry_run:
+        return 0
+    from exabench.execute import execute
+
+    results = []
+    for part, run in planned:
+        t0 = time.monotonic()
+        record = execute(out / "results" / "runs" / run.run_id / "spec.json")
+        seconds = time.monotonic() - t0
+        print(f"  {part.key:<22} {record['status']:<8} {seconds:6.1f} s", flush=True)
+        results.append((part, record, seconds))
+    text = report.write(results, skipped, info, args.cpu_rehearsal)
+    atomic_write_text(out / "gpu-check.md", text)
+    print(f"\nreport: {out / 'gpu-check.md'}")
+    return 0 if all(r["status"] == "ok" for _, r, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

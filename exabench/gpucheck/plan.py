@@ -1,0 +1,146 @@
+"""The runs of a GPU check, planned as an ordinary campaign on a site made for this machine.
+
+Each part is one benchmark at one setting with its own time limit, so one slow or hung part costs
+at most its budget. On one GPU the budgets add up to 590 s, under the 10 minutes the check is
+allowed; a second GPU adds the cross-GPU allreduce and the 2-process DDP run (75 s).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from exabench.campaign.plan import Run, expand
+from exabench.campaign.render import write_runs_files
+from exabench.campaign.site import load_site
+from exabench.config import validate
+from exabench.gpucheck.anchors import peak_tflops
+from exabench.io import atomic_write_text
+
+
+@dataclass(frozen=True)
+class Part:
+    key: str           # the run's label: what the report row is called
+    what: str          # what it proves, in words
+    benchmark: str
+    params: dict
+    timeout_s: int
+    ranks: int = 1     # GPUs (one rank each)
+    min_gpus: int = 1  # machines with fewer GPUs skip the part (and the report says so)
+    min_capability: float = 0.0  # CUDA compute capability the part needs (tf32, bf16: 8.0, Ampere)
+    rehearsal: dict = field(default_factory=dict)  # parameter overrides for a CPU rehearsal
+
+
+RESNET = {"batch_size": 256, "warmup_steps": 10, "steps": 30, "data": "synthetic"}
+# Precisions that need an Ampere or later GPU (compute capability 8.0): TF32 and bf16 tensor cores.
+AMPERE = {"tf32": 8.0, "bf16": 8.0}
+
+# A CPU rehearsal keeps these parameters of a part and takes the rest from the tiny preset.
+REHEARSAL_KEEPS = ("precision", "channels_last", "algorithm", "cell", "data")
+
+
+def parts(gpus: int, device_name: str) -> list[Part]:
+    """Every part, in the order they run; parts needing more GPUs than `gpus` are still listed."""
+    out = []
+    for precision, channels_last in (("fp32", False), ("tf32", False), ("fp16", False), ("bf16", False),
+                                     ("fp16", True), ("bf16", True)):
+        nhwc = "-nhwc" if channels_last else ""
+        amp = " AMP" if precision in ("fp16", "bf16") else ""
+        out.append(Part(f"resnet50-{precision}{nhwc}", f"ResNet-50 training, synthetic ImageNet batch 256,{amp} "
+                        f"{precision}{', channels-last' if channels_last else ''}", "resnet50",
+                        {**RESNET, "precision": precision, "channels_last": channels_last}, 45,
+                        min_capability=AMPERE.get(precision, 0.0)))
+    for precision in ("fp32", "tf32", "fp16", "bf16"):
+        peak = peak_tflops(device_name, precision)
+        out.append(Part(f"gemm-{precision}", f"GEMM at DeepBench's shapes, {precision}", "gemm",
+                        {"shapes": "deepbench", "precision": precision, "samples": 5,
+                         "peak_tflops": peak.value if peak else 0.0}, 30, min_capability=AMPERE.get(precision, 0.0)))
+    for algorithm in ("heuristic", "benchmark", "deterministic"):
+        out.append(Part(f"conv-{algorithm}", f"convolutions with cuDNN algorithm selection '{algorithm}'", "conv",
+                        {"shapes": "summit", "precision": "fp16", "channels_last": True, "algorithm": algorithm},
+                        25, rehearsal={"precision": "fp32", "channels_last": False}))
+    out.append(Part("rnn-lstm", "LSTM (cuDNN), fp16, DeepBench-style", "rnn", {"cell": "lstm", "precision": "fp16"},
+                    20, rehearsal={"hidden": 32, "batch": 4, "steps": 5, "precision": "fp32"}))
+    sweep = {"sizes": "doubling", "min_bytes": 8, "max_bytes": 1 << 28}
+    out.append(Part("allreduce-nccl-1gpu", "NCCL allreduce on one GPU (latency; no link is crossed)", "allreduce",
+                    {"backend": "nccl", **sweep}, 25, rehearsal={"backend": "gloo"}))
+    out.append(Part("allreduce-nccl-across", f"NCCL allreduce across the machine's {gpus} GPUs (busbw)",
+                    "allreduce", {"backend": "nccl", **sweep}, 30, ranks=gpus, min_gpus=2,
+                    rehearsal={"backend": "gloo"}))
+    out.append(Part("cosmoflow", "MLPerf-HPC CosmoFlow, tiny, on the GPU, MLPerf log checked", "cosmoflow",
+                    {"backend": "nccl"}, 40, rehearsal={"backend": "gloo"}))
+    out.append(Part("deepcam", "MLPerf-HPC DeepCAM, tiny, on the GPU, MLPerf log checked", "deepcam",
+                    {"backend": "nccl"}, 40, rehearsal={"backend": "gloo"}))
+    out.append(Part("ddp-nccl-2gpu", "2-process DDP over NCCL: ResNet-50 AMP fp16, batch 256 per GPU", "resnet50",
+                    {**RESNET, "precision": "fp16", "channels_last": True, "backend": "nccl"}, 45, ranks=2,
+                    min_gpus=2, rehearsal={"backend": "gloo"}))
+    return out
+
+
+def budget_s(chosen: list[Part]) -> int:
+    return sum(p.timeout_s for p in chosen)
+
+
+def site_document(info: dict) -> dict:
+    """A site for this one machine: no scheduler, torchrun (it ships with torch: no MPI needed)."""
+    gpus = max(1, int(info["gpus"]))
+    return {"name": "gpu-check", "description": f"GPU check on {info.get('name', 'this machine')}",
+            "scheduler": "none", "launcher": "torchrun", "python": sys.executable, "max_nodes": 1,
+            "node": {"sockets": 1, "cores_per_socket": os.cpu_count() or 1, "smt": 1, "gpus": gpus,
+                     "gpu": {"vendor": "nvidia", "model": str(info.get("name", "unknown"))}}}
+
+
+def config_document(part: Part, rehearsal: bool) -> dict:
+    """One part as a campaign config: its parameters at the full preset (the MLPerf-HPC models at
+    tiny: a check of the CUDA path, not a time to train), or all at tiny for a CPU rehearsal."""
+    preset = "tiny" if rehearsal or part.benchmark in ("cosmoflow", "deepcam") else "full"
+    params = part.params
+    if rehearsal:  # what the part is about stays; the sizes come from the tiny preset
+        params = {**{k: v for k, v in params.items() if k in REHEARSAL_KEEPS}, **part.rehearsal}
+    entry = {"name": part.benchmark, "params": params,
+             "sweep": {"ranks_per_node": [part.ranks], "gpus_per_rank": [1]}}
+    if part.key != part.benchmark:
+        entry["label"] = part.key  # run ids then say which part they are
+    return {"campaign": "gpu-check", "preset": preset, "repeats": 1, "timeout_s": part.timeout_s,
+            "benchmarks": [entry]}
+
+
+def _cannot_run(part: Part, info: dict, rehearsal: bool) -> str:
+    if int(info["gpus"]) < part.min_gpus:
+        return f"needs {part.min_gpus} GPUs, this machine has {info['gpus']}"
+    if part.min_capability and rehearsal:
+        return f"needs a GPU of compute capability {part.min_capability} or later (a CPU rehearsal has none)"
+    capability = str(info.get("capability", ""))
+    if part.min_capability and re.fullmatch(r"\d+\.\d+", capability) and float(capability) < part.min_capability:
+        return f"needs compute capability {part.min_capability} or later; this GPU has {capability}"
+    return ""
+
+
+def plan(info: dict, out: Path, only: list[str] | None = None, rehearsal: bool = False
+         ) -> tuple[list[tuple[Part, Run]], list[tuple[Part, str]]]:
+    """Write the site and every part's spec and job script under `out`; returns (planned, skipped)."""
+    out = Path(out)
+    site_path = out / "site.yaml"
+    atomic_write_text(site_path, yaml.safe_dump(site_document(info), sort_keys=False))
+    site = load_site(site_path)
+    planned, skipped = [], []
+    for part in parts(int(info["gpus"]), str(info.get("name", ""))):
+        if only and not any(part.key.startswith(k) for k in only):
+            continue
+        why = _cannot_run(part, info, rehearsal)
+        if why:
+            skipped.append((part, why))
+            continue
+        doc = config_document(part, rehearsal)
+        config_path = out / "config" / f"{part.key}.yaml"
+        atomic_write_text(config_path, yaml.safe_dump(doc, sort_keys=False))
+        config = validate(doc, "config", str(config_path))
+        (run,) = expand(config, site, str(config_path))
+        planned.append((part, run))
+    write_runs_files([run for _, run in planned], site, out / "results")
+    return planned, skipped

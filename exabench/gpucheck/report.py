@@ -1,0 +1,95 @@
+"""gpu-check.md: each part's figure beside its published anchor, the machine and its software, and
+what could not be run and why."""
+
+from __future__ import annotations
+
+from exabench.gpucheck.anchors import Anchor, link_bandwidth, peak_tflops, resnet50_images_per_s
+from exabench.gpucheck.plan import Part
+from exabench.markdown import table
+
+
+def _figure(part: Part, record: dict) -> tuple[str, float | None, str]:
+    """(metric name, value, unit) a part is judged by."""
+    metrics = record.get("metrics") or {}
+    if part.benchmark == "resnet50":
+        name = "throughput_per_device"
+    elif part.benchmark == "allreduce":
+        name = "busbw" if part.ranks > 1 else "latency_small"
+    elif part.benchmark in ("cosmoflow", "deepcam"):
+        name = "throughput"
+    else:
+        name = "tflops"
+    m = metrics.get(name)
+    return (name, m["value"], m["unit"]) if m else (name, None, "")
+
+
+def _anchor(part: Part, info: dict) -> Anchor | None:
+    name = str(info.get("name", ""))
+    precision = part.params.get("precision", "fp32")
+    if part.benchmark == "resnet50" and part.ranks == 1:
+        return resnet50_images_per_s(name, precision)
+    if part.benchmark in ("gemm", "conv", "rnn"):
+        return peak_tflops(name, precision)
+    if part.benchmark == "allreduce" and part.ranks > 1:
+        return link_bandwidth(info.get("links") or {})
+    return None
+
+
+def _mlperf_verdict(record: dict) -> str:
+    for check in record.get("checks") or []:
+        if check["name"] == "mlperf_compliance":
+            return "compliance checker passed" if check["passed"] else "compliance checker FAILED"
+    return ""
+
+
+def _number(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def rows(results: list[tuple[Part, dict, float]], info: dict) -> list[list[str]]:
+    out = []
+    single = {p.key: r for p, r, _ in results}
+    for part, record, seconds in results:
+        metric, value, unit = _figure(part, record)
+        anchor = _anchor(part, info) if record["status"] == "ok" else None
+        ratio = f"{value / anchor.value:.2f}" if anchor and value else "-"
+        note = _mlperf_verdict(record)
+        if part.key.startswith("ddp") and value:
+            one = single.get("resnet50-fp16-nhwc")
+            base = _figure(part, one)[1] if one and one["status"] == "ok" else None
+            if base:
+                note = f"per-GPU {value / base:.2f} of the 1-GPU fp16 channels-last run"
+        if record["status"] != "ok":
+            note = (record.get("error") or "")[:300].replace("|", "/").replace("\n", " ")
+        out.append([part.key, part.what, record["status"],
+                    f"{_number(value)} {unit}".strip() if value is not None else "-", metric,
+                    f"{_number(anchor.value)} {anchor.unit}" if anchor else "no anchor", ratio,
+                    f"{seconds:.0f}", anchor.source if anchor else "", note])
+    return out
+
+
+def write(results: list[tuple[Part, dict, float]], skipped: list[tuple[Part, str]], info: dict, rehearsal: bool) -> str:
+    """The report's Markdown text."""
+    lines = ["# GPU check", ""]
+    if rehearsal:
+        lines += ["**CPU rehearsal: the plan ran at tiny size on the CPU. These are not GPU figures and the "
+                  "ratios mean nothing; only the code path was exercised.**", ""]
+    lines += table(["machine", ""], [
+        ["GPU", f"{info.get('gpus')} x {info.get('name', '-')}" + (" (assumed)" if info.get("assumed") else "")],
+        ["compute capability", info.get("capability", "-")], ["memory per GPU (GiB)", info.get("memory_GiB", "-")],
+        ["driver", info.get("driver", "-")], ["CUDA (torch build)", info.get("cuda", "-")],
+        ["cuDNN", info.get("cudnn", "-")], ["NCCL", info.get("nccl", "-")], ["torch", info.get("torch", "-")]])
+    lines += ["", "## Figures", ""]
+    lines += table(["part", "what", "status", "figure", "metric", "anchor", "ratio", "seconds", "anchor source",
+                    "note"], rows(results, info))
+    not_run = [(p.key, why) for p, why in skipped]
+    not_run += [(p.key, f"{r['status']}: see the note above") for p, r, _ in results if r["status"] != "ok"]
+    lines += ["", "## Not run, or not ok", ""]
+    lines += table(["part", "why"], not_run) if not_run else ["Every part ran and is ok."]
+    lines += ["", "Ratios: figure / anchor. ResNet-50 anchors are NVIDIA's per-GPU figures on real ImageNet "
+              "through DALI; here the data are synthetic, so the input pipeline costs nothing. GEMM, convolution "
+              "and LSTM anchors are datasheet peaks (the ratio is the fraction of peak). The allreduce anchor is "
+              "GPU 0's link bandwidth as nvidia-smi reports it.", ""]
+    return "\n".join(lines)
