@@ -83,7 +83,8 @@ FIGURES = {
             ("timeout", "run exceeded its time limit of 900 s and was stopped"), {}),
         "kmeans.prec.tiny.float32.init-kmeans.n1r1t1": (OK, kmeans(0.04, "float32")),
         "kmeans.prec.tiny.float32.init-random.n1r1t1": (OK, kmeans(0.03, "float32", fom=0.002666667)),
-        "kmeans.prec.tiny.float64.init-random.n1r1t1": (OK, kmeans(0.05)),
+        # float64 with the default init has no record: a MISSING hole in both matrices
+        "kmeans.prec.tiny.float64.init-kmeans.n1r1t1": (OK, kmeans(0.05)),
         "resnet50.tiny.fp32.n1r1t1": (OK, resnet(10.0)),
         "resnet50.tiny.fp32.n1r2t1.rep1": (OK, resnet(18.0)),
         "resnet50.tiny.fp32.n1r2t1.rep2": (OK, resnet(20.0)),

@@ -119,7 +119,8 @@ def test_weak_scaling_series(tables):
 def test_matrices(tables):
     m = tables["precision_x_algorithm"]
     assert _row(m, row="float32", col="random")["value"] == 0.03
-    assert _row(m, row="float64", col="kmeans++")["status"] == "missing"
+    assert _row(m, row="float64", col="random")["status"] == "missing"
+    assert _row(m, row="float64", col="kmeans++")["value"] == 0.05
     t = tables["threads_x_size"]
     assert _row(t, row="2", col="1000rows")["value"] == 0.006
     assert _row(t, row="2", col="2000rows")["status"] == "timeout"
