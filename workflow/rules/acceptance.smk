@@ -75,10 +75,10 @@ rule every_node_groups:
     output:
         scripts=[f"{RESULTS}/nodes/groups/{g.name}.sh" for g in NODE_GROUPS],
         submit=f"{RESULTS}/nodes/groups/submit.sh",
-    params:
-        groups=[[g.name, *g.nodes] for g in NODE_GROUPS],
     log:
         f"{LOGS}/every_node_groups.log",
+    params:
+        groups=[[g.name, *g.nodes] for g in NODE_GROUPS],
     run:
         pipeline.write_node_groups(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS, config["campaign"], log[0])
 
