@@ -29,10 +29,11 @@ include: "workflow/rules/history.smk"
 
 
 rule all:
+    default_target: True
     input:
         get_final_outputs,
         get_compare_outputs,
         get_plot_outputs,
+        get_report_outputs,
         get_history_outputs,
         get_mlperf_outputs,
-    default_target: True

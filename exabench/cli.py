@@ -149,6 +149,61 @@ def cmd_reproduce(args) -> int:
     return 0 if check.ok else 1
 
 
+def _hold_results(results: str):
+    """Claim the results directory while records move (execute.ResultsClaim): refused while a campaign runs."""
+    from pathlib import Path
+    from exabench.execute import ResultsClaim, ResultsClaimedError
+    claim = ResultsClaim(results, Path(__file__).resolve().parents[1])
+    if not claim.acquire(lambda line: print(line, file=sys.stderr)):
+        raise ResultsClaimedError(f"the results directory {results} is in use by a running campaign (claim "
+                                  f"{claim.path}); wait for it to end, then run again")
+    return claim
+
+
+def cmd_retry(args) -> int:
+    from exabench.records.attempts import retry
+    claim = None if args.dry_run else _hold_results(args.results)
+    try:
+        moved = retry(args.results, dry_run=args.dry_run)
+    finally:
+        if claim:
+            claim.release()
+    verb = "would be set aside" if args.dry_run else "set aside"
+    for m in moved:
+        print(f"{m.run_id}: {m.status}; record {verb} -> {m.to}")
+    if not moved:
+        print(f"{args.results}: no failed, timed-out or corrupt record; nothing to retry")
+    elif not args.dry_run:
+        print(f"{len(moved)} run(s) {verb} (kept in {args.results}/attempts/). Run the campaign's snakemake "
+              "command again: it runs exactly these runs.")
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from exabench.records.attempts import choose_kept, kept_records, restore
+    kept = kept_records(args.results, args.run_id)
+    if args.list:
+        for p in kept:
+            print(p)
+        print(f"{len(kept)} kept record(s) of {args.run_id}")
+        return 0
+    if args.archive:
+        from exabench.analysis.archive import record_from_archive
+        source, text = f"{args.archive}:records/{args.run_id}.json", record_from_archive(args.archive, args.run_id)
+    else:
+        chosen = choose_kept(args.results, args.run_id, args.version)
+        source, text = str(chosen), chosen.read_text()
+    claim = _hold_results(args.results)
+    try:
+        moved = restore(args.results, args.run_id, text, source)
+    finally:
+        claim.release()
+    if moved:
+        print(f"{args.run_id}: the {moved.status} record it replaces is kept -> {moved.to}")
+    print(f"{args.run_id}: restored from {source}")
+    return 0
+
+
 def cmd_ingest(args) -> int:
     from exabench.records.store import ingest
     print(ingest(args.sources, args.store).line())
@@ -444,6 +499,19 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--correction", default="bh", choices=("bh", "holm", "none"),
                            help="multiple-comparison correction across the campaign (default %(default)s)")
             q.add_argument("--strict", action="store_true", help="exit 1 when any metric regressed")
+    p = sub.add_parser("retry", help="set aside the records of failed, timed-out and corrupt runs (into "
+                       "attempts/), so that the campaign's next snakemake runs exactly those")
+    p.add_argument("--results", required=True, help="the campaign's results folder (results/<site>)")
+    p.add_argument("-n", "--dry-run", action="store_true", help="only list the runs that would run again")
+    p.set_defaults(fn=cmd_retry)
+    p = sub.add_parser("restore", help="make a kept record a run's record again: from archive/ or attempts/ (the "
+                       "latest, or --version), or from a campaign archive (--archive); the replaced one is kept")
+    p.add_argument("--results", required=True, help="the campaign's results folder (results/<site>)")
+    p.add_argument("run_id")
+    p.add_argument("--version", help="file name of the kept record to restore (see --list)")
+    p.add_argument("--archive", help="a campaign archive (results/archives/<site>.tar.gz) holding the record")
+    p.add_argument("--list", action="store_true", help="list the kept records of the run")
+    p.set_defaults(fn=cmd_restore)
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)

@@ -37,17 +37,17 @@ def test_verdict_of_each_kind(rows):
     assert per_run["kmeans.tiny.float64.n1r4t1"] == "expected-fail"  # failed run, marked expected_fail
     assert per_run["kmeans.tiny.float64.n2r4t1"] == "fail"          # planned, no record
     assert per_run["resnet50.tiny.fp32.n1r2t1.rep1"] == "unexpected-pass"
-    assert per_run["resnet50-tf.tiny.fp32.n1r2t1"] == "fail"        # unit img/s vs images/s
-    assert per_run["kmeans.smt.tiny.float64.rows_per_rank-2000.n1r1t2"] == "fail"  # timeout
-    # The most specific reference applies: rows_per_rank=1000 (0.008 s +-50%), not the general one.
-    assert per_run["kmeans.smt.tiny.float64.rows_per_rank-1000.n1r1t2"] == "pass"
+    assert per_run["resnet50-keras.tiny.fp32.n1r2t1"] == "fail"  # unit img/s vs images/s
+    assert per_run["kmeans.smt.tiny.float64.size_per_node-2000rows.n1r1t2"] == "fail"  # timeout
+    # The most specific reference applies: size_per_node=1000rows (0.008 s +-50%), not the general one.
+    assert per_run["kmeans.smt.tiny.float64.size_per_node-1000rows.n1r1t2"] == "pass"
     assert per_run["resnet50.tiny.fp32.n1r1t1"] == "expected-fail"  # 10 img/s, far below 19 +-20%
 
 
 def test_verdict_details_name_the_reason(rows):
     by = {r["run_id"]: r for r in rows}
     assert "above" in by["kmeans.tiny.float64.n1r2t1"]["detail"]
-    assert "unit 'images/s' differs" in by["resnet50-tf.tiny.fp32.n1r2t1"]["detail"]
+    assert "unit 'images/s' differs" in by["resnet50-keras.tiny.fp32.n1r2t1"]["detail"]
     assert "run missing" in by["kmeans.tiny.float64.n2r4t1"]["detail"]
     assert "oversubscribe" in by["kmeans.tiny.float64.n1r4t1"]["detail"]
     assert math.isnan(by["kmeans.tiny.float64.n1r4t1"]["value"])  # a failed run's time is not judged
@@ -56,7 +56,8 @@ def test_verdict_details_name_the_reason(rows):
 def test_no_reference_is_not_a_failure():
     rows = acc.verdicts(load_records(record_paths("titan")), acc.load_references(REFS), site="titan")
     assert acc.run_verdicts(rows)["kmeans.tiny.float64.n1r1t1"] == "fail"  # 0.4 s, above 0.1 +10%
-    only_tf = acc.verdicts([r for r in load_records(record_paths("local")) if r["benchmark"] == "resnet50-tf"], [])
+    only_tf = acc.verdicts([r for r in load_records(record_paths("local")) if r["benchmark"] == "resnet50-keras"],
+                           [])
     assert [r["verdict"] for r in only_tf] == ["no-reference"]
 
 

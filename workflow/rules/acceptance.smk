@@ -21,14 +21,15 @@ rule acceptance_verdicts:
         plan=f"{RESULTS}/plan.json",
         references=REFERENCES,
     output:
-        markdown=report(f"{ACCEPTANCE}/verdicts.md", caption="../report/acceptance.rst", category="Acceptance"),
+        markdown=f"{ACCEPTANCE}/verdicts.md",  # in the report as report/verdicts.html
         csv=f"{ACCEPTANCE}/verdicts.csv",
         junit=f"{ACCEPTANCE}/junit.xml",
     log:
         f"{LOGS}/acceptance_verdicts.log",
     run:
-        pipeline.accept_verdicts(input.records, input.references, input.plan, SITE, output.markdown,
-                                 output.csv, output.junit, log[0])
+        pipeline.accept_verdicts(
+            input.records, input.references, input.plan, SITE, output.markdown, output.csv, output.junit, log[0]
+        )
 
 
 rule acceptance:
@@ -55,10 +56,10 @@ rule every_node_script:
         get_single_node_specs,
     output:
         f"{RESULTS}/nodes/every-node.sh",
-    params:
-        nodes=config.get("acceptance_nodes") or SITE.max_nodes,
     log:
         f"{LOGS}/every_node_script.log",
+    params:
+        nodes=config.get("acceptance_nodes") or SITE.max_nodes,
     run:
         pipeline.write_node_sweep(list(RUNS.values()), SITE, RESULTS, params.nodes, output[0], log[0])
 
@@ -74,10 +75,10 @@ rule every_node_groups:
     output:
         scripts=[f"{RESULTS}/nodes/groups/{g.name}.sh" for g in NODE_GROUPS],
         submit=f"{RESULTS}/nodes/groups/submit.sh",
-    params:
-        groups=[[g.name, *g.nodes] for g in NODE_GROUPS],
     log:
         f"{LOGS}/every_node_groups.log",
+    params:
+        groups=[[g.name, *g.nodes] for g in NODE_GROUPS],
     run:
         pipeline.write_node_groups(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS, config["campaign"], log[0])
 
