@@ -16,11 +16,11 @@ rule mlperf_scores:
     output:
         markdown=f"{RESULTS}/tables/mlperf.md",
         json=f"{RESULTS}/tables/mlperf.json",
+    log:
+        f"{LOGS}/mlperf_scores.log",
     params:
         mode=MLPERF_SCORES or "time_to_solution",
         prune=config.get("score_mlperf_prune", 0),
-    log:
-        f"{LOGS}/mlperf_scores.log",
     run:
         pipeline.mlperf_score_tables(input.records, f"{RESULTS}/tables", params.mode, params.prune, log[0])
 
@@ -31,10 +31,11 @@ rule throughput_bundle:
         specs=expand(f"{RESULTS}/runs/{{run_id}}/spec.json", run_id=list(RUNS)),
     output:
         f"{RESULTS}/bundles/{config['campaign']}.throughput.sh",
-    params:
-        runs=get_plan_params,
     log:
         f"{LOGS}/throughput_bundle.log",
+    params:
+        runs=get_plan_params,
     run:
-        pipeline.write_bundle_script(list(RUNS.values()), SITE, RESULTS, config["campaign"], output[0], log[0],
-                                     concurrent=True)
+        pipeline.write_bundle_script(
+            list(RUNS.values()), SITE, RESULTS, config["campaign"], output[0], log[0], concurrent=True
+        )
