@@ -5,6 +5,7 @@ whose loss falls and lDDT-Ca rises, with a compliant MLPerf-HPC log."""
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 import torch
 
@@ -47,3 +48,85 @@ def test_lddt_by_hand():
     assert af_loss.lddt(pred, true, mask).tolist() == pytest.approx([0.75, 0.75, 0.5])
     # a cutoff of 1.5 A scores only the neighbours 1 A apart
     assert float(af_loss.lddt(pred, true, mask, cutoff=1.5, per_residue=False)) == pytest.approx((2 + 2 * 0.5) / 4)
+
+
+def _frames(n: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    rot, trans = torch.eye(3).expand(n, 3, 3), torch.zeros(n, 3)
+    return geometry.compose_update(rot, trans, torch.randn(n, 6, generator=g) * 3)
+
+
+def test_backbone_fape_is_zero_on_the_truth_and_blind_to_a_global_motion():
+    rot, trans = _frames(6, 1)
+    gt = torch.eye(4).repeat(1, 6, 1, 1)
+    gt[0, :, :3, :3], gt[0, :, :3, 3] = rot, trans
+    batch = {"backbone_rigid_tensor": gt, "backbone_rigid_mask": torch.ones(1, 6), "use_clamped_fape": torch.ones(1)}
+    g_rot, g_trans = _frames(1, 2)
+    moved_rot, moved_trans = g_rot @ rot, geometry.apply(g_rot, g_trans, trans)
+    w = af_loss.LossWeights()
+    out = {"sm_frames_rot": moved_rot[None, None], "sm_frames_trans": moved_trans[None, None]}
+    assert float(af_loss.backbone_fape(out, batch, w)) == pytest.approx(0.0, abs=2e-3)  # sqrt(eps) per pair
+    # all frames at the origin: the error of each pair is the true distance, clamped at 10 A, / 10 A
+    out = {"sm_frames_rot": torch.eye(3).expand(1, 1, 6, 3, 3), "sm_frames_trans": torch.zeros(1, 1, 6, 3)}
+    d = torch.cdist(trans, trans)
+    assert float(af_loss.backbone_fape(out, batch, w)) == pytest.approx(float(d.clamp(max=10).mean() / 10), rel=1e-3)
+    batch["use_clamped_fape"] = torch.zeros(1)
+    assert float(af_loss.backbone_fape(out, batch, w)) == pytest.approx(float(d.mean() / 10), rel=1e-3)
+
+
+def test_synthetic_chains_read_back_with_the_references_shapes(tmp_path):
+    from exabench.data import openfold as data
+
+    assert data.generate(tmp_path, 3, 2, 20, 24, 12, 2, seed=3, families=1) == {"train": 3, "validation": 2}
+    files = data.list_chains(tmp_path, "train")
+    raw = data.read_raw(files[0])
+    n = len(raw["aatype"])
+    assert raw["msa"].shape == (12, n) and raw["template_all_atom_positions"].shape == (2, n, 37, 3)
+    ca = raw["all_atom_positions"][:, 1]
+    assert np.allclose(np.linalg.norm(np.diff(ca, axis=0), axis=1), 3.8, atol=1e-3)  # C-alpha steps of 3.8 A
+    f = data.process(raw, np.random.default_rng(0), 16, 8, 4, 2, train=True)
+    shapes = {
+        "aatype": (16,),
+        "target_feat": (16, 22),
+        "msa_feat": (8, 16, 49),
+        "extra_msa": (4, 16),
+        "bert_mask": (8, 16),
+        "true_msa": (8, 16),
+        "template_aatype": (2, 16),
+        "template_all_atom_positions": (2, 16, 37, 3),
+        "template_torsion_angles_sin_cos": (2, 16, 7, 2),
+        "all_atom_positions": (16, 37, 3),
+        "backbone_rigid_tensor": (16, 4, 4),
+        "chi_angles_sin_cos": (16, 4, 2),
+        "pseudo_beta": (16, 3),
+    }
+    for key, shape in shapes.items():
+        assert f[key].shape == shape, key
+    assert f["aatype"].dtype == np.int64 and f["msa_feat"].dtype == np.float32
+    # the query row is the sequence, masked where BERT masked it; masked residues stay in true_msa
+    start = int(np.flatnonzero((raw["all_atom_positions"][:, 1] == f["all_atom_positions"][0, 1]).all(1))[0])
+    assert np.array_equal(f["true_msa"][0], raw["aatype"][start : start + 16])
+    unmasked = f["bert_mask"][0] == 0
+    assert np.array_equal(f["msa_feat"][0, unmasked, :23].argmax(-1), f["true_msa"][0, unmasked])
+    # backbone frames put N, CA, C at the ideal positions in their own frame
+    local = np.einsum(
+        "nji,naj->nai",
+        f["backbone_rigid_tensor"][:, :3, :3],
+        f["all_atom_positions"][:, :3] - f["backbone_rigid_tensor"][:, None, :3, 3],
+    )
+    assert np.allclose(local, data.IDEAL[:3], atol=1e-3)
+    # validation chains are whole, padded to nothing
+    v = data.read_raw(data.list_chains(tmp_path, "validation")[0])
+    assert data.process(v, np.random.default_rng(0), len(v["aatype"]), 8, 4, 2, train=False)["seq_mask"].all()
+
+
+def test_damaged_feature_file_names_itself(tmp_path):
+    from exabench.data import openfold as data
+    from exabench.data.tfrecord import CorruptFileError
+
+    data.generate(tmp_path, 1, 1, 8, 8, 4, 1, seed=1)
+    path = data.list_chains(tmp_path, "train")[0]
+    with open(path, "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(CorruptFileError, match=path.replace(".", r"\.")):
+        data.read_raw(path)

@@ -59,3 +59,45 @@ class AlphaFoldConfig:
     msa_classes: int = 23
     atom_types: int = 37
     tm_bins: int = 64
+
+
+def scaled_config(
+    width_divisor: int,
+    evoformer_blocks: int,
+    extra_msa_blocks: int,
+    template_blocks: int,
+    structure_blocks: int,
+    **overrides,
+) -> AlphaFoldConfig:
+    """The reference network with every channel and hidden width divided by `width_divisor`
+    (at least 1) and the given block counts; head counts stay. (1, 48, 4, 2, 8) is the reference."""
+    ref = AlphaFoldConfig()
+    widths = {
+        k: max(1, getattr(ref, k) // width_divisor)
+        for k in (
+            "c_m",
+            "c_z",
+            "c_s",
+            "c_t",
+            "c_e",
+            "c_hidden_msa_att",
+            "c_hidden_extra_msa_att",
+            "c_hidden_opm",
+            "c_hidden_tri_mul",
+            "c_hidden_tri_att",
+            "c_hidden_template_tri_mul",
+            "c_hidden_template_tri_att",
+            "c_hidden_template_pointwise",
+            "c_hidden_ipa",
+            "c_hidden_angle_resnet",
+            "c_hidden_plddt",
+        )
+    }
+    return AlphaFoldConfig(
+        **widths,
+        evoformer_blocks=evoformer_blocks,
+        extra_msa_blocks=extra_msa_blocks,
+        template_blocks=template_blocks,
+        structure_blocks=structure_blocks,
+        **overrides,
+    )

@@ -2,8 +2,9 @@
 initial-training LossConfig) and the lDDT-Ca metric of its validation_metrics.py.
 
 Terms and weights: FAPE 1.0 (backbone 0.5, side chains 0.5), supervised chi 1.0, distogram 0.3,
-masked MSA 2.0, pLDDT 0.01; experimentally resolved and violation weigh 0.0 at this stage and
-the pTM loss is off, so none of them is computed. The weighted sum is scaled by the square root
+masked MSA 2.0, pLDDT 0.01, experimentally resolved 0.0 (computed and weighted 0, as the
+reference does); the violation loss weighs 0.0 at this stage and the pTM loss is off, so
+neither is computed. The weighted sum is scaled by the square root
 of the cropped length and averaged over the batch. Not computed here: the side-chain FAPE (it
 needs all-atom side chains, which this implementation does not build), so the FAPE term is
 its backbone half only.
@@ -30,6 +31,7 @@ class LossWeights:
     distogram: float = 0.3
     masked_msa: float = 2.0
     plddt: float = 0.01
+    experimentally_resolved: float = 0.0  # 0.01 only in fine-tuning
     clamp_distance: float = 10.0
     length_scale: float = 10.0
     distogram_bins: tuple = (2.3125, 21.6875, 64)
@@ -132,6 +134,17 @@ def plddt(out: dict, batch: dict, w: LossWeights, eps: float = 1e-10) -> torch.T
     return loss * ((batch["resolution"] >= lo) & (batch["resolution"] <= hi))
 
 
+def experimentally_resolved(out: dict, batch: dict, w: LossWeights, eps: float = 1e-8) -> torch.Tensor:
+    """Sigmoid cross-entropy of the per-atom "resolved" logits over the atoms that exist."""
+    errors = F.binary_cross_entropy_with_logits(
+        out["experimentally_resolved_logits"], batch["all_atom_mask"], reduction="none"
+    )
+    exists = batch["atom37_atom_exists"]
+    loss = (errors * exists).sum((-1, -2)) / (eps + exists.sum((-1, -2)))
+    lo, hi = w.resolution_range
+    return loss * ((batch["resolution"] >= lo) & (batch["resolution"] <= hi))
+
+
 def alphafold_loss(out: dict, batch: dict, w: LossWeights = LossWeights()) -> tuple[torch.Tensor, dict]:
     """(scaled weighted total averaged over the batch, each weighted term's batch mean)."""
     terms = {
@@ -140,6 +153,7 @@ def alphafold_loss(out: dict, batch: dict, w: LossWeights = LossWeights()) -> tu
         "distogram": w.distogram * distogram(out, batch, w),
         "masked_msa": w.masked_msa * masked_msa(out, batch, w),
         "plddt_loss": w.plddt * plddt(out, batch, w),
+        "experimentally_resolved": w.experimentally_resolved * experimentally_resolved(out, batch, w),
     }
     total = sum(terms.values())
     crop = torch.full_like(batch["seq_length"], batch["aatype"].shape[1])
