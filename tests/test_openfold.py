@@ -147,14 +147,14 @@ def test_tiny_preset_learns_from_scratch(tmp_path):
     from exabench import runner
     from exabench.training.distributed import World
 
-    spec = json.loads(make_spec(tmp_path, "openfold", "tiny", {"max_cycles": 7}, 1).read_text())
+    spec = json.loads(make_spec(tmp_path, "openfold", "tiny", {"max_cycles": 6}, 1).read_text())
     rec = runner.run(spec, World(0, 1, 0, 1, "single", False))
     info = rec["info"]
     losses, quality = info["losses"], info["quality_per_epoch"]
-    assert len(quality) == 7 and all(math.isfinite(x) for x in losses)
+    assert len(quality) == 6 and all(math.isfinite(x) for x in losses)
     assert losses[-1] < 0.7 * losses[0], losses
     # from a collapsed chain (lDDT-Ca ~0.05) to a partial fold
-    assert quality[0] < 0.12 and max(quality[-2:]) > 0.18 and max(quality[-2:]) > 2.5 * quality[0], quality
+    assert quality[0] < 0.12 and max(quality[-2:]) > 0.2 and max(quality[-2:]) > 2.5 * quality[0], quality
     assert info["loss_terms_last_cycle"]["fape"] < info["loss_terms_first_cycle"]["fape"]
     assert info["parameters"] == parameter_count(_tiny_config())
     checks = {c["name"]: c["passed"] for c in rec["checks"]}
@@ -183,7 +183,7 @@ def test_two_ranks_from_the_tiny_checkpoint_reach_the_target_with_a_compliant_lo
     from helpers_mlperf import make_spec, run_mpi
 
     spec = make_spec(
-        tmp_path, "openfold", "tiny", {"init_checkpoint": str(TINY_INIT), "warmup_lr_iters": 20, "max_cycles": 8}, 2
+        tmp_path, "openfold", "tiny", {"init_checkpoint": str(TINY_INIT), "warmup_lr_iters": 20, "max_cycles": 10}, 2
     )
     rec = run_mpi(spec, 2)
     checks = {c["name"]: c for c in rec["checks"]}

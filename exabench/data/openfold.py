@@ -141,12 +141,14 @@ def homolog(
     mutation_rate: float = 0.2,
     extra_wobble: float = 0.02,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A family member: residues mutated within their class (so the secondary structure stays),
-    the steps perturbed a little more."""
+    """A family member: helix and strand residues mutated within their class (so the secondary
+    structure stays), loop residues kept (their turns set the fold), every step perturbed a
+    little more."""
     mutated = aatype.copy()
     for i in np.flatnonzero(rng.random(len(aatype)) < mutation_rate):
         cls = next(c for c in (HELIX, STRAND, LOOP) if RESTYPES[aatype[i]] in c)
-        mutated[i] = RESTYPES.index(rng.choice(list(cls)))
+        if cls != LOOP:
+            mutated[i] = RESTYPES.index(rng.choice(list(cls)))
     return mutated, wobble + rng.normal(0, extra_wobble, wobble.shape)
 
 
