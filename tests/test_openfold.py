@@ -134,12 +134,10 @@ def test_damaged_feature_file_names_itself(tmp_path):
         data.read_raw(path)
 
 
-TINY_INIT = Path(__file__).parent / "data" / "openfold-tiny-init.pt"
-
-
 def test_tiny_preset_learns_from_scratch(tmp_path):
-    """One rank, random weights: the loss falls and lDDT-Ca rises well past its start; the
-    checker rejects the log because lDDT-Ca stays under the rules' 0.8."""
+    """One rank from random weights (the preset itself starts from its checkpoint): the loss
+    falls and lDDT-Ca rises well past its start; the checker rejects the log because lDDT-Ca
+    stays under the rules' 0.8."""
     import json
 
     from helpers_mlperf import make_spec
@@ -147,7 +145,11 @@ def test_tiny_preset_learns_from_scratch(tmp_path):
     from exabench import runner
     from exabench.training.distributed import World
 
-    spec = json.loads(make_spec(tmp_path, "openfold", "tiny", {"max_cycles": 6}, 1).read_text())
+    spec = json.loads(
+        make_spec(
+            tmp_path, "openfold", "tiny", {"init_checkpoint": "", "warmup_lr_iters": 0, "max_cycles": 6}, 1
+        ).read_text()
+    )
     rec = runner.run(spec, World(0, 1, 0, 1, "single", False))
     info = rec["info"]
     losses, quality = info["losses"], info["quality_per_epoch"]
@@ -182,9 +184,9 @@ def test_two_ranks_from_the_tiny_checkpoint_reach_the_target_with_a_compliant_lo
 
     from helpers_mlperf import make_spec, run_mpi
 
-    spec = make_spec(
-        tmp_path, "openfold", "tiny", {"init_checkpoint": str(TINY_INIT), "warmup_lr_iters": 20, "max_cycles": 10}, 2
-    )
+    from exabench.benchmarks.mlperf.openfold import TINY_CHECKPOINT
+
+    spec = make_spec(tmp_path, "openfold", "tiny", {}, 2)
     rec = run_mpi(spec, 2)
     checks = {c["name"]: c for c in rec["checks"]}
     assert rec["status"] == "ok", rec["checks"]
@@ -193,7 +195,7 @@ def test_two_ranks_from_the_tiny_checkpoint_reach_the_target_with_a_compliant_lo
     assert info["quality_per_epoch"][-1] >= 0.8 and info["ranks"] == 2
     log = [json.loads(x.split(":::MLLOG ", 1)[1]) for x in Path(info["mlperf_log"]).read_text().splitlines()]
     events = {e["key"]: e["value"] for e in log}
-    assert events["init_checkpoint_sha256sum"] == hashlib.sha256(TINY_INIT.read_bytes()).hexdigest()
+    assert events["init_checkpoint_sha256sum"] == hashlib.sha256(TINY_CHECKPOINT.read_bytes()).hexdigest()
     assert events["model_parameters_count"] == parameter_count(_tiny_config())
     assert events["global_batch_size"] == 2 and events["submission_benchmark"] == "openfold"
 

@@ -32,6 +32,9 @@ TRAIN_MAX_PDB_RELEASE_DATE = "2021-09-16"
 VAL_CAMEO_DATES = ("2021-09-17", "2021-12-11")
 VAL_MAX_SEQUENCE_LENGTH = 700
 REFERENCE_TRAIN_SAMPLES, REFERENCE_EVAL_SAMPLES = 594595, 180
+# The tiny network's weight average after training from scratch on the tiny preset's synthetic
+# set to lDDT-Ca 0.771 (how it was made: docs/mlperf-hpc.md); init_checkpoint "tiny" names it.
+TINY_CHECKPOINT = Path(__file__).with_name("openfold-tiny-init.pt")
 
 
 @dataclass
@@ -64,8 +67,13 @@ class OpenFoldParams:
     families: int = param(
         0, "0: unrelated generated chains; k: all chains homologs of k chains (synthetic data only)", minimum=0
     )
+    data_seed: int = param(
+        1234567890, "seed of the synthetic data set (fixed, as the reference's data set is)", minimum=1
+    )
     init_checkpoint: str = param(
-        "", "state dict to start from (the reference starts from a checkpoint); empty: random initialisation"
+        "",
+        "state dict to start from, as the reference starts from a checkpoint; 'tiny': the packaged one of the "
+        "tiny network; empty: random initialisation",
     )
     save_checkpoint: bool = param(False, "write the evaluated (averaged) weights to checkpoint.pt in the run directory")
     stage_dir: str = param("", "node-local directory to copy the data to first; empty: no staging")
@@ -134,8 +142,9 @@ class OpenFold(Benchmark):
     framework = "pytorch"
     Params = OpenFoldParams
     presets = {
-        # Same code path, laptop scale: widths / 8, one block per stack, 16-residue crops of short
-        # synthetic chains, shallow MSAs; its own target (see docs/mlperf-hpc.md).
+        # Same code path, laptop scale: widths / 8, one block per stack, 16-residue chains of one
+        # synthetic family, shallow MSAs; started, as the reference is, from a partially trained
+        # checkpoint (lDDT-Ca 0.77) and trained on to 0.8 (see docs/mlperf-hpc.md).
         "tiny": {
             "width_divisor": 8,
             "evoformer_blocks": 1,
@@ -150,6 +159,8 @@ class OpenFold(Benchmark):
             "base_lr": 3e-3,
             "val_every_iters": 20,
             "max_cycles": 15,
+            "init_checkpoint": "tiny",
+            "warmup_lr_iters": 20,
             "n_train": 64,
             "n_validation": 8,
             "min_length": 16,
@@ -205,7 +216,7 @@ class OpenFold(Benchmark):
                     p.max_length,
                     p.msa_depth,
                     p.max_templates,
-                    seed=p.seed,
+                    seed=p.data_seed,
                     families=p.families,
                 ),
                 "chains.csv",
@@ -216,7 +227,8 @@ class OpenFold(Benchmark):
             torch.manual_seed(p.seed)
             model = AlphaFold(network_config(p))
             if p.init_checkpoint:
-                checkpoint_sha256 = load_checkpoint(model, p.init_checkpoint)
+                path = TINY_CHECKPOINT if p.init_checkpoint == "tiny" else p.init_checkpoint
+                checkpoint_sha256 = load_checkpoint(model, str(path))
                 log.event("init_checkpoint_sha256sum", checkpoint_sha256)
             model = model.to(tr.device)
             n_params = sum(x.numel() for x in model.parameters())
