@@ -219,3 +219,47 @@ def test_a_checkpoint_of_another_network_is_a_config_error(tmp_path):
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(ConfigError, match="init_checkpoint"):
         load_checkpoint(AlphaFold(_tiny_config()), str(path))
+
+
+def test_loss_terms_by_hand():
+    w = af_loss.LossWeights()
+    n = 5
+    pos = torch.arange(n, dtype=torch.float32)[:, None] * torch.tensor([3.8, 0.0, 0.0])
+    batch = {
+        "pseudo_beta": pos[None],
+        "pseudo_beta_mask": torch.ones(1, n),
+        "true_msa": torch.zeros(1, 3, n).long(),
+        "bert_mask": torch.ones(1, 3, n),
+        "all_atom_positions": pos[None, :, None].expand(1, n, 37, 3),
+        "all_atom_mask": torch.ones(1, n, 37),
+        "resolution": torch.tensor([2.0]),
+        "seq_mask": torch.ones(1, n),
+    }
+    out = {
+        "distogram_logits": torch.zeros(1, n, n, 64),
+        "masked_msa_logits": torch.zeros(1, 3, n, 23),
+        "lddt_logits": torch.zeros(1, n, 50),
+        "final_ca": pos[None],
+    }
+    # uniform logits: cross-entropy ln(K)
+    assert float(af_loss.distogram(out, batch, w)) == pytest.approx(math.log(64), rel=1e-5)
+    assert float(af_loss.masked_msa(out, batch, w)) == pytest.approx(math.log(23), rel=1e-5)
+    assert float(af_loss.plddt(out, batch, w)) == pytest.approx(math.log(50), rel=1e-5)
+    batch["resolution"] = torch.tensor([3.5])  # outside 0.1-3.0 A: no pLDDT loss
+    assert float(af_loss.plddt(out, batch, w)) == 0.0
+    # chi: exact angles cost nothing; a pi-periodic chi predicted flipped costs nothing either,
+    # a plain one flipped costs chi_weight * |2 (sin, cos)|^2 = 0.5 * 4 averaged over the chis present
+    true = torch.tensor([0.6, 0.8]).expand(1, n, 4, 2)
+    angles = torch.cat([torch.tensor([0.0, 1.0]).expand(1, 1, n, 3, 2), true[:, None]], dim=-2)
+    batch.update(
+        {"chi_angles_sin_cos": true, "chi_mask": torch.zeros(1, n, 4), "chi_pi_periodic": torch.zeros(1, n, 4)}
+    )
+    batch["chi_mask"][0, :, 0] = 1.0
+    out = {"sm_angles": angles, "sm_unnormalized_angles": angles}
+    assert float(af_loss.supervised_chi(out, batch, w)) == pytest.approx(0.0, abs=1e-4)
+    flipped = angles.clone()
+    flipped[..., 3, :] *= -1
+    out = {"sm_angles": flipped, "sm_unnormalized_angles": flipped}
+    assert float(af_loss.supervised_chi(out, batch, w)) == pytest.approx(0.5 * 4, rel=1e-3)
+    batch["chi_pi_periodic"][0, :, 0] = 1.0
+    assert float(af_loss.supervised_chi(out, batch, w)) == pytest.approx(0.0, abs=1e-4)
