@@ -24,6 +24,11 @@ def test_full_network_has_the_checkers_parameter_count():
     assert len(model.evoformer_stack.blocks) == 48 and len(model.extra_msa_stack.blocks) == 4
     assert blocks["evoformer_stack"] > 0.9 * 93_229_082  # the trunk holds almost all of it
     assert parameter_count(AlphaFoldConfig(tm_enabled=True)) == 93_229_082 + 128 * 64 + 64
+    from exabench.benchmarks import get
+    from exabench.benchmarks.mlperf.openfold import network_config
+
+    full = get("openfold").resolve_params("full", {}, "(test)", "params")
+    assert parameter_count(network_config(full)) == 93_229_082 and full.crop_size == 256
 
 
 def test_backbone_update_is_a_rotation_and_frames_round_trip():
