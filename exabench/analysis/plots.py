@@ -11,29 +11,36 @@ import math
 import re
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from exabench.analysis.runs import PRECISION_PARAMS, cells  # noqa: E402
+from exabench.analysis.runs import PRECISION_PARAMS, cells
 
 BUSBW = re.compile(r"^busbw\.(\d+)B$")
 PNG_META = {"Software": None}  # no version string: the bytes depend on the data only
 HOLE_STATUSES = ("failed", "timeout", "skipped", "missing", "corrupt")
 
 
+def _pyplot():
+    """pyplot on the Agg backend, imported when a plot is drawn: every Snakemake job loads the rule
+    files and with them this module, and most jobs draw nothing (matplotlib costs 0.3 s a job)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, metadata=PNG_META)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 
 def _empty(path, title: str, why: str) -> Path:
-    fig, ax = plt.subplots(figsize=(6, 2.5))
+    fig, ax = _pyplot().subplots(figsize=(6, 2.5))
     ax.set_axis_off()
     ax.set_title(title)
     ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True)
@@ -43,7 +50,7 @@ def _empty(path, title: str, why: str) -> Path:
 def _grid(n: int, width: float = 5.0, height: float = 3.6):
     cols = min(n, 2)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    fig, axes = _pyplot().subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_axis_off()
     return fig, list(axes.flat)
@@ -153,7 +160,7 @@ def plot_allreduce(records: list[dict], path) -> Path:
     pts = allreduce_points(records)
     if pts.empty:
         return _empty(path, title, "no record with per-size bus bandwidth (metrics busbw.<bytes>B)")
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _pyplot().subplots(figsize=(7, 4))
     for run_id, g in pts.groupby("run_id", sort=True):
         g = g.sort_values("bytes")
         ax.plot(g["bytes"], g["busbw"], "o-", label=run_id, markersize=3)
