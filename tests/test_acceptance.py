@@ -12,6 +12,7 @@ import subprocess
 import sys
 from xml.etree import ElementTree as ET
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -116,6 +117,28 @@ def test_node_outliers_median_mad():
     # kmeans 0.100 x3 and 0.130: MAD 0 floored at 1% of the median (0.001): c004 is 30% slower.
     assert by["kmeans", "c004"]["flagged"] and "worse" in by["kmeans", "c004"]["reason"]
     assert acc.flagged_nodes(rows) == ["c004", "c005", "c006"]
+
+
+def test_nodes_plot_gives_each_configuration_its_own_panel():
+    """Two settings of one benchmark on the same nodes are two panels, each with its own median."""
+    import copy
+
+    from exabench.analysis import plots
+    records = load_records(sorted((DATA / "nodes").glob("*.json")))
+    other = []
+    for r in (r for r in records if r["benchmark"] == "kmeans"):
+        r2 = copy.deepcopy(r)
+        r2["run_id"] = r["run_id"].replace("kmeans.", "kmeans.k8.", 1)
+        r2["params"] = {**r2.get("params", {}), "k": 8}
+        for metric in r2["metrics"].values():
+            metric["value"] *= 10
+        other.append(r2)
+    rows = acc.node_outliers(records + other)
+    panels = plots.node_panels(pd.DataFrame(rows))
+    kmeans = [(conf, g) for (conf, _), g in panels if conf.startswith("kmeans")]
+    assert len(kmeans) == 2 and {len(g) for _, g in kmeans} == {4}
+    medians = sorted(g["median"].iloc[0] for _, g in kmeans)
+    assert medians[1] == pytest.approx(10 * medians[0])  # never one median over both settings
 
 
 def test_node_outside_reference_is_flagged(tmp_path):

@@ -173,6 +173,12 @@ def plot_allreduce(records: list[dict], path) -> Path:
     return _save(fig, path)
 
 
+def node_panels(df: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
+    """One panel per configuration (its run id less the node) and metric: two K-Means settings, or
+    one benchmark at two sizes, are judged among their own peers and never share a median."""
+    return list(df.groupby(["configuration", "metric"], sort=True))
+
+
 def plot_nodes(node_rows: list[dict], path) -> Path:
     """Per-node figures of an every-node campaign: one panel per configuration, the peers'
     median and MAD band, flagged nodes in red with their names."""
@@ -180,9 +186,9 @@ def plot_nodes(node_rows: list[dict], path) -> Path:
     df = pd.DataFrame(node_rows)
     if df.empty:
         return _empty(path, title, "no per-node records (cluster-wide acceptance not run)")
-    groups = list(df.groupby(["benchmark", "metric"], sort=True))
+    groups = node_panels(df)
     fig, axes = _grid(len(groups), 5.5, 3.4)
-    for ax, ((bench, metric), g) in zip(axes, groups):
+    for ax, ((configuration, metric), g) in zip(axes, groups):
         g = g.sort_values("node").reset_index(drop=True)
         med, mad = g["median"].iloc[0], g["mad"].iloc[0]
         ax.axhline(med, color="grey", label="median")
@@ -196,7 +202,7 @@ def plot_nodes(node_rows: list[dict], path) -> Path:
                             color="red", fontsize=8, textcoords="offset points", xytext=(3, 3))
         ax.set_xticks(range(len(g)), g["node"], rotation=90, fontsize=7)
         ax.set_ylabel(metric)
-        ax.set_title(f"{bench}: {metric} on {len(g)} nodes", fontsize=9)
+        ax.set_title(f"{configuration}: {metric} on {len(g)} nodes", fontsize=8)
         ax.legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
