@@ -16,6 +16,7 @@ dry-run: setup
 
 lint: setup
 	$(VENV)/bin/snakemake --profile $(PROFILE) --lint
+	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 
 test:
 	bash scripts/setup.sh --test

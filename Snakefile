@@ -1,5 +1,5 @@
 # exabench: the pipeline index. Stages live in workflow/rules/, logic in the exabench package.
-#   snakemake --profile profiles/<site>          run the campaign of config/config.yaml on a site
+#   snakemake --profile profiles/<site>          run the site's campaign (profiles/<site>/campaign.yaml; local: config/config.yaml)
 #   snakemake --profile profiles/<site> -n       list the planned runs
 #   snakemake --profile profiles/<site> acceptance   verdicts against profiles/<site>/references.yaml
 #   snakemake --profile profiles/<site> --report results/<site>/report.html   the HTML report
@@ -20,6 +20,7 @@ include: "workflow/rules/render.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/bundle.smk"
+include: "workflow/rules/mlperf.smk"
 include: "workflow/rules/perf.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/acceptance.smk"
@@ -30,10 +31,12 @@ include: "workflow/rules/studies.smk"
 
 
 rule all:
+    default_target: True
     input:
         get_final_outputs,
         get_compare_outputs,
         get_plot_outputs,
+        get_report_outputs,
         get_history_outputs,
+        get_mlperf_outputs,
         pipeline.study_outputs(RESULTS, STUDIES),
-    default_target: True

@@ -13,6 +13,11 @@ the working directory so that the checkout's results/ are not read); and the agg
 summary). Prints wall and CPU seconds per stage, per run, and the growth ratio from the size
 before (10x the runs should cost about 10x). With --repeats > 1 each figure is the minimum.
 Figures are printed, never asserted: on a shared machine they say as much about the neighbours.
+
+With --render-jobs N it also runs the Snakemake render jobs of an N-run campaign for real
+(`snakemake --profile profiles/local --until render`): each is its own job, and Snakemake runs a
+`run:` job in a new Python process that loads the whole workflow again, so each costs seconds
+where the batch write (plan + render above) costs well under a millisecond per run.
 """
 
 from __future__ import annotations
@@ -59,22 +64,29 @@ def time_plan_render(config_file: Path, root: Path) -> tuple[float, float, int]:
     return time.perf_counter() - wall, time.process_time() - cpu, len(runs)
 
 
-def time_dry_run(config_file: Path, workdir: Path) -> tuple[float, float]:
-    """`snakemake --profile profiles/local -n` on the campaign, from a working directory of its own
-    (the Snakefile, profile and default config are the checkout's)."""
+def time_dry_run(config_file: Path, workdir: Path, mode: list[str] | None = None) -> tuple[float, float]:
+    """`snakemake --profile profiles/local -n` on the campaign (or with `mode` instead of -n), from a
+    working directory of its own (the Snakefile, profile and default config are the checkout's)."""
     (workdir / "config").mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "config" / "config.yaml", workdir / "config" / "config.yaml")
     if not (workdir / "profiles").exists():
         (workdir / "profiles").symlink_to(ROOT / "profiles")
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--profile", "profiles/local",
-           "--configfile", str(config_file), "-n"]
+           "--configfile", str(config_file), *(mode or ["-n"])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     cpu, wall = children_cpu(), time.perf_counter()
     out = subprocess.run(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall, cpu = time.perf_counter() - wall, children_cpu() - cpu
     if out.returncode != 0:
-        raise SystemExit(f"snakemake -n failed:\n{out.stdout[-3000:]}")
+        raise SystemExit(f"snakemake {' '.join(mode or ['-n'])} failed:\n{out.stdout[-3000:]}")
     return wall, cpu
+
+
+def time_render_jobs(config_file: Path, workdir: Path) -> tuple[float, float]:
+    """The campaign's render jobs run by Snakemake (one job per run), from a fresh results folder."""
+    shutil.rmtree(workdir / "results", ignore_errors=True)
+    shutil.rmtree(workdir / ".snakemake", ignore_errors=True)
+    return time_dry_run(config_file, workdir, ["--until", "render"])
 
 
 def time_aggregate(runs: int, workdir: Path) -> tuple[float, float]:
@@ -95,8 +107,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10_000])
     ap.add_argument("--repeats", type=int, default=1, help="take the minimum of this many measurements")
     ap.add_argument("--skip-snakemake", action="store_true", help="leave out the dry-run (the slowest stage)")
+    ap.add_argument("--render-jobs", type=int, default=0, metavar="N",
+                    help="also run the Snakemake render jobs of an N-run campaign (seconds per run: keep N small)")
     args = ap.parse_args(argv)
-    if any(n % 4 for n in args.sizes):
+    if any(n % 4 for n in args.sizes + [args.render_jobs]):
         ap.error("each size must be a multiple of 4 (seed x k x ranks per node)")
     stages = ["plan + render", "aggregate"] + ([] if args.skip_snakemake else ["snakemake -n"])
     figures: dict[str, dict[int, tuple[float, float]]] = {s: {} for s in stages}
@@ -130,6 +144,14 @@ def main(argv=None) -> int:
             growth = f"{wall / figures[stage][previous][0]:6.1f}x" if previous else f"{'':7s}"
             print(f"{stage:14s} {n:7d} {wall:8.2f} {cpu:8.2f} {1000 * wall / n:8.2f} {growth}")
             previous = n
+    if args.render_jobs:
+        n = args.render_jobs
+        with tempfile.TemporaryDirectory(prefix="exabench-render-") as tmp:
+            config_file = Path(tmp) / f"scale{n}.yaml"
+            config_file.write_text(yaml.safe_dump(sweep_config(n), default_flow_style=None))
+            wall, cpu = time_render_jobs(config_file, Path(tmp))
+        print(f"{'render jobs':14s} {n:7d} {wall:8.2f} {cpu:8.2f} {1000 * wall / n:8.2f}  "
+              "(snakemake --until render: one job, and one Python process, per run)")
     print(f"(growth: wall time over the size before; load average now {os.getloadavg()[0]:.2f}, "
           f"{os.cpu_count()} CPUs)")
     return 0

@@ -25,7 +25,7 @@ RUN DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends py
 RUN apt-get clean
 RUN python3 -m venv /opt/venv
 RUN /opt/venv/bin/pip install --no-cache-dir numpy==2.4.6 mpi4py==4.1.2 PyYAML==6.0.3 jsonschema==4.26.0 jinja2==3.1.6
-RUN /opt/venv/bin/pip install --no-cache-dir h5py==3.14.0 pandas==3.1.1 scikit-learn==1.9.1
+RUN /opt/venv/bin/pip install --no-cache-dir h5py==3.14.0 lmdb==3.0.0 pandas==3.1.1 scikit-learn==1.9.1
 RUN /opt/venv/bin/pip install --no-cache-dir torch==2.14.1 torchvision==0.29.1 nvidia-nccl-cu13==2.30.7
 RUN /opt/venv/bin/pip download --no-deps --no-binary :all: --dest /opt/src horovod==0.28.1
 RUN tar -xzf /opt/src/horovod-0.28.1.tar.gz -C /opt/src

@@ -24,7 +24,7 @@ RUN DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends py
 RUN apt-get clean
 RUN python3 -m venv /opt/venv
 RUN /opt/venv/bin/pip install --no-cache-dir numpy==2.4.6 mpi4py==4.1.2 PyYAML==6.0.3 jsonschema==4.26.0 jinja2==3.1.6
-RUN /opt/venv/bin/pip install --no-cache-dir h5py==3.14.0 pandas==3.1.1 scikit-learn==1.9.1
+RUN /opt/venv/bin/pip install --no-cache-dir h5py==3.14.0 lmdb==3.0.0 pandas==3.1.1 scikit-learn==1.9.1
 RUN /opt/venv/bin/pip install --no-cache-dir --index-url https://download.pytorch.org/whl/rocm6.4 torch==2.14.1 torchvision==0.29.1
 RUN env PYTHONPATH=/opt/exabench /opt/venv/bin/python -c "import exabench, torch, mpi4py.MPI; assert torch.version.hip"
 CMD exec /opt/venv/bin/python -m exabench "$@"

@@ -11,20 +11,25 @@ from exabench.errors import ExabenchError
 def _load(args):
     from exabench.config import load_and_validate
     from exabench.campaign.plan import expand
-    from exabench.campaign.site import load_site
+    from exabench.campaign.site import default_config_file, load_site
+    args.config = args.config or default_config_file(args.site)  # the site's own campaign, as its profile runs
     config = load_and_validate(args.config, "config")
     site = load_site(args.site or config["site"])
     return config, site, expand(config, site, args.config)
 
 
 def cmd_plan(args) -> int:
-    from exabench.campaign.plan import check_bundle, plan_table, queue_counts
+    from exabench.campaign.plan import bundle_node_hours, check_bundle, node_hours, plan_overview, queue_counts
     import pandas as pd
     _, site, runs = _load(args)
     if args.bundle:
         check_bundle(runs, site, args.config)
-    print(pd.DataFrame(plan_table(runs)).to_string(index=False))
-    print(f"\n{len(runs)} runs on site {site.name}")
+    rows = plan_overview(runs, site)
+    width = max((len(r["run"]) for r in rows), default=3)
+    print(pd.DataFrame(rows).to_string(index=False, formatters={"run": lambda v: f"{v:<{width}}"}))
+    hours = sum(node_hours(r) for r in runs)
+    print(f"\n{len(runs)} runs of campaign {runs[0].campaign if runs else '-'} ({args.config}) on site {site.name}: "
+          f"{hours:,.1f} node-hours requested" + (f" ({bundle_node_hours(runs):,.1f} as one bundle)" if runs else ""))
     if site.queues:
         where = ", ".join(f"{q} ({n})" for q, n in queue_counts(runs, site, args.bundle).items())
         print(f"{'bundle' if args.bundle else 'jobs'} in queue: {where}")
@@ -144,6 +149,61 @@ def cmd_reproduce(args) -> int:
     return 0 if check.ok else 1
 
 
+def _hold_results(results: str):
+    """Claim the results directory while records move (execute.ResultsClaim): refused while a campaign runs."""
+    from pathlib import Path
+    from exabench.execute import ResultsClaim, ResultsClaimedError
+    claim = ResultsClaim(results, Path(__file__).resolve().parents[1])
+    if not claim.acquire(lambda line: print(line, file=sys.stderr)):
+        raise ResultsClaimedError(f"the results directory {results} is in use by a running campaign (claim "
+                                  f"{claim.path}); wait for it to end, then run again")
+    return claim
+
+
+def cmd_retry(args) -> int:
+    from exabench.records.attempts import retry
+    claim = None if args.dry_run else _hold_results(args.results)
+    try:
+        moved = retry(args.results, dry_run=args.dry_run)
+    finally:
+        if claim:
+            claim.release()
+    verb = "would be set aside" if args.dry_run else "set aside"
+    for m in moved:
+        print(f"{m.run_id}: {m.status}; record {verb} -> {m.to}")
+    if not moved:
+        print(f"{args.results}: no failed, timed-out or corrupt record; nothing to retry")
+    elif not args.dry_run:
+        print(f"{len(moved)} run(s) {verb} (kept in {args.results}/attempts/). Run the campaign's snakemake "
+              "command again: it runs exactly these runs.")
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from exabench.records.attempts import choose_kept, kept_records, restore
+    kept = kept_records(args.results, args.run_id)
+    if args.list:
+        for p in kept:
+            print(p)
+        print(f"{len(kept)} kept record(s) of {args.run_id}")
+        return 0
+    if args.archive:
+        from exabench.analysis.archive import record_from_archive
+        source, text = f"{args.archive}:records/{args.run_id}.json", record_from_archive(args.archive, args.run_id)
+    else:
+        chosen = choose_kept(args.results, args.run_id, args.version)
+        source, text = str(chosen), chosen.read_text()
+    claim = _hold_results(args.results)
+    try:
+        moved = restore(args.results, args.run_id, text, source)
+    finally:
+        claim.release()
+    if moved:
+        print(f"{args.run_id}: the {moved.status} record it replaces is kept -> {moved.to}")
+    print(f"{args.run_id}: restored from {source}")
+    return 0
+
+
 def cmd_ingest(args) -> int:
     from exabench.records.store import ingest
     print(ingest(args.sources, args.store).line())
@@ -179,7 +239,8 @@ def cmd_history_regress(args) -> int:
 
 def cmd_node_run(args) -> int:
     from exabench.campaign.node_sweep import node_run_files
-    print(node_run_files(args.spec, args.node))
+    group = tuple(args.group_nodes.split(",")) if args.group_nodes else None
+    print(node_run_files(args.spec, args.node, group))
     return 0
 
 
@@ -256,7 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     def with_config(p):
-        p.add_argument("--config", default="config/config.yaml", help="experiment config (default %(default)s)")
+        p.add_argument("--config", default=None, help="experiment config (default: the campaign the site's profile "
+                       "loads, profiles/<site>/config.yaml `configfile`; config/config.yaml without --site)")
         p.add_argument("--site", default=None, help="site.yaml (default: the config's `site`)")
         return p
 
@@ -382,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("node-run", help="derive one node's spec and job script from a single-node run's spec "
                                         "(called by the every-node job script); prints the node's spec path")
     p.add_argument("--spec", required=True)
-    p.add_argument("--node", required=True)
+    p.add_argument("--node", required=True, help="the node, or the node group's name")
+    p.add_argument("--group-nodes", default="", help="the group's nodes, comma-separated (a job pinned to them)")
     p.set_defaults(fn=cmd_node_run)
     p = with_config(sub.add_parser("node-sweep", help="render the every-node acceptance job script"))
     p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the site's max_nodes)")
@@ -436,6 +499,19 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--correction", default="bh", choices=("bh", "holm", "none"),
                            help="multiple-comparison correction across the campaign (default %(default)s)")
             q.add_argument("--strict", action="store_true", help="exit 1 when any metric regressed")
+    p = sub.add_parser("retry", help="set aside the records of failed, timed-out and corrupt runs (into "
+                       "attempts/), so that the campaign's next snakemake runs exactly those")
+    p.add_argument("--results", required=True, help="the campaign's results folder (results/<site>)")
+    p.add_argument("-n", "--dry-run", action="store_true", help="only list the runs that would run again")
+    p.set_defaults(fn=cmd_retry)
+    p = sub.add_parser("restore", help="make a kept record a run's record again: from archive/ or attempts/ (the "
+                       "latest, or --version), or from a campaign archive (--archive); the replaced one is kept")
+    p.add_argument("--results", required=True, help="the campaign's results folder (results/<site>)")
+    p.add_argument("run_id")
+    p.add_argument("--version", help="file name of the kept record to restore (see --list)")
+    p.add_argument("--archive", help="a campaign archive (results/archives/<site>.tar.gz) holding the record")
+    p.add_argument("--list", action="store_true", help="list the kept records of the run")
+    p.set_defaults(fn=cmd_restore)
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)

@@ -107,13 +107,15 @@ def _stop_group(pgid: int) -> None:
             time.sleep(0.1)
 
 
-class RunLock:
-    """`run.lock` of one run: created atomically (a complete file linked into place), released by its owner."""
+class OwnerLock:
+    """A lock file naming its owner (PID and its start time, host, start time, and what `info` adds):
+    created atomically (a complete file linked into place), released by its owner only. A lock
+    found held is judged by `held_by`: respected (it raises), shared, or taken over."""
 
-    def __init__(self, run_id: str, run_dir: Path):
-        self.run_id, self.path = run_id, Path(run_dir) / LOCK_NAME
-        self.info = {"run_id": run_id, "pid": os.getpid(), "pid_start": _proc_start(os.getpid()),
-                     "host": socket.gethostname(), "start_time": now_iso(), "job_pgid": None}
+    def __init__(self, path: Path, info: dict):
+        self.path = Path(path)
+        self.info = {"pid": os.getpid(), "pid_start": _proc_start(os.getpid()), "host": socket.gethostname(),
+                     "start_time": now_iso(), **info}
 
     def _read(self) -> dict | None:
         try:
@@ -125,54 +127,120 @@ class RunLock:
     def _describe(self, held: dict) -> str:
         return f"PID {held.get('pid')} on host {held.get('host')}, since {held.get('start_time')}"
 
-    def acquire(self, say) -> None:
+    def _owner_alive(self, held: dict) -> bool:
+        return held.get("host") == self.info["host"] and _alive(held["pid"], held.get("pid_start"))
+
+    def held_by(self, held: dict, say) -> bool:
+        """Raise to respect `held`; True to share it (the lock stays its owner's); False to take it over."""
+        raise NotImplementedError
+
+    def acquire(self, say) -> bool:
+        """Take the lock (True) or share it (False, where `held_by` allows); raise when it is held."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{LOCK_NAME}.{os.getpid()}")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         tmp.write_text(json.dumps(self.info))
         try:
             for _ in range(5):
                 try:
                     os.link(tmp, self.path)
-                    return
+                    return True
                 except FileExistsError:
                     pass
                 held = self._read()
                 if held is None:  # not a lock file we can read: left by a crash mid-write
-                    say(f"exabench: run {self.run_id}: unreadable lock {self.path} removed")
-                elif held.get("host") != self.info["host"]:
-                    raise RunLockedError(
-                        f"run {self.run_id} is locked by an execution on another host ({self._describe(held)}; "
-                        f"lock {self.path}): it cannot be checked from here. If that execution is gone, delete "
-                        "the lock file and run again.")
-                elif _alive(held["pid"], held.get("pid_start")):
-                    raise RunLockedError(
-                        f"run {self.run_id} is already being executed by {self._describe(held)} (lock "
-                        f"{self.path}); wait for it to finish, or stop it (kill {held['pid']}), then run again.")
-                else:
-                    note = ""
-                    pgid = held.get("job_pgid")
-                    if isinstance(pgid, int) and _group_alive(pgid):
-                        _stop_group(pgid)
-                        note = f"; its job (process group {pgid}) was still running and has been stopped"
-                    say(f"exabench: run {self.run_id}: orphaned execution found ({self._describe(held)}, "
-                        f"owner no longer running{note}); taking over its lock {self.path}")
+                    say(f"exabench: unreadable lock {self.path} removed")
+                elif self.held_by(held, say):
+                    return False
                 try:
                     self.path.unlink()
                 except FileNotFoundError:
                     pass
-            raise RunLockedError(f"run {self.run_id}: could not take its lock {self.path} (another execution "
-                                 "keeps taking it); run again")
+            raise RunLockedError(f"could not take the lock {self.path} (another process keeps taking it); run again")
         finally:
             tmp.unlink(missing_ok=True)
-
-    def set_job(self, pgid: int) -> None:
-        self.info["job_pgid"] = pgid
-        atomic_write_text(self.path, json.dumps(self.info))
 
     def release(self) -> None:
         held = self._read()
         if held and held.get("pid") == self.info["pid"] and held.get("host") == self.info["host"]:
             self.path.unlink(missing_ok=True)
+
+
+class RunLock(OwnerLock):
+    """`run.lock` of one run: a second execution is refused while the owner lives; an orphan's job is
+    stopped and its lock taken over."""
+
+    def __init__(self, run_id: str, run_dir: Path):
+        self.run_id = run_id
+        super().__init__(Path(run_dir) / LOCK_NAME, {"run_id": run_id, "job_pgid": None})
+
+    def held_by(self, held: dict, say) -> bool:
+        if held.get("host") != self.info["host"]:
+            raise RunLockedError(
+                f"run {self.run_id} is locked by an execution on another host ({self._describe(held)}; "
+                f"lock {self.path}): it cannot be checked from here. If that execution is gone, delete "
+                "the lock file and run again.")
+        if self._owner_alive(held):
+            raise RunLockedError(
+                f"run {self.run_id} is already being executed by {self._describe(held)} (lock "
+                f"{self.path}); wait for it to finish, or stop it (kill {held['pid']}), then run again.")
+        note = ""
+        pgid = held.get("job_pgid")
+        if isinstance(pgid, int) and _group_alive(pgid):
+            _stop_group(pgid)
+            note = f"; its job (process group {pgid}) was still running and has been stopped"
+        say(f"exabench: run {self.run_id}: orphaned execution found ({self._describe(held)}, "
+            f"owner no longer running{note}); taking over its lock {self.path}")
+        return False
+
+    def set_job(self, pgid: int) -> None:
+        self.info["job_pgid"] = pgid
+        atomic_write_text(self.path, json.dumps(self.info))
+
+
+CLAIM_NAME = "campaign.claim"
+
+
+class ResultsClaimedError(ExabenchError):
+    """Another campaign (another checkout or working directory) is writing the results directory."""
+
+
+class ResultsClaim(OwnerLock):
+    """`results/<site>/campaign.claim`: the results directory is written by one campaign at a time.
+    Two checkouts (or working directories) writing one results directory would each execute every
+    run. The same checkout and working directory share it (a resume, or a second target while
+    the first runs: Snakemake's own lock guards their outputs); a claim whose owner died on this
+    host is stale: it is reported and taken over."""
+
+    def __init__(self, results: str | Path, checkout: str | Path, config_files=()):
+        self.results = Path(results)
+        super().__init__(self.results / CLAIM_NAME, {
+            "checkout": str(Path(checkout).resolve()), "workdir": str(Path.cwd().resolve()),
+            "results": str(self.results.resolve()), "config_files": [str(f) for f in config_files]})
+
+    def _owner(self, held: dict) -> str:
+        return (f"the campaign of checkout {held.get('checkout')} (working directory {held.get('workdir')}; "
+                f"{self._describe(held)}; claim {self.path})")
+
+    def held_by(self, held: dict, say) -> bool:
+        mine = all(held.get(k) == self.info[k] for k in ("checkout", "workdir"))
+        if held.get("host") != self.info["host"]:
+            if mine:
+                say(f"exabench: resuming the campaign of this checkout on {self.results}, claimed on host "
+                    f"{held.get('host')} since {held.get('start_time')}")
+                return False
+            raise ResultsClaimedError(
+                f"the results directory {self.results} is claimed by {self._owner(held)}: it runs on another host "
+                "and cannot be checked from here. If that campaign is gone, delete the claim file and run again.")
+        if self._owner_alive(held):
+            if mine:
+                return True
+            raise ResultsClaimedError(
+                f"the results directory {self.results} is claimed by {self._owner(held)}, which is still running: "
+                "two campaigns writing one results directory would each execute every run. Wait for it to finish "
+                f"or stop it (kill {held['pid']}), or run this campaign from a directory with its own results/.")
+        say(f"exabench: stale claim on {self.results} by {self._owner(held)}: its owner is no longer running; "
+            "taking it over")
+        return False
 
 
 def snakemake_ancestors() -> list[tuple[int, str | None]]:
@@ -231,15 +299,23 @@ def _rank_of(path: Path) -> int:
     return int(path.stem[4:]) if path.stem[4:].isdigit() else 0
 
 
+def _root_block(text: str) -> str:
+    """A rank's error file starts with its summary (rank, host, exception type and message, which
+    may span lines), then a blank line, then the traceback: the summary, on one line."""
+    block = text.strip().split("\n\n", 1)[0] if text.strip() else ""
+    return " ".join(line.strip() for line in block.splitlines() if line.strip())
+
+
 def _error_from(run_dir: Path, returncode: int, log_tail: str) -> str:
-    """The run's error: the ranks' first lines in the order they were written, so the root cause
-    (the rank that raised first) comes before its consequences (peers' "Connection reset by peer");
-    an empty error file (its write failed on a full disk) is passed over, and a full disk is named."""
+    """The run's error: the ranks' summaries in the order they were written, so the root cause
+    (the rank that raised first, with where its traceback is) comes before its consequences (peers'
+    "Connection reset by peer"); an empty error file (its write failed on a full disk) is passed
+    over, and a full disk is named."""
     found = []
     for f in error_dir(run_dir).glob("rank*.txt"):
         try:
             when = f.stat().st_mtime_ns
-            first = next((line for line in f.read_text(errors="replace").splitlines() if line.strip()), "")
+            first = _root_block(f.read_text(errors="replace"))
         except OSError:
             continue
         if first:
@@ -248,7 +324,8 @@ def _error_from(run_dir: Path, returncode: int, log_tail: str) -> str:
     nospace = "No space left on device" in log_tail or any("No space left on device" in x[2] for x in found)
     hint = "No space left on device (the disk of the run directory is full); " if nospace else ""
     if found:
-        return hint + "; ".join(x[2] for x in found) + f" (traceback: {found[0][3]})"
+        consequences = "".join(f"; {x[2]}" for x in found[1:])
+        return f"{hint}{found[0][2]} (traceback: {found[0][3]}){consequences}"
     tail = " | ".join(line for line in log_tail.splitlines()[-5:] if line.strip())
     return f"{hint}job script exited with code {returncode} and wrote no record; last output: {tail or '(none)'}"
 

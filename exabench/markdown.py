@@ -14,3 +14,42 @@ def row(cells: Iterable) -> str:
 def table(header: list, rows: Iterable[Iterable]) -> list[str]:
     """The lines of a table: header, rule, rows."""
     return [row(header), "|" + "---|" * len(header), *(row(r) for r in rows)]
+
+
+_STYLE = ("body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;margin:.5em 0 1.5em}"
+          "th,td{border:1px solid #bbb;padding:2px 6px;text-align:left;font-size:90%}th{background:#eee}")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip()[1:-1].split("|")]
+
+
+def to_html(text: str, title: str) -> str:
+    """A page of Markdown as written here (headings, `|` tables, paragraphs) as one standalone HTML
+    page whose tables are HTML tables, for Snakemake's report, which shows HTML in place and offers
+    any other text file as a download."""
+    from html import escape
+
+    out, block = [], []
+
+    def flush():
+        if block:
+            rows = [r for r in block if not set(r) <= set("|-: ")]  # the |---| rule is no row
+            out.append("<table>\n<tr>" + "".join(f"<th>{escape(c)}</th>" for c in _cells(rows[0])) + "</tr>")
+            out.extend("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _cells(r)) + "</tr>" for r in rows[1:])
+            out.append("</table>")
+            block.clear()
+
+    for line in text.splitlines():
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        flush()
+        if line.startswith("#"):
+            level = min(len(line) - len(line.lstrip("#")), 6)
+            out.append(f"<h{level}>{escape(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            out.append(f"<p>{escape(line.strip())}</p>")
+    flush()
+    return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"<style>{_STYLE}</style></head>\n<body>\n" + "\n".join(out) + "\n</body></html>\n")

@@ -9,6 +9,7 @@ list); each rule's output goes to the rule's log, and an error fails the rule na
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -16,15 +17,16 @@ from exabench.analysis import acceptance, archive, compare, plots, studies
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
 from exabench.campaign.launchers import srun as srun_arith
+from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import render_node_sweep
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, check_bundle, plan_table  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import expand as plan_runs
 from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write_run_files
 from exabench.campaign.site import Site, check_walltime, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
-from exabench.errors import ExabenchError  # noqa: F401
-from exabench.execute import execute, request_stop, snakemake_ancestors
-from exabench.io import atomic_write_text, logged
+from exabench.errors import ConfigError, ExabenchError
+from exabench.execute import ResultsClaim, execute, request_stop, snakemake_ancestors
+from exabench.io import atomic_write_many, atomic_write_text, logged
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
 from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
                                       write_projection, write_site_comm, write_sweep, write_validation)
@@ -45,6 +47,45 @@ def check_config_files(files) -> None:
     keys silently (a second `benchmarks:` would drop the first)."""
     for path in files:
         load_yaml(path)
+
+
+# What a shell reads as plain text: Snakemake writes the working directory, the Snakefile's folder,
+# the config files and every --config item onto the command line of each job it spawns (a `run:`
+# job is a new snakemake process started through a shell), quoting a --config item with Python's
+# repr(), which a shell does not read back verbatim: "x'$(cmd)'" comes out double-quoted, and the
+# shell runs cmd.
+SHELL_PLAIN = re.compile(r"[A-Za-z0-9_./+@%:,=~-]+")
+SHELL_OPEN = re.compile(r"['\\$`\x00-\x1f\x7f]")  # what repr() quoting cannot carry through a shell
+
+
+def check_job_command_line(config_args, config_files, workdir, basedir) -> None:
+    """Refuse what would reach a shell through Snakemake's own job command line: a path (working
+    directory, workflow directory, config file) that would need quoting, or a --config item with a
+    quote, backslash, `$`, backtick or control character. Every value is then validated by the schema."""
+    for what, path in (("working directory", workdir), ("workflow directory", basedir),
+                       *(("config file", f) for f in config_files or [])):
+        if not SHELL_PLAIN.fullmatch(str(path)):
+            raise ExabenchError(
+                f"the {what} {str(path)!r} needs shell quoting: Snakemake writes it onto the command line of "
+                "every job it starts, where a shell would read what it contains. Use a path of letters, digits "
+                "and ._/+-@%:,=~ only (move or rename it)")
+    for item in config_args or []:
+        key, _, value = str(item).partition("=")
+        if SHELL_OPEN.search(str(item)):
+            raise ConfigError("--config", key, value, "text without quotes, backslashes, $, backticks or control "
+                              "characters (Snakemake passes --config items on to its jobs through a shell)",
+                              "cannot be passed on")
+
+
+def validate_config(config: dict, config_file: str, given: dict) -> dict:
+    """Validate the merged config; an error in a key given with --config names --config, not the file."""
+    try:
+        return validate(config, "config", config_file)
+    except ConfigError as exc:
+        top = re.split(r"[.\[]", exc.key, maxsplit=1)[0]
+        if top in (given or {}) and exc.file == config_file:
+            raise ConfigError("--config", exc.key, exc.value, exc.valid, exc.problem) from None
+        raise
 
 
 def bundle_requested(dag_settings, campaign: str, argv: list[str] | None = None) -> bool:
@@ -148,14 +189,19 @@ def write_node_sweep(runs: list[Run], site: Site, results_dir: str, nodes: int, 
         atomic_write_text(path, render_node_sweep(runs, site, Path(results_dir), nodes), mode=0o755)
 
 
+def write_node_groups(runs: list[Run], site: Site, results_dir: str, groups, campaign: str, log_path: str) -> None:
+    with logged(log_path):
+        atomic_write_many(group_files(runs, site, Path(results_dir), groups, campaign))
+
+
 def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:
     with logged(log_path):
         write_run_files(run, site, RunPaths(Path(results_dir), run.run_id))
 
 
-def write_bundle_script(runs, site, results_dir, campaign, path, log_path) -> None:
+def write_bundle_script(runs, site, results_dir, campaign, path, log_path, concurrent: bool = False) -> None:
     with logged(log_path):
-        write_bundle(runs, site, Path(results_dir), campaign, Path(path))
+        write_bundle(runs, site, Path(results_dir), campaign, Path(path), concurrent)
 
 
 # --- run -----------------------------------------------------------------------------------------
@@ -178,6 +224,16 @@ def execute_run(spec_path: str, log_path: str, planned: list[str] | None = None)
     lines = status_lines(spec_path, rec, planned)
     print("\n".join(lines), flush=True)
     return lines
+
+
+def claim_results(results: str, checkout: str, config_files) -> None:
+    """`onstart`: claim the results directory for this campaign (execute.ResultsClaim), or stop,
+    naming the campaign that holds it; the claim is released when snakemake exits."""
+    import atexit
+
+    claim = ResultsClaim(results, checkout, config_files)
+    if claim.acquire(lambda line: print(line, flush=True)):
+        atexit.register(claim.release)
 
 
 def stop_runs_on_signal(results: str) -> None:
@@ -307,6 +363,16 @@ def compare_tables(records: list[str], plan: str, site: Site, baseline: str, out
         _say(log, compare.write_comparison(records, plan, site.name, baseline or None, out_dir))
 
 
+def mlperf_score_tables(records: list[str], out_dir: str, mode: str, prune: int, log_path: str) -> None:
+    """tables/mlperf.md and .json: Time To Solution or Throughput from the records' MLPerf logs."""
+    from exabench.analysis import mlperf_scores
+    from exabench.records.record import read_record
+    with logged(log_path) as log:
+        recs = [read_record(r) for r in records if Path(r).exists()]
+        result = mlperf_scores.write_scores(recs, out_dir, mode, prune)
+        _say(log, f"mlperf {mode}: {result['logs']} log(s) scored")
+
+
 def accept_verdicts(records: list[str], references: str, plan: str, site: Site, markdown: str, csv: str, junit: str,
                     log_path: str) -> None:
     with logged(log_path) as log:
@@ -339,6 +405,16 @@ def node_check(nodes_csv: str, references: list[str], log_path: str) -> None:
         _say(log, text, echo=True)
         if not passed:
             raise ExabenchError(text)
+
+
+def write_html_pages(markdown_pages: list[str], html_pages: list[str], log_path: str) -> None:
+    """Each Markdown page (summary, comparison table, verdicts) as an HTML page for the report."""
+    from exabench.markdown import to_html
+
+    with logged(log_path) as log:
+        for md, page in zip(markdown_pages, html_pages, strict=True):
+            atomic_write_text(page, to_html(Path(md).read_text(), Path(md).stem))
+            _say(log, f"{md} -> {page}")
 
 
 def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out_dir: str, log_path: str) -> None:
@@ -404,6 +480,9 @@ def final_summary(results: str | Path, site: str) -> str:
         store = json.loads(receipt.read_text()).get("store")
         lines.append(f"  history:     {store} (exabench history --store {store}; docs/history.md)")
     lines.append(f"  report:      snakemake --profile profiles/{site} --report {results}/report.html")
+    if c["failed"]:
+        lines.append(f"  retry:       exabench retry --results {results}, then this snakemake command again "
+                     "(runs only the failed runs; docs/results.md)")
     verdicts = results / "acceptance" / "verdicts.md"
     if verdicts.is_file():
         last = verdicts.read_text().rstrip().splitlines()[-1]

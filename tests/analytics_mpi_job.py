@@ -30,16 +30,20 @@ def gather_rows(comm, a):
     return np.concatenate(parts) if parts is not None else None
 
 
-def kmeans_case(x, comm, k, seed):
+def kmeans_case(x, comm, k, seed, how):
     fit = kmeans.KMeansFit(x, analytics.TimedComm(comm), seed)
-    init = fit.init(k, "kmeans++")
+    init = fit.init(k, how)
+    rows_of_x = np.vstack(comm.allgather(x))  # random init: k distinct rows of the data
+    init_is_rows = all(any(np.array_equal(c, r) for r in rows_of_x) for c in init) and \
+        len({c.tobytes() for c in init}) == k
     centres, objectives = fit.converge(init.copy(), tol=0.0)
     full = gather_rows(comm, x)
     if comm.Get_rank() != 0:
         return None
     from sklearn.cluster import KMeans
     sk = KMeans(n_clusters=k, init=init, n_init=1, max_iter=300, tol=0.0, algorithm="lloyd").fit(full)
-    return {"centre_max_abs_diff": float(np.abs(centres - sk.cluster_centers_).max()),
+    return {"init_is_distinct_rows": init_is_rows,
+            "centre_max_abs_diff": float(np.abs(centres - sk.cluster_centers_).max()),
             "inertia": objectives[-1], "sklearn_inertia": float(sk.inertia_),
             "sklearn_best_of_10_inertia": float(KMeans(n_clusters=k, n_init=10, random_state=0).fit(full).inertia_)}
 
@@ -59,21 +63,26 @@ def pca_case(x, comm, method):
             "first_sv": float(res.singular_values[0]), "last_sv": float(res.singular_values[n - 1])}
 
 
-def svm_case(x, y, comm, nelder_mead=False):
+def svm_case(x, y, comm, nelder_mead=False, intercept="penalised"):
     tcomm = analytics.TimedComm(comm)
-    res = svm.SVMFit(x, y, tcomm).solve(mu_min=1e-2, max_iter=500)
+    res = svm.SVMFit(x, y, tcomm, intercept).solve(mu_min=1e-3, max_iter=500)
     acc = svm.accuracy(x, y, res.w, res.b, tcomm)
     full, full_y = gather_rows(comm, x), gather_rows(comm, y)
     if comm.Get_rank() != 0:
         return None
     from scipy.optimize import minimize
-    from sklearn.svm import SVC
+    from sklearn.svm import SVC, LinearSVC
     alone = analytics.TimedComm(None)
-    objective = lambda theta: svm.hinge_objective(full, full_y, theta[:-1], theta[-1], alone)  # noqa: E731
-    # libsvm's SVC with a linear kernel solves exactly m J (C = 1, intercept not penalised);
-    # LinearSVC (liblinear) would penalise the intercept.
-    sk = SVC(kernel="linear", C=1.0, tol=1e-8).fit(full, full_y)
-    sk_j = objective(np.append(sk.coef_[0], sk.intercept_[0]))
+
+    def objective(theta):
+        return svm.hinge_objective(full, full_y, theta[:-1], theta[-1], alone, intercept)
+
+    if intercept == "penalised":
+        # liblinear (LinearSVC, hinge, C = 1) appends a column of ones and penalises its weight: m J.
+        sk = LinearSVC(C=1.0, loss="hinge", tol=1e-12, max_iter=1_000_000).fit(full, full_y)
+    else:  # libsvm's SVC with a linear kernel leaves the intercept free: m J without b^2
+        sk = SVC(kernel="linear", C=1.0, tol=1e-8).fit(full, full_y)
+    sk_j = objective(np.append(sk.coef_.ravel(), sk.intercept_[0]))
     out = {}
     if nelder_mead:  # the reference's solver, from the same start
         t = time.perf_counter()
@@ -109,8 +118,9 @@ def main(out_path: str, rows: int) -> None:
     y_svm = svm.class_of_rows(np.arange(start, stop))
     cases = {
         "rows_local": lambda: len(x_km),
-        "kmeans_iris": lambda: kmeans_case(x_iris, comm, 3, 1),
-        "kmeans_synthetic": lambda: kmeans_case(x_km, comm, 4, 2),
+        "kmeans_iris": lambda: kmeans_case(x_iris, comm, 3, 1, "random"),
+        "kmeans_synthetic": lambda: kmeans_case(x_km, comm, 4, 2, "random"),
+        "kmeans_synthetic_kmeanspp": lambda: kmeans_case(x_km, comm, 4, 2, "kmeans++"),
         "pca_iris_covariance": lambda: pca_case(x_iris, comm, "covariance"),
         "pca_iris_tsqr": lambda: pca_case(x_iris, comm, "tsqr"),
         "pca_synthetic_covariance": lambda: pca_case(x_pca, comm, "covariance"),
@@ -118,6 +128,9 @@ def main(out_path: str, rows: int) -> None:
         "svm_iris": lambda: svm_case(x_iris, np.where(species == svm.IRIS_POSITIVE, 1.0, -1.0), comm, True),
         "svm_synthetic_overlapping": lambda: svm_case(x_svm_hard, y_svm, comm),
         "svm_synthetic_separated": lambda: svm_case(x_svm, y_svm, comm),
+        "svm_iris_free_intercept": lambda: svm_case(x_iris, np.where(species == svm.IRIS_POSITIVE, 1.0, -1.0), comm,
+                                                    intercept="free"),
+        "svm_synthetic_overlapping_free_intercept": lambda: svm_case(x_svm_hard, y_svm, comm, intercept="free"),
     }
     seconds = {}
     for name, case in cases.items():

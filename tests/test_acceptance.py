@@ -12,6 +12,7 @@ import subprocess
 import sys
 from xml.etree import ElementTree as ET
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -37,17 +38,17 @@ def test_verdict_of_each_kind(rows):
     assert per_run["kmeans.tiny.float64.n1r4t1"] == "expected-fail"  # failed run, marked expected_fail
     assert per_run["kmeans.tiny.float64.n2r4t1"] == "fail"          # planned, no record
     assert per_run["resnet50.tiny.fp32.n1r2t1.rep1"] == "unexpected-pass"
-    assert per_run["resnet50-tf.tiny.fp32.n1r2t1"] == "fail"        # unit img/s vs images/s
-    assert per_run["kmeans.smt.tiny.float64.rows_per_rank-2000.n1r1t2"] == "fail"  # timeout
-    # The most specific reference applies: rows_per_rank=1000 (0.008 s +-50%), not the general one.
-    assert per_run["kmeans.smt.tiny.float64.rows_per_rank-1000.n1r1t2"] == "pass"
+    assert per_run["resnet50-keras.tiny.fp32.n1r2t1"] == "fail"  # unit img/s vs images/s
+    assert per_run["kmeans.smt.tiny.float64.size_per_node-2000rows.n1r1t2"] == "fail"  # timeout
+    # The most specific reference applies: size_per_node=1000rows (0.008 s +-50%), not the general one.
+    assert per_run["kmeans.smt.tiny.float64.size_per_node-1000rows.n1r1t2"] == "pass"
     assert per_run["resnet50.tiny.fp32.n1r1t1"] == "expected-fail"  # 10 img/s, far below 19 +-20%
 
 
 def test_verdict_details_name_the_reason(rows):
     by = {r["run_id"]: r for r in rows}
     assert "above" in by["kmeans.tiny.float64.n1r2t1"]["detail"]
-    assert "unit 'images/s' differs" in by["resnet50-tf.tiny.fp32.n1r2t1"]["detail"]
+    assert "unit 'images/s' differs" in by["resnet50-keras.tiny.fp32.n1r2t1"]["detail"]
     assert "run missing" in by["kmeans.tiny.float64.n2r4t1"]["detail"]
     assert "oversubscribe" in by["kmeans.tiny.float64.n1r4t1"]["detail"]
     assert math.isnan(by["kmeans.tiny.float64.n1r4t1"]["value"])  # a failed run's time is not judged
@@ -56,7 +57,8 @@ def test_verdict_details_name_the_reason(rows):
 def test_no_reference_is_not_a_failure():
     rows = acc.verdicts(load_records(record_paths("titan")), acc.load_references(REFS), site="titan")
     assert acc.run_verdicts(rows)["kmeans.tiny.float64.n1r1t1"] == "fail"  # 0.4 s, above 0.1 +10%
-    only_tf = acc.verdicts([r for r in load_records(record_paths("local")) if r["benchmark"] == "resnet50-tf"], [])
+    only_tf = acc.verdicts([r for r in load_records(record_paths("local")) if r["benchmark"] == "resnet50-keras"],
+                           [])
     assert [r["verdict"] for r in only_tf] == ["no-reference"]
 
 
@@ -115,6 +117,28 @@ def test_node_outliers_median_mad():
     # kmeans 0.100 x3 and 0.130: MAD 0 floored at 1% of the median (0.001): c004 is 30% slower.
     assert by["kmeans", "c004"]["flagged"] and "worse" in by["kmeans", "c004"]["reason"]
     assert acc.flagged_nodes(rows) == ["c004", "c005", "c006"]
+
+
+def test_nodes_plot_gives_each_configuration_its_own_panel():
+    """Two settings of one benchmark on the same nodes are two panels, each with its own median."""
+    import copy
+
+    from exabench.analysis import plots
+    records = load_records(sorted((DATA / "nodes").glob("*.json")))
+    other = []
+    for r in (r for r in records if r["benchmark"] == "kmeans"):
+        r2 = copy.deepcopy(r)
+        r2["run_id"] = r["run_id"].replace("kmeans.", "kmeans.k8.", 1)
+        r2["params"] = {**r2.get("params", {}), "k": 8}
+        for metric in r2["metrics"].values():
+            metric["value"] *= 10
+        other.append(r2)
+    rows = acc.node_outliers(records + other)
+    panels = plots.node_panels(pd.DataFrame(rows))
+    kmeans = [(conf, g) for (conf, _), g in panels if conf.startswith("kmeans")]
+    assert len(kmeans) == 2 and {len(g) for _, g in kmeans} == {4}
+    medians = sorted(g["median"].iloc[0] for _, g in kmeans)
+    assert medians[1] == pytest.approx(10 * medians[0])  # never one median over both settings
 
 
 def test_node_outside_reference_is_flagged(tmp_path):

@@ -148,12 +148,15 @@ def test_rows_are_split_unevenly_over_ranks(mpi_results):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", ["kmeans_iris", "kmeans_synthetic"])
+@pytest.mark.parametrize("case", ["kmeans_iris", "kmeans_synthetic", "kmeans_synthetic_kmeanspp"])
 def test_kmeans_agrees_with_scikit_learn(mpi_results, case):
     r = mpi_results[1][case]
     assert r["centre_max_abs_diff"] < 1e-9  # same initial centres -> same Lloyd fixed point
     assert r["inertia"] == pytest.approx(r["sklearn_inertia"], rel=1e-10)
-    assert r["inertia"] <= r["sklearn_best_of_10_inertia"] * 1.01
+    if case.endswith("kmeanspp"):  # one k-means++ start is as good as scikit-learn's best of 10
+        assert r["inertia"] <= r["sklearn_best_of_10_inertia"] * 1.01
+    else:  # the reference's initialisation: k distinct rows of the data (one start may land in a local minimum)
+        assert r["init_is_distinct_rows"]
 
 
 @pytest.mark.timeout(300)
@@ -166,14 +169,17 @@ def test_pca_agrees_with_scikit_learn(mpi_results, case):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", ["svm_iris", "svm_synthetic_overlapping", "svm_synthetic_separated"])
+@pytest.mark.parametrize("case", ["svm_iris", "svm_synthetic_overlapping", "svm_synthetic_separated",
+                                  "svm_iris_free_intercept", "svm_synthetic_overlapping_free_intercept"])
 def test_svm_reaches_scikit_learns_objective_and_beats_nelder_mead(mpi_results, case):
     r = mpi_results[1][case]
-    # scikit-learn's SVC (libsvm, linear kernel, C = 1) solves the same problem to its tolerance;
-    # ours is the exact optimum where the KKT polish certifies it, else within 2e-4 (relative).
+    # The same objective on both sides: with the intercept penalised (the reference's default),
+    # LinearSVC (liblinear, hinge, C = 1); with it free, SVC (libsvm, linear kernel, C = 1).
+    # Ours is the exact optimum where the KKT polish certifies it, else within 2e-4 (relative).
     slack = 1e-6 if r["kkt_certified"] else 2e-4
     assert r["objective"] <= r["sklearn_objective"] * (1 + slack)
-    assert r["objective"] == pytest.approx(r["sklearn_objective"], rel=2e-4)
+    if not r["kkt_certified"]:  # a certified optimum may be below what liblinear stops at
+        assert r["objective"] == pytest.approx(r["sklearn_objective"], rel=2e-4)
     assert r["prediction_agreement"] >= 0.99 and r["accuracy"] >= r["sklearn_accuracy"] - 0.01
 
 
@@ -181,7 +187,7 @@ def test_svm_reaches_scikit_learns_objective_and_beats_nelder_mead(mpi_results, 
 def test_svm_solver_beats_the_references_nelder_mead(mpi_results):
     r = mpi_results[1]["svm_iris"]
     # Nelder-Mead from the same start, reading the data more often, stops at a worse objective.
-    assert r["objective"] < r["nelder_mead_objective"] - 1e-3
+    assert r["objective"] < 0.95 * r["nelder_mead_objective"]
     assert r["passes"] < r["nelder_mead_evaluations"]
 
 
@@ -206,8 +212,16 @@ def test_benchmark_runs_pass_their_checks_and_report_compute_and_comm(mpi_result
 def test_iris_validation_thresholds(mpi_results):
     res = mpi_results[1]
     assert "Rand index" in res["run_kmeans_iris"]["checks"]["iris_rand_index"][1]
-    assert res["run_pca_iris"]["info"]["reconstruction_error"] < 100 * np.finfo(np.float64).eps
+    assert max(res["run_pca_iris"]["info"]["leading_component_errors"].values()) < 1e-10
     assert res["run_svm_iris"]["info"]["accuracy"] > 0.8
+    assert res["run_kmeans_iris"]["info"]["iris_best_rand_index"] > 0.75
+
+
+@pytest.mark.timeout(300)
+def test_kmeans_run_times_the_suites_three_fits(mpi_results):
+    info = mpi_results[1]["run_kmeans_synthetic_float32"]["info"]
+    assert info["k"] == [2, 3, 4] and len(info["iterations_timed"]) == 3
+    assert all(1 <= n <= 2 for n in info["iterations_timed"])  # maxiter = 2, or fewer when the centres settle
 
 
 @pytest.mark.timeout(300)
@@ -247,3 +261,101 @@ def test_kmeans_on_two_threads_gives_the_same_fit_as_on_one():
     results = [f.converge(f.init(3, "kmeans++"), tol=0.0) for f in fits]
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12)
     assert results[0][1][-1] == pytest.approx(results[1][1][-1], rel=1e-12)
+
+
+def test_kmeans_defaults_are_the_references():
+    from exabench.benchmarks.analytics import kmeans
+    p = kmeans.KMeansParams()
+    assert p.init == "random" and p.maxiter == 2 and kmeans.fitted_ks(p) == (2, 3, 4)
+    assert kmeans.fitted_ks(kmeans.KMeansParams(k=5)) == (5,)
+    x = analytics.generate_rows(0, 500, 6, 2, np.float64, kmeans.mean_of_rows)
+    fit = kmeans.KMeansFit(x, analytics.TimedComm(None), 3)
+    centres = fit.init(4, "random")
+    rows = [int(np.flatnonzero((x == c).all(1))[0]) for c in centres]  # every centre is a row of x ...
+    assert len(set(rows)) == 4  # ... and they are distinct
+    centres, labels, objectives = fit.fit(3, "random", 2)
+    assert len(objectives) <= 2 and labels.shape == (500,)
+    np.testing.assert_array_equal(labels, fit.labels(centres))  # the final assignment is to the final centres
+
+
+def test_svm_penalises_the_intercept_by_default_as_the_reference():
+    from exabench.benchmarks.analytics import svm
+    assert svm.SVMParams().intercept == "penalised"
+    x = analytics.generate_rows(0, 400, 5, 4, np.float64, lambda r: 1.0 * (r % 2))
+    y = svm.class_of_rows(np.arange(400))
+    alone = analytics.TimedComm(None)
+    w, b = np.full(5, 0.1), 0.7
+    hinge = np.maximum(0.0, 1.0 - y * (x @ w + b)).sum()
+    assert svm.hinge_objective(x, y, w, b, alone) == pytest.approx((hinge + 0.5 * (w @ w + b * b)) / 400)
+    assert svm.hinge_objective(x, y, w, b, alone, "free") == pytest.approx((hinge + 0.5 * (w @ w)) / 400)
+    free, penalised = (svm.SVMFit(x, y, alone, how).solve(1e-3, 100) for how in ("free", "penalised"))
+    assert free.kkt_certified and penalised.kkt_certified
+    assert abs(penalised.b) < abs(free.b) - 0.05  # the penalty pulls the intercept towards 0
+    # each the optimum of its own objective
+    assert penalised.objective < svm.hinge_objective(x, y, free.w, free.b, alone, "penalised")
+    assert free.objective < svm.hinge_objective(x, y, penalised.w, penalised.b, alone, "free")
+
+
+def _pca_check(x, result, fit=None):
+    from exabench.benchmarks.analytics import pca
+    alone = analytics.TimedComm(None)
+    errors = pca.leading_errors(x, result, fit or pca.fit_covariance, alone, leading=5, sample_rows=800)
+    check = {c.name: c for c in pca.PCA.checks(pca.PCAParams(), result, errors, x.shape[1])}["leading_components"]
+    return check.passed, errors
+
+
+def test_pca_check_passes_the_right_answer_and_fails_wrong_bases():
+    from dataclasses import replace
+    from exabench.benchmarks.analytics import pca
+    x = analytics.generate_rows(0, 3000, 12, 5, np.float64)
+    x *= np.linspace(1.0, 3.0, 12)  # distinct variances: well separated axes
+    alone = analytics.TimedComm(None)
+    right = pca.fit_covariance(x, alone)
+    assert _pca_check(x, right)[0]
+    assert _pca_check(x, pca.fit_tsqr(x, alone), pca.fit_tsqr)[0]
+    rotation = np.linalg.qr(np.random.default_rng(0).standard_normal((12, 12)))[0]
+    wrong = {
+        # Orthonormal like the right basis (a reconstruction from all of them is exact), yet wrong:
+        "random orthonormal basis": replace(right, components=rotation.T),
+        "right axes, wrong order": replace(right, components=right.components[::-1].copy()),
+        "right axes, one sign-flip mixed with the next": replace(
+            right, components=np.vstack([(right.components[0] + right.components[1]) / np.sqrt(2),
+                                         (right.components[0] - right.components[1]) / np.sqrt(2),
+                                         right.components[2:]])),
+        # Consistent eigenpairs, but the trailing ones presented as leading:
+        "trailing components as leading": replace(right, components=right.components[::-1].copy(),
+                                                  singular_values=right.singular_values[::-1].copy()),
+    }
+    for name, result in wrong.items():
+        passed, errors = _pca_check(x, result)
+        assert not passed, (name, errors)
+
+    def wrong_fit(rows, tcomm):  # the fit itself broken: the sample comparison catches it
+        return replace(pca.fit_covariance(rows, tcomm), components=rotation.T)
+
+    passed, errors = _pca_check(x, right, wrong_fit)
+    assert not passed and errors["sample_subspace"] > 1e-3, errors
+
+
+def test_an_analytics_run_imports_no_deep_learning_framework(tmp_path):
+    """A K-Means run through the runner (a fresh interpreter, as a launcher starts it) imports no torch,
+    TensorFlow, Keras or Horovod: seconds of imports for a run whose work takes milliseconds."""
+    from exabench.campaign.plan import expand
+    from exabench.campaign.render import RunPaths, write_run_files
+    from exabench.campaign.site import load_site
+    from exabench.config import validate
+    cfg = validate({"benchmarks": [{"name": "kmeans", "params": {"size_per_node": "600rows", "cols": 8},
+                                    "sweep": {"ranks_per_node": [1]}}]}, "config", "c.yaml")
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    (run,) = expand(cfg, site, "c.yaml")
+    paths = RunPaths(tmp_path / "results", run.run_id)
+    write_run_files(run, site, paths)
+    probe = ("import sys, json\nfrom exabench import runner\n"
+             f"assert runner.main(['--spec', {str(paths.spec)!r}]) == 0\n"
+             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+             "{'torch', 'tensorflow', 'keras', 'horovod', 'jax'})))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    assert json.loads(paths.record.read_text())["status"] == "ok"

@@ -83,7 +83,7 @@ def test_every_run_and_planned_run_has_a_row(runs, tables):
     failed = _row(site, point="kmeans.tiny.float64.n1r4t1")
     # The failed run did report a time (0.09 s): it must not be shown as a figure.
     assert failed["status"] == "failed" and math.isnan(failed["value"]) and "centres_recovered" in failed["error"]
-    timeout = _row(site, point="kmeans.smt.tiny.float64.rows_per_rank-2000.n1r1t2")
+    timeout = _row(site, point="kmeans.smt.tiny.float64.size_per_node-2000rows.n1r1t2")
     assert timeout["status"] == "timeout" and timeout["metric"] == "time" and math.isnan(timeout["value"])
     repeats = _row(site, point="resnet50.tiny.fp32.n1r2t1")
     assert repeats["value"] == 19.0 and repeats["n_runs"] == 2
@@ -100,7 +100,7 @@ def test_cross_site_speedups(tables):
     assert rn["speedup_per_device"] == pytest.approx(3.8) and rn["baseline_devices"] == 2
     missing = _row(x, run_ids="kmeans.tiny.float64.n2r4t1")
     assert missing["status"] == "missing" and math.isnan(missing["speedup"])
-    none = _row(x, run_ids="resnet50-tf.tiny.fp32.n1r2t1")
+    none = _row(x, run_ids="resnet50-keras.tiny.fp32.n1r2t1")
     assert none["baseline_status"] == "no baseline run" and math.isnan(none["speedup"])
 
 
@@ -119,10 +119,13 @@ def test_weak_scaling_series(tables):
 def test_matrices(tables):
     m = tables["precision_x_algorithm"]
     assert _row(m, row="float32", col="random")["value"] == 0.03
-    assert _row(m, row="float64", col="kmeans++")["status"] == "missing"
+    assert _row(m, row="float64", col="random")["status"] == "missing"
+    assert _row(m, row="float64", col="kmeans++")["value"] == 0.05
     t = tables["threads_x_size"]
-    assert _row(t, row="2", col="1000")["value"] == 0.006
-    assert _row(t, row="2", col="2000")["status"] == "timeout"
+    assert _row(t, row="2", col="1000rows")["value"] == 0.006
+    assert _row(t, row="2", col="2000rows")["status"] == "timeout"
+    # Sizes with a unit in order of amount, not as text ('20000rows' sorts after '2000rows').
+    assert t[t["row"] == "1"]["col"].tolist() == ["500rows", "1000rows", "2000rows", "20000rows"]
 
 
 def test_frameworks(tables):

@@ -328,6 +328,138 @@ def test_sigkill_of_snakemake_leaves_no_orphan_running_and_the_rerun_runs_the_ru
     assert json.loads((cwd / "results" / "local" / "records" / f"{slow}.json").read_text())["status"] == "failed"
 
 
+
+def test_a_results_directory_is_claimed_by_one_campaign_at_a_time(two_runs, tmp_path_factory):
+    """Campaign A runs; campaign B, from another working directory whose results/ is A's, is refused
+    naming A and runs nothing; A releases its claim when it ends; a claim left by a dead owner is
+    reported and taken over."""
+    cwd, cfg, runs, (fast, slow), flag = two_runs
+    other = tmp_path_factory.mktemp("other")
+    (other / "results").symlink_to(cwd / "results")  # two working directories, one results directory
+    claim = cwd / "results" / "local" / "campaign.claim"
+    records = cwd / "results" / "local" / "records"
+    a = snakemake_popen(cwd, cfg, f"results/local/records/{slow}.json")
+    try:
+        wait_for(runs / slow / "job.pid", timeout=180, proc=a)
+        held = json.loads(claim.read_text())
+        assert held["pid"] == a.pid and held["workdir"] == str(cwd.resolve()) and held["checkout"] == str(ROOT)
+        b = snakemake_popen(other, cfg, f"results/local/records/{fast}.json")
+        out_b, _ = b.communicate(timeout=180)
+        assert b.returncode != 0 and "Traceback" not in out_b, out_b[-3000:]
+        assert f"is claimed by the campaign of checkout {ROOT} (working directory {cwd.resolve()}; PID {a.pid}" in out_b
+        assert not (records / f"{fast}.json").exists() and not (runs / fast / "run.lock").exists()
+        flag.unlink()
+        os.kill(int((runs / slow / "job.pid").read_text()), signal.SIGTERM)
+        out_a, _ = a.communicate(timeout=120)
+    finally:
+        if a.poll() is None:
+            os.killpg(a.pid, signal.SIGKILL)
+    assert a.returncode == 0 and not claim.exists(), out_a[-3000:]  # released at the end
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # the owner of a claim left behind (its snakemake was killed)
+    claim.write_text(json.dumps({**held, "pid": dead.pid, "pid_start": None}))
+    b = snakemake_popen(other, cfg, f"results/local/records/{fast}.json")
+    out_b, _ = b.communicate(timeout=180)
+    assert b.returncode == 0, out_b[-3000:]
+    assert f"stale claim on results/local by the campaign of checkout {ROOT} (working directory {cwd.resolve()}; " \
+           f"PID {dead.pid}" in out_b and "taking it over" in out_b
+    assert json.loads((records / f"{fast}.json").read_text())["status"] == "failed" and not claim.exists()
+
+
+def test_the_same_checkout_shares_its_claim_and_a_claim_on_another_host_is_refused(tmp_path):
+    import socket
+
+    from exabench.execute import ResultsClaim, ResultsClaimedError
+    said = []
+    mine = ResultsClaim(tmp_path / "results", ROOT)
+    assert mine.acquire(said.append) and not said
+    assert ResultsClaim(tmp_path / "results", ROOT).acquire(said.append) is False  # a live owner, same checkout
+    mine.release()
+    elsewhere = {**mine.info, "host": "login07", "checkout": "/home/other/exabench"}
+    mine.path.write_text(json.dumps(elsewhere))
+    with pytest.raises(ResultsClaimedError, match="on another host and cannot be checked from here"):
+        ResultsClaim(tmp_path / "results", ROOT).acquire(said.append)
+    mine.path.write_text(json.dumps({**elsewhere, "checkout": str(ROOT)}))  # this checkout, resumed elsewhere
+    assert ResultsClaim(tmp_path / "results", ROOT).acquire(said.append) and "resuming" in said[-1]
+    assert json.loads(mine.path.read_text())["host"] == socket.gethostname()
+
+
+
+# -- retrying failed runs and restoring records -----------------------------------------------------
+
+FAULTY_NODE = """#!/usr/bin/env bash
+# the run fails while {flag} exists (a faulty node, say), else runs for real
+if [ -e {flag} ]; then echo "node fault: ECC errors" >&2; exit 3; fi
+exec bash "$(dirname "$0")/real-job.sh"
+"""
+
+
+def test_retry_reruns_only_the_failed_run_and_restore_brings_back_a_kept_record(tmp_path):
+    """A real campaign of two K-Means runs, one failing; `exabench retry` sets its record aside and
+    the next snakemake runs it alone; `exabench restore` brings back a kept record, from archive/ and
+    from a campaign archive, keeping the one it replaces."""
+    import yaml
+
+    from exabench.campaign.site import load_site
+    campaign = {"campaign": "retry", "timeout_s": 240,
+                "benchmarks": [{"name": "kmeans", "params": {"size_per_node": "2000rows", "repeats": 1},
+                                "sweep": {"k": [3, 4], "ranks_per_node": [1]}}]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(campaign))
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    ok_id, flaky = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    results = tmp_path / "results" / "local"
+    records = [f"results/local/records/{i}.json" for i in (ok_id, flaky)]
+    render = snakemake_popen(tmp_path, cfg, *(f"results/local/runs/{i}/job.sh" for i in (ok_id, flaky)))
+    assert render.wait(timeout=240) == 0, render.communicate()[0][-3000:]
+    job = results / "runs" / flaky / "job.sh"
+    job.rename(job.with_name("real-job.sh"))
+    flag = tmp_path / "faulty"
+    flag.touch()
+    job.write_text(FAULTY_NODE.format(flag=flag))
+    first = snakemake_popen(tmp_path, cfg, *records)
+    out, _ = first.communicate(timeout=240)
+    assert first.returncode == 0, out[-3000:]
+    ok_record = (results / "records" / f"{ok_id}.json").read_bytes()
+    failed = json.loads((results / "records" / f"{flaky}.json").read_text())
+    assert json.loads(ok_record)["status"] == "ok" and failed["status"] == "failed"
+
+    flag.unlink()  # the node is fixed
+    proc = exabench("retry", "--results", results)
+    assert proc.returncode == 0, proc.stderr
+    [kept] = (results / "attempts" / flaky).glob("*-failed.json")
+    assert f"{flaky}: failed; record set aside -> {kept}" in proc.stdout and ok_id not in proc.stdout
+    assert json.loads(kept.read_text()) == failed  # moved, not lost
+    again = snakemake_popen(tmp_path, cfg, *records)
+    out, _ = again.communicate(timeout=240)
+    assert again.returncode == 0, out[-3000:]
+    assert f"wildcards: run_id={flaky}" in out and f"wildcards: run_id={ok_id}" not in out
+    assert (results / "records" / f"{ok_id}.json").read_bytes() == ok_record  # not run again
+    assert json.loads((results / "records" / f"{flaky}.json").read_text())["status"] == "ok"
+    assert "nothing to retry" in exabench("retry", "--results", results).stdout
+
+    # Restore: the latest kept record other than the current one is the failed one (archive/ keeps every
+    # record a run wrote); the ok record it replaces goes to attempts/.
+    proc = exabench("restore", "--results", results, flaky)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((results / "records" / f"{flaky}.json").read_text()) == failed
+    [replaced] = (results / "attempts" / flaky).glob("*-ok.json")
+    assert f"the ok record it replaces is kept -> {replaced}" in proc.stdout
+    tarball = tmp_path / "campaign.tar.gz"
+    assert exabench("archive", "--results", results, "--out", tarball).returncode == 0
+    import tarfile
+    with tarfile.open(tarball) as tar:  # the records set aside travel with the campaign
+        assert {f"attempts/{flaky}/{kept.name}", f"attempts/{flaky}/{replaced.name}"} <= set(tar.getnames())
+    (results / "records" / f"{ok_id}.json").write_text("{truncated")  # damaged after the archive was made
+    proc = exabench("restore", "--results", results, ok_id, "--archive", tarball)
+    assert proc.returncode == 0, proc.stderr
+    assert (results / "records" / f"{ok_id}.json").read_bytes() == ok_record
+    assert "the corrupt record it replaces is kept" in proc.stdout
+    proc = exabench("restore", "--results", results, ok_id, "--version", "nope.json")
+    assert proc.returncode == 2 and "no kept record named 'nope.json'" in proc.stderr and "Traceback" not in proc.stderr
+
+
 # -- the collectives' timeout follows the run's ----------------------------------------------------
 
 HUNG_RANK = """
@@ -396,8 +528,8 @@ def test_rank_errors_come_in_the_order_they_were_written_root_cause_first(sleepi
     assert proc.returncode == 0, proc.stderr
     rec = json.loads(paths.record.read_text())
     assert rec["status"] == "failed"
-    assert rec["error"].startswith("rank 1 on h: ValueError: the root cause; rank 0 on h: ConnectionResetError")
-    assert f"(traceback: {errors / 'rank1.txt'})" in rec["error"]
+    assert rec["error"] == (f"rank 1 on h: ValueError: the root cause (traceback: {errors / 'rank1.txt'}); "
+                            "rank 0 on h: ConnectionResetError: Connection reset by peer")
 
 
 def test_a_full_disk_is_named_not_an_index_error(sleeping_run):
@@ -411,3 +543,54 @@ def test_a_full_disk_is_named_not_an_index_error(sleeping_run):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     rec = json.loads(paths.record.read_text())
     assert rec["status"] == "failed" and rec["error"].startswith("No space left on device"), rec["error"]
+
+
+def test_the_summary_shows_the_whole_root_cause_and_trims_only_what_follows(sleeping_run, tmp_path):
+    paths, run_id = sleeping_run
+    errors = paths.run_dir / "errors"
+    cause = "rank 1 on h: ValueError: " + "the input shape (128, 3, 224, 224) does not match " * 8 + "the model"
+    peer = "ConnectionResetError: Connection reset by peer"
+    consequences = "".join(f"sleep 0.05\nprintf 'rank {r} on h: {peer}\\n' > {errors}/rank{r}.txt\n"
+                           for r in (0, 2, 3, 4, 5, 6, 7))
+    paths.script.write_text(f"#!/usr/bin/env bash\nmkdir -p {errors}\nprintf '{cause}\\n\\ntraceback' > "
+                            f"{errors}/rank1.txt\n{consequences}exit 1\n")
+    assert exabench("execute", "--spec", paths.spec).returncode == 0
+    summary = tmp_path / "summary.md"
+    proc = exabench("aggregate", "--csv", tmp_path / "t.csv", "--markdown", summary, "--site-name", "local",
+                    paths.record)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in summary.read_text().splitlines() if x.startswith(f"| {run_id} "))
+    assert len(cause) > 400 and f"| failed | {cause} (traceback: {errors / 'rank1.txt'}); more rank errors" in line
+    assert "Connection reset" not in line  # seven peers' consequences are in results.csv, not the summary
+    assert "Connection reset" in (tmp_path / "t.csv").read_text()
+
+
+@pytest.mark.parametrize("error, shown", [
+    ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n    f()\n"
+     "RuntimeError: CUDA out of memory | tried 2 GiB", "RuntimeError: CUDA out of memory / tried 2 GiB"),
+    ("job script exited with code 1 and wrote no record; last output: " + " | ".join(f"line {i} " + "x" * 60
+                                                                                       for i in range(5))
+     + " | ImportError: no module named horovod",
+     "job script exited with code 1 and wrote no record; last output: ... / " + " / ".join(
+         f"line {i} " + "x" * 60 for i in (2, 3, 4)) + " / ImportError: no module named horovod"),
+    ("sanity check 'loss' failed: " + "loss is nan, " * 40, "sanity check 'loss' failed: " + "loss is nan, " * 39
+     + "loss is nan,"),  # one message: the root cause itself, never cut
+])
+def test_a_shown_error_keeps_the_exception_and_the_last_lines(error, shown):
+    from exabench.records.tidy import shown_error
+    assert shown_error(error) == shown
+
+
+def test_restore_refuses_what_is_not_the_runs_record_and_changes_nothing(campaign):
+    from exabench.errors import ExabenchError
+    from exabench.records.attempts import restore, retry
+    results, ids, texts = campaign
+    (results / "records" / f"{ids[1]}.json").write_text("{torn")
+    for text, why in ((texts[ids[2]], f"a record of run '{ids[2]}', not of '{ids[0]}'"), ("{torn", "not a JSON record"),
+                      ('{"schema": "exabench.result/1"}', "is not a valid record field")):
+        with pytest.raises(ExabenchError, match=why):
+            restore(results, ids[0], text, "source.json")
+    assert (results / "records" / f"{ids[0]}.json").read_text() == texts[ids[0]]
+    assert not (results / "attempts").exists()
+    [moved] = retry(results)  # the torn record only: the others are ok
+    assert (moved.run_id, moved.status) == (ids[1], "corrupt") and moved.to.read_text() == "{torn"

@@ -151,3 +151,26 @@ def test_the_image_build_job_on_a_slurm_site_is_charged_to_the_sites_account():
     assert res.returncode == 0, out[-3000:]
     build = out[out.index("rule container_image"):]
     assert "slurm_account=ABC123" in build.split("\n\n")[0] and "slurm_partition=batch" in build.split("\n\n")[0]
+
+
+def _doc_configs():
+    import re
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text()
+        for m in re.finditer(r"```ya?ml\n(.*?)```", text, re.S):
+            if re.search(r"^benchmarks:", m.group(1), re.M):
+                yield pytest.param(m.group(1), id=f"{doc.name}:{text[: m.start()].count(chr(10)) + 1}")
+
+
+@pytest.mark.parametrize("text", list(_doc_configs()))
+def test_every_example_config_in_the_docs_validates_and_plans(text, tmp_path):
+    from exabench.campaign.plan import expand
+    from exabench.campaign.site import load_site
+    from exabench.config import load_and_validate
+    path = _write(tmp_path / "example.yaml", text)
+    config = load_and_validate(str(path), "config")  # raises, naming the key, on a stale parameter
+    assert expand(config, load_site(str(REPO / "tests" / "data" / "sites" / "golden-local.yaml")), str(path))
+
+
+def test_the_readme_example_is_among_the_checked_configs():
+    assert any("my-study" in p.values[0] for p in _doc_configs())

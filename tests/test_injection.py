@@ -143,3 +143,88 @@ def test_hostile_environment_values_stay_inert_in_a_real_run(tmp_path):
     for i, v in enumerate(values):
         assert seen[f"HOSTILE_{i}"] == v
     json.dumps(record)  # and the record stays plain JSON
+
+
+# -- values that reach a shell through Snakemake's own job command line ------------------------------
+# Snakemake starts each `run:` job as a new snakemake process through a shell, writing the working
+# directory, the config files and every --config item (quoted with Python's repr()) on its command line.
+
+CONFIG_PAYLOADS = {
+    "quote-and-substitution": "baseline_site=x'$(touch {m})'",
+    "substitution": "baseline_site=$(touch {m})",
+    "backticks": "campaign=`touch {m}`",
+    "store": "results_store=x'$(touch {m})'.duckdb",
+    "semicolon": "baseline_site=x;touch {m}",
+}
+
+
+def _snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    from helpers_compare import env
+    return subprocess.run([sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--cores", "1", *args],
+                          cwd=cwd, env=env(), capture_output=True, text=True, timeout=240)
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory):
+    from helpers_compare import copy_workflow
+    return copy_workflow(tmp_path_factory.mktemp("inject") / "w")
+
+
+@pytest.mark.parametrize("case, dry", [("quote-and-substitution", False), ("quote-and-substitution", True),
+                                       ("semicolon", False), ("backticks", True)])
+def test_a_config_item_with_shell_characters_never_runs_its_payload(workflow_copy, case, dry, tmp_path):
+    marker = tmp_path / "injected"
+    item = CONFIG_PAYLOADS[case].format(m=marker)
+    # The real run asks for the plan: a `run:` job, which Snakemake would start through a shell.
+    res = _snakemake(workflow_copy, *(["-n"] if dry else []), "results/local/plan.csv", "--configfile", "tiny.yaml",
+                     "--config", item)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and not marker.exists(), out[-3000:]
+    key = item.split("=")[0]
+    assert f"--config: key '{key}'" in out and "Traceback" not in out, out[-3000:]
+    assert not (workflow_copy / "results" / "local" / "plan.csv").exists()
+
+
+@pytest.mark.parametrize("case", sorted(CONFIG_PAYLOADS))
+def test_each_config_item_payload_is_refused_before_any_job(case):
+    from exabench.workflow import check_job_command_line, validate_config
+    item = CONFIG_PAYLOADS[case].format(m="/tmp/never")
+    key, _, value = item.partition("=")
+    with pytest.raises(ConfigError, match=f"--config: key '{key}'"):
+        check_job_command_line(["site=profiles/local/site.yaml", item], [], "/work/x", "/work/x")
+        validate_config({"benchmarks": [{"name": "kmeans"}], key: value}, "c.yaml", {key: value})
+
+
+def test_a_checkout_path_that_needs_quoting_is_refused(workflow_copy, tmp_path):
+    import shutil
+    marker = tmp_path / "injected"
+    checkout = tmp_path / f"c'$(touch {marker.name})'"
+    shutil.copytree(workflow_copy, checkout, ignore=shutil.ignore_patterns(".snakemake", "results", "logs"))
+    for args in (["-n"], []):
+        res = _snakemake(checkout, *args, "results/local/plan.csv", "--configfile", "tiny.yaml")
+        out = res.stdout + res.stderr
+        assert res.returncode != 0 and "needs shell quoting" in out and "Traceback" not in out, out[-3000:]
+        assert not marker.exists() and not (checkout / marker.name).exists() and not (checkout / "results").exists()
+
+
+@pytest.mark.parametrize("entry, key", [
+    ({"name": "kmeans", "params": {"data": "$(id)"}}, "benchmarks[0].params.data"),
+    ({"name": "kmeans", "sweep": {"init": ["random", "a b"]}}, "benchmarks[0].sweep.init[1]"),
+    ({"name": "kmeans", "params": {"x;y": 1}}, "benchmarks[0].params"),
+    ({"name": "kmeans'"}, "benchmarks[0].name"),
+])
+def test_every_benchmark_value_has_a_pattern(entry, key, tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"benchmarks": [entry]}))
+    with pytest.raises(ConfigError) as err:
+        load_and_validate(path, "config")
+    assert f"key '{key}" in str(err.value) and str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("key, value", [("site", "profiles/local/site.yaml;id"), ("references", "r e f.yaml"),
+                                        ("baseline_site", "titan'"), ("results_store", "a b.duckdb")])
+def test_every_top_level_path_and_name_has_a_pattern(key, value, tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"benchmarks": [{"name": "kmeans"}], key: value}))
+    with pytest.raises(ConfigError, match=f"key '{key}'"):
+        load_and_validate(path, "config")

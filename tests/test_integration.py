@@ -114,10 +114,10 @@ def test_campaign_goes_on_after_a_broken_run(tmp_path, campaign):
 @pytest.mark.timeout(120)
 def test_bad_config_stops_snakemake_with_a_clear_message(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"benchmarks": [{"name": "kmeans", "sweep": {"k": [0]}}]}))
+    bad.write_text(yaml.safe_dump({"benchmarks": [{"name": "kmeans", "sweep": {"k": [-1]}}]}))
     res = snakemake("--configfile", str(bad), "-n", cwd=tmp_path)
     assert res.returncode != 0
-    assert f"{bad}: key 'benchmarks[0].sweep.k' = 0" in res.stdout + res.stderr
+    assert f"{bad}: key 'benchmarks[0].sweep.k' = -1" in res.stdout + res.stderr
     assert not (tmp_path / "results").exists()  # nothing half-written
 
 

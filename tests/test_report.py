@@ -55,6 +55,58 @@ def test_snakemake_html_report(tmp_path_factory, tmp_path):
         assert caption in html, caption
     for plot in plots.PLOTS:
         assert f"{plot}.png" in html
+    pages = report_pages(html)
+    # Tables are HTML tables in the report, not CSV downloads; the verdicts are among them.
+    assert not [name for name in pages if name.endswith(".csv")]
+    site_table = pages["site.html"][0]
+    assert site_table[0][:3] == ["site", "benchmark", "point"] and len(site_table) == 3  # header + 2 runs
+    [verdicts] = pages["verdicts.html"]
+    assert "verdict" in verdicts[0]
+    run_ids = sorted(row[verdicts[0].index("run")] for row in verdicts[1:])
+    assert run_ids == ["kmeans.tiny.float64.n1r1t1", "kmeans.tiny.float64.n1r2t1"]
+    # The local profile's references judge the 2-rank run (its 1-rank time has no reference entry).
+    assert {row[verdicts[0].index("verdict")] for row in verdicts[1:]} <= {"PASS", "FAIL", "NO-REFERENCE"}
+    assert pages["regressions.html"] and not [name for name in pages if name.endswith(".md")]
+    assert pages["summary.html"][0][0][-2:] == ["status", "error"] and pages["summary.html"][0][1][-2] == "ok"
+
+
+def report_pages(html: str) -> dict[str, list[list[list[str]]]]:
+    """The HTML pages embedded in Snakemake's report (base64 data URIs), by file name: each page's
+    <table>s as lists of rows of cell texts."""
+    import base64
+    import re
+    from html.parser import HTMLParser
+
+    class Tables(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tables, self.cell = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr":
+                self.tables[-1].append([])
+            elif tag in ("td", "th"):
+                self.cell = ""
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th"):
+                self.tables[-1][-1].append(self.cell)
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+    pages = {}
+    for mime, name, data in re.findall(r"data:([\w/+.-]+);charset=[\w-]+;filename=([^;]+);base64,([A-Za-z0-9+/=]+)",
+                                       html):
+        parser = Tables()
+        if mime == "text/html":
+            parser.feed(base64.b64decode(data).decode())
+        pages[name] = parser.tables
+    return pages
 
 
 def test_progress_line_and_final_summary(tmp_path):
@@ -78,6 +130,7 @@ def test_progress_line_and_final_summary(tmp_path):
     text = final_summary(res, "local")
     assert text.splitlines()[0] == "exabench: 1 of 4 runs done, 1 failed, 2 remaining"
     assert f"--report {res}/report.html" in text and "not judged yet" in text
+    assert f"retry:       exabench retry --results {res}, then" in text  # a run failed
     (res / "acceptance").mkdir()
     (res / "acceptance" / "verdicts.md").write_text("# x\n\nFAILED: b\n")
     assert "verdict:     FAILED: b" in final_summary(res, "local")

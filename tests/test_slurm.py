@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,12 +45,13 @@ def _slurm_scripts(tmp_path: Path):
         text, _ = render_script(_run(lay), local, RunPaths(tmp_path / "slurm-local", "probe"))
         out.append((f"slurm-local {req}", text))
     # The centres' sites: their partition/account/QOS/constraint names and GPUs do not exist
-    # here, so those are blanked; CPU-only layouts small enough for the loopback nodes.
+    # here, so those are blanked (the queues with them: the loopback partition is "debug"); CPU-only
+    # layouts small enough for the loopback nodes.
     for name, req in [("frontier", dict(nodes=2, ranks_per_node=2, cores_per_rank=2, gpus_per_rank=0)),
                       ("perlmutter", dict(nodes=2, ranks_per_node=1, cores_per_rank=2, gpus_per_rank=0)),
                       ("cori-knl", dict(nodes=2, ranks_per_node=1, cores_per_rank=1)),
                       ("stampede2", dict(nodes=2, ranks_per_node=2, cores_per_rank=1))]:
-        s = dataclasses.replace(site(name), partition="debug", account="", qos="", constraint="",
+        s = dataclasses.replace(site(name), partition="debug", queues=(), account="", qos="", constraint="",
                                 scheduler_options={}, max_walltime_min=30)
         lay = resolve_layout(s, **req)
         text, _ = render_script(_run(lay), s, RunPaths(tmp_path / name, "probe"))
@@ -132,3 +134,89 @@ def test_bundle_script_runs_a_sweep_in_one_allocation_and_is_ingested(slurm_clus
     rows = _table(work)
     assert {r["run_id"] for r in rows} == {"kmeans.tiny.float64.n1r1t2", "kmeans.tiny.float64.n2r1t2"}
     assert {r["status"] for r in rows} == {"ok"}
+
+
+def test_every_node_groups_run_one_job_per_node_and_node_check_reads_them(slurm_cluster, tmp_path):  # noqa: F811
+    """The single-node set (K-Means and a GEMM) on each of the two nodes: one sbatch job per node running
+    its runs in sequence; a resubmission skips them; node_check judges the nodes against references."""
+    work = _workdir(tmp_path)
+    config = work / "config" / "every-node.yaml"
+    config.write_text("campaign: every-node\npreset: tiny\ntimeout_s: 120\nevery_node: {nodes: 'n[1-2]', group: 1}\n"
+                      "benchmarks:\n  - name: kmeans\n    sweep: {ranks_per_node: [1]}\n"
+                      "  - name: gemm\n    params: {precision: fp32}\n    sweep: {ranks_per_node: [1]}\n")
+    sm = [SNAKEMAKE, "--profile", "profiles/slurm-local", "--configfile", str(config)]
+    res = subprocess.run([SNAKEMAKE, "every_node_groups", "--force-use-threads", *sm[1:]], cwd=work, env=slurm_cluster,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    groups = work / "results/slurm-local/nodes/groups"
+    submit = groups / "submit.sh"
+
+    def submit_and_wait() -> list[str]:
+        out = subprocess.run(["bash", str(submit)], env=slurm_cluster, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        ids = re.findall(r"Submitted batch job (\d+)", out.stdout)
+        for _ in range(240):
+            states = [re.search(r"JobState=(\w+)", subprocess.run(
+                ["scontrol", "show", "job", i], env=slurm_cluster, capture_output=True, text=True).stdout).group(1)
+                for i in ids]
+            if all(s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL") for s in states):
+                assert set(states) == {"COMPLETED"}, states
+                return ids
+            time.sleep(1)
+        raise AssertionError(f"jobs {ids} did not finish: {states}")
+
+    jobs = submit_and_wait()
+    assert len(jobs) == 2  # one job per node, not one per run and node
+    records = {p.name: json.loads(p.read_text()) for p in (work / "results/slurm-local/records/nodes").glob("*.json")}
+    single = ["gemm.tiny.fp32.n1r1t2", "kmeans.tiny.float64.n1r1t2"]
+    assert sorted(records) == sorted(f"{r}.node-{n}.json" for r in single for n in ("n1", "n2"))
+    job_of = {}
+    for name, rec in records.items():
+        assert rec["status"] == "ok", rec.get("error")
+        env = rec["provenance"]["environment"]
+        node = name.rsplit(".node-", 1)[1][:-5]
+        assert env["SLURM_JOB_NODELIST"] == node and env["SLURM_NNODES"] == "1"
+        job_of.setdefault(node, set()).add(env["SLURM_JOB_ID"])
+    # Each node's runs ran inside that node's one job; the two jobs are the two submitted.
+    assert all(len(ids) == 1 for ids in job_of.values()) and sorted(i.pop() for i in job_of.values()) == sorted(jobs)
+    stamps = {p: p.stat().st_mtime_ns for p in (work / "results/slurm-local/records/nodes").glob("*.json")}
+    submit_and_wait()  # resubmitted: every run is recorded, each job skips them all
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert all("2 run(s), 0 failed to execute, 2 recorded before" in p.read_text()
+               for p in sorted(groups.glob("slurm-*.out"))[-2:])
+    # node_check: two nodes are too few to judge among peers, so against references (generous bands).
+    refs = work / "refs.yaml"
+    made = subprocess.run([sys.executable, "-m", "exabench", "references", "--from",
+                           str(work / "results/slurm-local/records/nodes"), "--site-name", "slurm-local",
+                           "--tolerance", "0.99,100", "--out", str(refs)], cwd=work, env=slurm_cluster,
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stdout + made.stderr
+    with open(config, "a") as f:  # in the config file: --config would replace the profile's site
+        f.write(f"references: {refs}\n")
+    check = subprocess.run([SNAKEMAKE, "node_check", *sm[1:]], cwd=work, env=slurm_cluster, capture_output=True,
+                           text=True, timeout=120)
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
+    with open(work / "results/slurm-local/acceptance/nodes.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["node"], r["benchmark"]) for r in rows) == sorted(
+        (n, b) for n in ("n1", "n2") for b in ("gemm", "kmeans"))
+    assert {r["flagged"] for r in rows} == {"False"}
+
+
+def test_a_node_pair_group_script_passes_sbatch_test_only(slurm_cluster, tmp_path):  # noqa: F811
+    from exabench.campaign.node_groups import group_files, node_groups
+    from exabench.campaign.plan import expand
+    from exabench.config import validate
+    from exabench.io import atomic_write_many
+    s = site("slurm-local")
+    config = validate({"campaign": "pairs", "preset": "tiny", "timeout_s": 120,
+                       "every_node": {"nodes": ["n1", "n2"], "group": 2},
+                       "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [2], "ranks_per_node": [1, 2]}}]},
+                      "config", "pairs.yaml")
+    atomic_write_many(group_files(expand(config, s, "pairs.yaml"), s, tmp_path, node_groups(config, s, "pairs.yaml"),
+                                  "pairs"))
+    script = tmp_path / "nodes" / "groups" / "n1..n2.sh"
+    assert "#SBATCH --nodelist=n1,n2" in script.read_text() and script.read_text().count("run_on_group /") == 2
+    res = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, env=slurm_cluster,
+                         timeout=60)
+    assert res.returncode == 0 and "to start at" in res.stderr, res.stderr

@@ -296,7 +296,8 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
                 if verdict in FAILING and r["status"] == "ok":
                     reasons.append(f"reference: {detail}")
             note = [] if judged else [f"not judged among peers: {len(vals)} ok nodes, outliers need {MIN_PEERS}"]
-            rows.append({"node": node_of(r), "run_id": r["run_id"], "benchmark": bench, "metric": metric,
+            rows.append({"node": node_of(r), "run_id": r["run_id"], "benchmark": bench,
+                         "configuration": NODE_SUFFIX.sub("", r["run_id"]), "metric": metric,
                          "value": value, "median": med, "mad": mad, "z": z, "flagged": bool(reasons),
                          "judged": judged, "reason": "; ".join(reasons + note)})
     return rows
@@ -382,8 +383,8 @@ def write_node_check(records: list[str], references: str | None, site: str, mark
     atomic_write_text(markdown, nodes_markdown(rows, site))
     if csv:
         import pandas as pd
-        columns = ["node", "run_id", "benchmark", "metric", "value", "median", "mad", "z", "flagged", "judged",
-                   "reason"]
+        columns = ["node", "run_id", "benchmark", "configuration", "metric", "value", "median", "mad", "z",
+                   "flagged", "judged", "reason"]
         atomic_write_text(csv, pd.DataFrame(rows, columns=columns).to_csv(index=False))
     return rows
 

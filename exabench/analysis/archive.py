@@ -26,7 +26,8 @@ META = "archive.json"
 # What of results/<site>/ is packed, and under which name (derived outputs are the originals
 # that `reproduce` compares against).
 RESULT_PARTS = {"records": "records/**/*.json", "runs": "runs/*/*", "tables": "tables/*",
-                "plots": "plots/*.png", "acceptance": "acceptance/*"}
+                "plots": "plots/*.png", "acceptance": "acceptance/*",
+                "attempts": "attempts/*/*.json"}  # records `exabench retry` set aside
 RESULT_FILES = ("plan.json", "plan.csv")
 DERIVED = ("tables", "plots", "acceptance")
 
@@ -254,3 +255,19 @@ def archive_campaign(results: str, out: str, site_name: str | None = None, logs:
             "references_name": refs.name if refs else ""}
     packed = pack(out, files, meta)
     return f"{len(files)} files -> {packed} (inventory: inventory.sha256); reproduce with: exabench reproduce {packed}"
+
+
+def record_from_archive(archive: str | Path, run_id: str) -> str:
+    """The text of the record of `run_id` in a campaign archive (`records/<run_id>.json`; also under a
+    top folder when the archive was re-packed with plain tar)."""
+    if not Path(archive).is_file():
+        raise ExabenchError(f"{archive}: no such archive file")
+    want = f"records/{run_id}.json"
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for m in tar.getmembers():
+                if m.isfile() and (m.name == want or m.name.endswith("/" + want)):
+                    return tar.extractfile(m).read().decode("utf-8")
+    except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError) as exc:
+        raise ExabenchError(f"{archive}: not a readable tar archive ({exc})") from None
+    raise ExabenchError(f"{archive}: holds no record of run {run_id!r} ({want})")

@@ -159,9 +159,19 @@ def matrix_table(runs: pd.DataFrame, row_keys: tuple[str, ...], col_keys: tuple[
 
 
 def _num_key(text: str):
+    """Numbers by value, sizes with a unit by amount ('2000rows' before '20000rows', '512MiB' before
+    '8GB'), other text after them."""
+    from exabench.benchmarks.analytics.common import parse_size
+    from exabench.errors import ConfigError
+
     try:
         return (0, float(text), "")
     except ValueError:
+        pass
+    try:
+        kind, amount = parse_size(text)
+        return (0, amount, kind)
+    except ConfigError:
         return (1, 0.0, text)
 
 

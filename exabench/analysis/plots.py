@@ -11,29 +11,36 @@ import math
 import re
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from exabench.analysis.runs import PRECISION_PARAMS, cells  # noqa: E402
+from exabench.analysis.runs import PRECISION_PARAMS, cells
 
 BUSBW = re.compile(r"^busbw\.(\d+)B$")
 PNG_META = {"Software": None}  # no version string: the bytes depend on the data only
 HOLE_STATUSES = ("failed", "timeout", "skipped", "missing", "corrupt")
 
 
+def _pyplot():
+    """pyplot on the Agg backend, imported when a plot is drawn: every Snakemake job loads the rule
+    files and with them this module, and most jobs draw nothing (matplotlib costs 0.3 s a job)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100, metadata=PNG_META)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 
 def _empty(path, title: str, why: str) -> Path:
-    fig, ax = plt.subplots(figsize=(6, 2.5))
+    fig, ax = _pyplot().subplots(figsize=(6, 2.5))
     ax.set_axis_off()
     ax.set_title(title)
     ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True)
@@ -43,7 +50,7 @@ def _empty(path, title: str, why: str) -> Path:
 def _grid(n: int, width: float = 5.0, height: float = 3.6):
     cols = min(n, 2)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    fig, axes = _pyplot().subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_axis_off()
     return fig, list(axes.flat)
@@ -153,7 +160,7 @@ def plot_allreduce(records: list[dict], path) -> Path:
     pts = allreduce_points(records)
     if pts.empty:
         return _empty(path, title, "no record with per-size bus bandwidth (metrics busbw.<bytes>B)")
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _pyplot().subplots(figsize=(7, 4))
     for run_id, g in pts.groupby("run_id", sort=True):
         g = g.sort_values("bytes")
         ax.plot(g["bytes"], g["busbw"], "o-", label=run_id, markersize=3)
@@ -166,6 +173,12 @@ def plot_allreduce(records: list[dict], path) -> Path:
     return _save(fig, path)
 
 
+def node_panels(df: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
+    """One panel per configuration (its run id less the node) and metric: two K-Means settings, or
+    one benchmark at two sizes, are judged among their own peers and never share a median."""
+    return list(df.groupby(["configuration", "metric"], sort=True))
+
+
 def plot_nodes(node_rows: list[dict], path) -> Path:
     """Per-node figures of an every-node campaign: one panel per configuration, the peers'
     median and MAD band, flagged nodes in red with their names."""
@@ -173,9 +186,9 @@ def plot_nodes(node_rows: list[dict], path) -> Path:
     df = pd.DataFrame(node_rows)
     if df.empty:
         return _empty(path, title, "no per-node records (cluster-wide acceptance not run)")
-    groups = list(df.groupby(["benchmark", "metric"], sort=True))
+    groups = node_panels(df)
     fig, axes = _grid(len(groups), 5.5, 3.4)
-    for ax, ((bench, metric), g) in zip(axes, groups):
+    for ax, ((configuration, metric), g) in zip(axes, groups):
         g = g.sort_values("node").reset_index(drop=True)
         med, mad = g["median"].iloc[0], g["mad"].iloc[0]
         ax.axhline(med, color="grey", label="median")
@@ -189,7 +202,7 @@ def plot_nodes(node_rows: list[dict], path) -> Path:
                             color="red", fontsize=8, textcoords="offset points", xytext=(3, 3))
         ax.set_xticks(range(len(g)), g["node"], rotation=90, fontsize=7)
         ax.set_ylabel(metric)
-        ax.set_title(f"{bench}: {metric} on {len(g)} nodes", fontsize=9)
+        ax.set_title(f"{configuration}: {metric} on {len(g)} nodes", fontsize=8)
         ax.legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()

@@ -191,7 +191,8 @@ def campaign_config(study: Study, variant: str, base: dict) -> dict:
     """The experiment config of one study on one site: the base config's settings with the study's
     campaign; validated as any config, errors naming the study file and variant."""
     camp = study.data["campaigns"][variant]
-    config = {k: v for k, v in base.items() if k not in ("benchmarks", "study")}
+    # The study's campaign is exact: the base config's benchmarks and node scale do not apply.
+    config = {k: v for k, v in base.items() if k not in ("benchmarks", "study", "scale")}
     config.update(
         campaign=f"study-{study.name}",
         benchmarks=[dict(b) for b in camp["benchmarks"]],

@@ -34,40 +34,55 @@ NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 def pin_to_node(launch_line: str, node: str, ranks_per_node: int) -> str:
     """The run's launch line restricted to one node (launchers that can be told a host)."""
+    return pin_to_nodes(launch_line, (node,), ranks_per_node)
+
+
+def pin_to_nodes(launch_line: str, nodes: tuple[str, ...], ranks_per_node: int) -> str:
+    """The run's launch line restricted to `nodes` (launchers that can be told hosts)."""
     argv = shlex.split(launch_line)
     launcher = Path(argv[0]).name
     if launcher in ("mpirun", "mpiexec"):  # PINNABLE
-        pin = ["--host", f"{node}:{ranks_per_node}"]
+        pin = ["--host", ",".join(f"{node}:{ranks_per_node}" for node in nodes)]
     elif launcher == "srun":
-        pin = ["--nodes=1", f"--nodelist={node}"]
-    elif node == socket.gethostname():  # a plain process (local, torchrun) can only run here
+        pin = [f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}"]
+    elif nodes == (socket.gethostname(),):  # a plain process (local, torchrun) can only run here
         pin = []
     else:
         raise ExabenchError(f"launch line '{launch_line[:60]}...': launcher '{launcher}' cannot be pinned to node "
-                            f"'{node}'; valid for every-node runs: mpirun, mpiexec, srun")
+                            f"'{','.join(nodes)}'; valid for every-node runs: mpirun, mpiexec, srun")
     return shlex.join([argv[0], *pin, *argv[1:]])
 
 
-def node_run_files(spec_path: str | Path, node: str) -> Path:
-    """Write the node's spec.json and job.sh beside the run's; returns the node's spec path."""
-    if not NODE_NAME.fullmatch(node):
-        raise ExabenchError(f"node name {node!r} is not valid; valid: letters, digits, '.', '_', '-'")
+def node_run_files(spec_path: str | Path, node: str, group_nodes: tuple[str, ...] | None = None) -> Path:
+    """Write the node's spec.json and job.sh beside the run's; returns the node's spec path.
+    With `group_nodes` (a job pinned to a node group, exabench.campaign.node_groups), `node` names
+    the group, the run must use as many nodes as the group has, and a launcher that cannot be told
+    hosts keeps its line: the job's allocation is the group."""
+    for name in (node, *(group_nodes or ())):
+        if not NODE_NAME.fullmatch(name):
+            raise ExabenchError(f"node name {name!r} is not valid; valid: letters, digits, '.', '_', '-'")
     spec_path = Path(spec_path).resolve()
     spec = json.loads(spec_path.read_text())
-    if spec["layout"]["nodes"] != 1:
+    nodes = tuple(group_nodes) if group_nodes else (node,)
+    if spec["layout"]["nodes"] != len(nodes):
+        valid = f"runs on {len(nodes)} nodes only (the group's)" if group_nodes else "single-node runs only"
         raise ExabenchError(f"{spec_path}: run '{spec['run_id']}' uses {spec['layout']['nodes']} nodes; valid for "
-                            "every-node runs: single-node runs only")
+                            f"every-node runs: {valid}")
     run_id = f"{spec['run_id']}.node-{node}"
     results = Path(spec["paths"]["record"]).parent.parent  # results/<site>
     run_dir = results / "nodes" / spec["run_id"] / node
     node_spec = {**spec, "run_id": run_id, "node": node,
                  "paths": {"run_dir": str(run_dir), "record": str(results / "records" / "nodes" / f"{run_id}.json"),
                            "archive_dir": str(results / "archive" / "nodes" / run_id)}}
+    if group_nodes:
+        node_spec["group_nodes"] = list(group_nodes)
     node_spec["env"] = {**spec["env"], "EXABENCH_RUN_ID": run_id}
-    line = pin_to_node(spec["launch_line"].replace(str(spec_path), str(run_dir / "spec.json")), node,
-                       spec["layout"]["ranks_per_node"])
+    line = spec["launch_line"].replace(str(spec_path), str(run_dir / "spec.json"))
+    if not group_nodes or Path(shlex.split(line)[0]).name in PINNABLE:
+        line = pin_to_nodes(line, nodes, spec["layout"]["ranks_per_node"])
     node_spec["launch_line"] = line
-    script = ["#!/usr/bin/env bash", f"# exabench: run {spec['run_id']} on node {node} only (every-node acceptance).",
+    where = f"node {node}" if not group_nodes else f"node group {node} ({' '.join(nodes)})"
+    script = ["#!/usr/bin/env bash", f"# exabench: run {spec['run_id']} on {where} only (every-node acceptance).",
               "set -euo pipefail"]
     script += [f"export {k}={shlex.quote(str(v))}" for k, v in node_spec["env"].items()]
     script += [f"cd {shlex.quote(str(run_dir))}", line, ""]

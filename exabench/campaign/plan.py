@@ -18,7 +18,8 @@ from exabench import benchmarks
 from exabench.errors import ConfigError, LayoutError
 from exabench.containers.runtime import check_image_runs
 from exabench.campaign.site import (LAYOUT_KEYS, MPI_LAUNCHERS, WALLTIME_MARGIN_MIN, Layout, Site, bundle_minutes,
-                                   check_walltime, job_minutes, resolve_layout)
+                                   check_walltime, job_minutes, node_counts, ranks_per_node_of,
+                                   resolve_layout)
 
 RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
@@ -150,6 +151,37 @@ def queue_counts(runs: list[Run], site: Site, bundle: bool = False) -> dict[str,
     return counts
 
 
+def _machine_sweep(sweep: dict, scale: str | None, site: Site, config_file: str, where: str) -> dict:
+    """The sweep with its `nodes` as counts: a ladder, a scale band or fractions resolved by the
+    site; an entry without nodes takes the config's `scale` band, if it names one."""
+    spec = sweep.get("nodes", scale)
+    if spec is None:
+        return sweep
+    try:
+        return {**sweep, "nodes": node_counts(site, spec)}
+    except LayoutError as exc:
+        key = f"{where}.sweep.nodes" if "nodes" in sweep else "scale"
+        raise ConfigError(config_file, key, spec, exc.limit, f"does not fit site '{site.name}' "
+                          f"({site.path or site.name}: {exc.field} = {exc.value})") from None
+
+
+def _one_gpu_per_rank(request: dict, site: Site) -> dict:
+    """GPUs per rank derived for a campaign: fewer ranks than GPUs (and no gpus_per_rank or
+    ranks_per_gpu asked) gives each rank one GPU, the rest idle, never several: a data-parallel
+    rank drives one device, so Summit's 2 ranks must not each get 3 of the node's 6 V100s."""
+    rpn = request.get("ranks_per_node")
+    if not site.node.gpus or rpn is None or "gpus_per_rank" in request or "ranks_per_gpu" in request:
+        return request
+    if isinstance(rpn, str):
+        try:
+            rpn = ranks_per_node_of(site, rpn)  # per_socket on Summit: 2 ranks
+        except LayoutError:
+            return request  # refused by resolve_layout, naming the value
+    if isinstance(rpn, bool) or not isinstance(rpn, int):
+        return request
+    return {**request, "gpus_per_rank": 1} if 0 < rpn < site.node.gpus else request
+
+
 def expand(config: dict, site: Site, config_file: str = "config/config.yaml") -> list[Run]:
     """Every run of the campaign, in config order; raises ConfigError/LayoutError early."""
     check_timeout(config, site, config_file)
@@ -164,7 +196,7 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
                               "cannot start an MPI workload")
         check_image_runs(site, cls.framework)  # an x86_64 or CUDA 13 image sent to POWER9 + V100 nodes stops here
         preset = entry.get("preset") or config["preset"]
-        sweep = entry.get("sweep") or {}
+        sweep = _machine_sweep(entry.get("sweep") or {}, config.get("scale"), site, config_file, where)
         fixed = entry.get("params") or {}
         for key in fixed:
             if key in LAYOUT_KEYS:
@@ -178,7 +210,7 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
         keys = list(sweep)
         for combo in itertools.product(*(sweep[k] for k in keys)):
             point = dict(zip(keys, combo))
-            lay_req = {k: point.pop(k) for k in LAYOUT_KEYS if k in point}
+            lay_req = _one_gpu_per_rank({k: point.pop(k) for k in LAYOUT_KEYS if k in point}, site)
             try:
                 layout = resolve_layout(site, **lay_req)
             except LayoutError as exc:
@@ -212,4 +244,26 @@ def plan_table(runs: list[Run]):
                "preset": r.preset, **{k: v for k, v in r.layout.to_dict().items()}, "repeat": r.repeat}
         row.update({f"param.{k}": v for k, v in r.swept.items()})
         rows.append(row)
+    return rows
+
+
+def node_hours(run: Run) -> float:
+    """Node-hours a run's job asks for: its nodes for its walltime (timeout_s plus the margin)."""
+    return run.layout.nodes * job_minutes(run.timeout_s) / 60
+
+
+def bundle_node_hours(runs: list[Run]) -> float:
+    minutes, nodes = bundle_job(runs)
+    return nodes * minutes / 60
+
+
+def plan_overview(runs: list[Run], site: Site) -> list[dict]:
+    """The plan as a readable table (`exabench plan`): each run's layout, walltime, queue and node-hours."""
+    rows = []
+    for r in runs:
+        lay, minutes = r.layout, job_minutes(r.timeout_s)
+        rows.append({"run": r.run_id, "nodes": lay.nodes, "ranks/node": lay.ranks_per_node,
+                     "threads/rank": lay.threads_per_rank, "gpus/rank": lay.gpus_per_rank, "smt": lay.smt,
+                     "walltime_min": minutes, "queue": check_walltime(site, minutes, lay.nodes) or "-",
+                     "node-hours": round(node_hours(r), 2)})
     return rows

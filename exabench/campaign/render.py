@@ -11,6 +11,7 @@ with an error naming site, field and value, never executed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -325,39 +326,65 @@ def bundle_layout(runs: list[Run]) -> Layout:
     return widest.layout
 
 
-def render_bundle(runs: list[Run], site: Site, root: Path, name: str) -> str:
-    """One batch script that runs every run of `runs` in turn inside one allocation.
+def render_bundle(runs: list[Run], site: Site, root: Path, name: str, concurrent: bool = False) -> str:
+    """One batch script that runs every run of `runs` in turn inside one allocation, or all at
+    once with `concurrent` (MLPerf-HPC throughput: M instances side by side; the allocation then
+    holds the nodes of all of them, and each launch line takes its own share).
 
     Each run goes through `exabench execute` (the same path as a Snakemake job), so each
     writes its own record under results/<site>/records/, which the aggregate rule reads.
     """
     if not runs:
         raise ConfigError(site.path or site.name, "bundle", name, "at least one planned run", "is empty")
-    minutes = bundle_minutes(r.timeout_s for r in runs)
-    try:
-        check_walltime(site, minutes, bundle_layout(runs).nodes)
-    except LayoutError as exc:
-        raise LayoutError(site.name, f"bundle walltime_min ({len(runs)} runs' timeout_s summed)", minutes,
-                          exc.limit + "; split the campaign or lower timeout_s") from None
+    minutes = runs_walltime_min(site, runs, "bundle", concurrent)
     root = Path(root).resolve()
     bundle_dir = root / "bundles"
-    request = batch_request(site, bundle_layout(runs), f"exabench-{name}", minutes, bundle_dir)
+    layout = bundle_layout(runs)
+    if concurrent:
+        layout = dataclasses.replace(layout, nodes=sum(r.layout.nodes for r in runs))
+    request = batch_request(site, layout, f"exabench-{name}", minutes, bundle_dir)
     specs = [str(RunPaths(root, r.run_id).spec.resolve()) for r in runs]
+    return batch_script(site, request, name, len(runs), bundle_dir, _bundle_body(site, specs, concurrent))
+
+
+def runs_walltime_min(site: Site, runs: list[Run], what: str, concurrent: bool = False) -> int:
+    """The time limit of one allocation running `runs` in turn (their limits summed) or side by side
+    (`concurrent`: the longest, on all their nodes), plus the margin; checked against the site's
+    limit and its queues."""
+    if concurrent:
+        minutes = job_minutes(max(r.timeout_s for r in runs))
+        nodes, how = sum(r.layout.nodes for r in runs), "longest timeout_s"
+    else:
+        minutes, nodes, how = bundle_minutes(r.timeout_s for r in runs), bundle_layout(runs).nodes, "timeout_s summed"
+    try:
+        check_walltime(site, minutes, nodes)
+    except LayoutError as exc:
+        raise LayoutError(site.name, f"{what} walltime_min ({len(runs)} runs' {how})", minutes,
+                          exc.limit + "; split the campaign or lower timeout_s") from None
+    return minutes
+
+
+def batch_script(site: Site, request: dict, name: str, count: int, workdir: Path, body: str) -> str:
+    """A batch script running `body` (several runs, each through `exabench execute`) in one
+    allocation: the site's header for `request` and its modules; each run sets its own environment."""
     return _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
-        run=None, bundle={"name": name, "count": len(runs)}, site=site, env={}, req=request,
-        setup=_setup_lines(site), stage_in=[], workdir=str(bundle_dir),
-        launch_line=_bundle_body(site, specs))
+        run=None, bundle={"name": name, "count": count}, site=site, env={}, req=request,
+        setup=_setup_lines(site), stage_in=[], workdir=str(workdir), launch_line=body)
 
 
-def write_bundle(runs: list[Run], site: Site, root: Path, name: str, out: Path) -> None:
+def write_bundle(runs: list[Run], site: Site, root: Path, name: str, out: Path, concurrent: bool = False) -> None:
     from exabench.io import atomic_write_text
-    atomic_write_text(out, render_bundle(runs, site, root, name), mode=0o755)
+    atomic_write_text(out, render_bundle(runs, site, root, name, concurrent), mode=0o755)
 
 
-def _bundle_body(site: Site, specs: list[str]) -> str:
+def _bundle_body(site: Site, specs: list[str], concurrent: bool = False) -> str:
     py = shlex.quote(site.python_executable)
     lines = ["failed=0"]
-    for spec in specs:
-        lines.append(f"{py} -m exabench execute --spec {shlex.quote(spec)} || failed=$((failed + 1))")
+    if concurrent:  # start every run, then wait for each
+        lines.append("pids=()")
+        lines += [f"{py} -m exabench execute --spec {shlex.quote(spec)} & pids+=($!)" for spec in specs]
+        lines.append('for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done')
+    else:
+        lines += [f"{py} -m exabench execute --spec {shlex.quote(spec)} || failed=$((failed + 1))" for spec in specs]
     lines.append('echo "exabench bundle: $failed run(s) failed to execute"')
     return "\n".join(lines)

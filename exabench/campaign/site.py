@@ -48,6 +48,7 @@ class NodeSpec:
     # Hardware threads the scheduler counts as one "CPU" per core (Slurm's -c unit): NERSC
     # counts every hyperthread (Perlmutter 2, Cori KNL 4); Frontier's default is 1 per core.
     scheduler_cpus_per_core: int = 1
+    numa_domains: int = 0   # 0: one per socket
     peak_tflops: dict = field(default_factory=dict)
 
     @property
@@ -57,6 +58,10 @@ class NodeSpec:
     @property
     def usable_cores(self) -> int:
         return self.cores - self.reserved_cores
+
+    @property
+    def numa(self) -> int:
+        return self.numa_domains or self.sockets
 
     @property
     def gpu_visibility_var(self) -> str | None:
@@ -94,6 +99,7 @@ class Site:
     launcher: str
     node: NodeSpec
     max_nodes: int = 1
+    rack_nodes: int = 0                # nodes per rack (cabinet); 0: not declared
     max_walltime_min: int = 0          # 0: no limit known
     queues: tuple = ()                 # Queue, in order of preference; () = partition alone
     python: str = "auto"
@@ -153,11 +159,14 @@ def load_site(path: str | Path) -> Site:
         raise ConfigError(path, "launcher", raw["launcher"],
                           f"one of {', '.join(LAUNCHERS_BY_SCHEDULER[raw['scheduler']])} with scheduler "
                           f"{raw['scheduler']}")
+    if raw["rack_nodes"] > raw["max_nodes"]:
+        raise ConfigError(path, "rack_nodes", raw["rack_nodes"], f"at most max_nodes = {raw['max_nodes']}")
     limits = raw["limits"]
     queues = tuple(Queue(**q) for q in raw["queues"])
     _check_queues(path, queues, raw["partition"], raw["max_nodes"])
     return Site(name=raw["name"], scheduler=raw["scheduler"], launcher=raw["launcher"], node=spec,
-                max_nodes=raw["max_nodes"], max_walltime_min=limits["max_walltime_min"], queues=queues,
+                max_nodes=raw["max_nodes"], rack_nodes=raw["rack_nodes"],
+                max_walltime_min=limits["max_walltime_min"], queues=queues,
                 python=raw["python"],
                 env=dict(raw["env"]), modules=tuple(raw["modules"]), description=raw["description"],
                 sources=tuple(raw["sources"]), mpi=raw["mpi"], account=raw["account"],
@@ -179,6 +188,18 @@ def _check_queues(path: str, queues: tuple, partition: str, machine_nodes: int) 
     if partition and queues and partition not in {q.submit_as or q.name for q in queues} | set(names):
         raise ConfigError(path, "partition", partition,
                           f"empty (the queue is picked by walltime and nodes) or one of: {', '.join(names)}")
+
+
+def default_config_file(site_path: str | Path | None) -> str:
+    """The campaign a site runs by default: the `configfile` of the Snakemake profile beside its
+    site.yaml (profiles/<site>/config.yaml), else the embedded default config/config.yaml."""
+    from exabench.config import load_yaml
+
+    profile = Path(site_path).parent / "config.yaml" if site_path else None
+    if profile is None or not profile.is_file():
+        return "config/config.yaml"
+    named = (load_yaml(profile) or {}).get("configfile") or "config/config.yaml"
+    return str(named[-1] if isinstance(named, list) else named)
 
 
 @dataclass(frozen=True)
@@ -240,6 +261,82 @@ LAYOUT_KEYS = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "
                "ranks_per_gpu", "ranks_per_set")
 
 
+# Machine-relative layout values a config may give instead of counts (docs/clusters.md).
+RANKS_PER_NODE_WORDS = ("per_gpu", "per_socket", "per_numa", "per_node")
+FILL = "fill"  # threads_per_rank: the rank's share of the usable cores, times smt
+# Named node scales: `tiny` (laptops, CI) and `node` are one node; `rack` a ladder to the site's
+# rack_nodes, `machine` a ladder to its max_nodes.
+SCALE_BANDS = ("tiny", "node", "rack", "machine")
+
+
+def ranks_per_node_of(site: Site, value) -> int:
+    """A ranks_per_node request as a count: an integer as is, or one rank per GPU, socket, NUMA
+    domain or node."""
+    if value not in RANKS_PER_NODE_WORDS:
+        raise LayoutError(site.name, "ranks_per_node", value,
+                          f"a positive integer or one of {', '.join(RANKS_PER_NODE_WORDS)}")
+    n = site.node
+    if value == "per_gpu":
+        if not n.gpus:
+            raise LayoutError(site.name, "ranks_per_node", value,
+                              "per_socket, per_numa, per_node or a count on a site without GPUs (node.gpus = 0)")
+        return n.gpus
+    return {"per_socket": n.sockets, "per_numa": n.numa, "per_node": 1}[value]
+
+
+def _pow2_ladder(low: int, high: int) -> list[int]:
+    out, k = [], low
+    while k <= high:
+        out.append(k)
+        k *= 2
+    return out
+
+
+def _node_bound(site: Site, text: str, spec) -> int:
+    """One end of a ladder: an integer, `max` (the machine), `rack`, or a fraction `a/b` of the machine."""
+    text = text.strip()
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    if text == "max":
+        return site.max_nodes
+    if text == "rack":
+        if not site.rack_nodes:
+            raise LayoutError(site.name, "rack_nodes", 0, f"declared in {site.path or 'the site file'} for {spec!r}")
+        return site.rack_nodes
+    a, slash, b = text.partition("/")
+    if slash and a.isdigit() and b.isdigit() and 0 < int(a) <= int(b):
+        return max(1, site.max_nodes * int(a) // int(b))
+    raise LayoutError(site.name, "nodes", spec, "a count, a list, a scale band (" + ", ".join(SCALE_BANDS)
+                      + ") or a ladder 'A..B' (A, B: counts, max, rack, or a fraction a/b of max_nodes)")
+
+
+def node_counts(site: Site, spec) -> list[int]:
+    """The node counts of a `nodes` request, each within the site's max_nodes: a list of counts
+    (or fractions 'a/b' of the machine), a scale band, or a ladder 'A..B' of powers of two from A
+    that stops at B and at max_nodes ('1..64', '1..max', '1..1/8', '1..rack')."""
+    if isinstance(spec, list):
+        counts = [v if isinstance(v, int) and not isinstance(v, bool) else _node_bound(site, str(v), v) for v in spec]
+    elif not isinstance(spec, str):
+        counts = [spec]
+    elif spec in ("tiny", "node"):
+        counts = [1]
+    elif spec in ("rack", "machine"):
+        counts = node_counts(site, f"1..{'rack' if spec == 'rack' else 'max'}")
+    elif ".." in spec:
+        low_text, _, high_text = spec.partition("..")
+        low, high = _node_bound(site, low_text, spec), _node_bound(site, high_text, spec)
+        if low > min(high, site.max_nodes):
+            raise LayoutError(site.name, "nodes", spec, f"a ladder whose start is at most its end and max_nodes "
+                              f"= {site.max_nodes}")
+        counts = _pow2_ladder(low, min(high, site.max_nodes))
+    else:
+        counts = [_node_bound(site, spec, spec)]
+    for c in counts:
+        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= site.max_nodes:
+            raise LayoutError(site.name, "nodes", c, f"1 to max_nodes = {site.max_nodes}")
+    return list(dict.fromkeys(counts))
+
+
 def _default_ranks_per_node(n: NodeSpec, gpus_per_rank: int | None, ranks_per_gpu: int | None) -> int:
     if not n.gpus:
         return 1
@@ -293,9 +390,16 @@ def resolve_layout(site: Site, nodes: int = 1, ranks_per_node: int | None = None
     Defaults: one rank per GPU (one per node without GPUs; ranks_per_gpu per GPU when given);
     the usable cores shared evenly between the ranks of a node, so ranks never oversubscribe
     cores; one thread per core held (times smt). Threads alone given: just enough cores for
-    them. More ranks than GPUs (and no gpus_per_rank) means ranks share GPUs evenly.
+    them. More ranks than GPUs (and no gpus_per_rank) means ranks share GPUs evenly, fewer that
+    each rank owns as many (a campaign refuses that unless it asks: exabench.campaign.plan).
+    Machine-relative values: ranks_per_node per_gpu / per_socket / per_numa / per_node, and
+    threads_per_rank `fill` (the default spelled out).
     """
     n = site.node
+    if isinstance(ranks_per_node, str):
+        ranks_per_node = ranks_per_node_of(site, ranks_per_node)
+    if threads_per_rank == FILL:
+        threads_per_rank = None  # the default: the rank's share of the usable cores, times smt
     for name, value in (("nodes", nodes), ("ranks_per_node", ranks_per_node), ("threads_per_rank", threads_per_rank),
                         ("gpus_per_rank", gpus_per_rank), ("smt", smt), ("cores_per_rank", cores_per_rank),
                         ("ranks_per_gpu", ranks_per_gpu), ("ranks_per_set", ranks_per_set)):

@@ -40,15 +40,19 @@ def kmeans_collectives(params: dict) -> list[tuple[str, int]]:
     """(kind, bytes per rank) of the collectives inside one timed K-Means fit, read from
     exabench/benchmarks/analytics/kmeans.py: picking rows costs two allgathers (weights, picked rows), each
     k-means++ centre one allreduce of its candidates' potentials, each Lloyd iteration one allreduce of
-    k x (cols + 2) float64. Pickled Python objects are counted at their payload size."""
-    k, cols, maxiter = int(params["k"]), int(params["cols"]), int(params["maxiter"])
+    k x (cols + 2) float64; k = 0 is one fit for each k of the suite. Pickled Python objects are counted at
+    their payload size."""
+    from exabench.benchmarks.analytics.kmeans import SUITE_KS
+    k, cols, maxiter = int(params.get("k", 0)), int(params["cols"]), int(params["maxiter"])
+    if k == 0:
+        return [c for one in SUITE_KS for c in kmeans_collectives({**params, "k": one})]
     item = 4 if params.get("dtype") == "float32" else 8
     out = []
 
     def rows_at(n_rows):
         out.extend([("allgather", 8), ("allgather", n_rows * cols * item)])
 
-    if params.get("init", "kmeans++") == "kmeans++":
+    if params.get("init", "random") == "kmeans++":
         trials = 2 + int(np.log(k))
         rows_at(1)
         for _ in range(1, k):

@@ -67,6 +67,39 @@ def _fmt(v) -> str:
     return str(v)
 
 
+SHOWN_ERROR_CHARS = 300  # what a summary line shows beyond the root cause, which is never cut
+
+
+def shown_error(error) -> str:
+    """A run's error on one summary line: the root cause always whole, what follows it trimmed.
+    - a Python traceback shows its last line (the exception type and message), not the frames;
+    - rank errors (execute._error_from: the root cause and where its traceback is, then the other
+      ranks' errors, which are its consequences) keep the root cause and say that more follow;
+    - a job's last output lines keep the last ones (the failure is at the end), as many as fit;
+    - anything else is one message, shown whole."""
+    if not isinstance(error, str):  # pandas 3 stores a missing error as NaN
+        return ""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    frames = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if frames:
+        lines = lines[: frames[0]] + lines[-1:]
+    text = " ".join(lines)
+    if len(text) > SHOWN_ERROR_CHARS:
+        root, sep, rest = text.partition(" (traceback: ")
+        if sep and ")" in rest:
+            where, _, more = rest.partition(")")
+            text = f"{root}{sep}{where})" + ("; more rank errors follow in results.csv" if more.strip("; ") else "")
+        else:
+            head, sep, tail = text.partition("last output: ")
+            if sep:
+                parts = tail.split(" | ")
+                kept = [parts.pop()]
+                while parts and len(head) + len(" | ".join([parts[-1], *kept])) < SHOWN_ERROR_CHARS:
+                    kept.insert(0, parts.pop())
+                text = head + sep + ("... | " if parts else "") + " | ".join(kept)
+    return text.replace("|", "/")
+
+
 def markdown_summary(df: pd.DataFrame, site: str) -> str:
     """One line per run: its headline figure (the first metric where its record names none), spread
     and status."""
@@ -84,12 +117,10 @@ def markdown_summary(df: pd.DataFrame, site: str) -> str:
         row = next((r for r in g if r["metric"] == want), g[0])
         n_ok += row["status"] == "ok"
         swept = ", ".join(f"{k}={v}" for k, v in json.loads(row["swept"]).items())
-        # pandas 3 stores a missing error as NaN (str dtype), not None: only text is an error.
-        err = row["error"] if isinstance(row["error"], str) else ""
-        err = err.replace("|", "/").replace("\n", " ")
+        err = shown_error(row["error"])
         # A run that is not ok has no figure: the status and the error say why.
         figure = [_fmt(row[c]) for c in ("value", "unit", "iqr", "n_samples")] if row["status"] == "ok" else [""] * 4
-        cells.append([run_id, row["benchmark"], swept, _fmt(row["metric"]), *figure, row["status"], err[:200]])
+        cells.append([run_id, row["benchmark"], swept, _fmt(row["metric"]), *figure, row["status"], err])
     total = df["run_id"].nunique()
     lines = [f"# exabench results: site {site}", "",
              *markdown.table(["run", "benchmark", "swept", "figure", "value", "unit", "spread (IQR)", "n", "status",

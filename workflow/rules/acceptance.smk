@@ -10,6 +10,7 @@ localrules:
     acceptance_verdicts,
     acceptance,
     every_node_script,
+    every_node_groups,
     node_report,
     node_check,
 
@@ -20,14 +21,15 @@ rule acceptance_verdicts:
         plan=f"{RESULTS}/plan.json",
         references=REFERENCES,
     output:
-        markdown=report(f"{ACCEPTANCE}/verdicts.md", caption="../report/acceptance.rst", category="Acceptance"),
+        markdown=f"{ACCEPTANCE}/verdicts.md",  # in the report as report/verdicts.html
         csv=f"{ACCEPTANCE}/verdicts.csv",
         junit=f"{ACCEPTANCE}/junit.xml",
     log:
         f"{LOGS}/acceptance_verdicts.log",
     run:
-        pipeline.accept_verdicts(input.records, input.references, input.plan, SITE, output.markdown,
-                                 output.csv, output.junit, log[0])
+        pipeline.accept_verdicts(
+            input.records, input.references, input.plan, SITE, output.markdown, output.csv, output.junit, log[0]
+        )
 
 
 rule acceptance:
@@ -54,12 +56,31 @@ rule every_node_script:
         get_single_node_specs,
     output:
         f"{RESULTS}/nodes/every-node.sh",
-    params:
-        nodes=config.get("acceptance_nodes") or SITE.max_nodes,
     log:
         f"{LOGS}/every_node_script.log",
+    params:
+        nodes=config.get("acceptance_nodes") or SITE.max_nodes,
     run:
         pipeline.write_node_sweep(list(RUNS.values()), SITE, RESULTS, params.nodes, output[0], log[0])
+
+
+# One job per node (or node group) of the config's `every_node` key, each running in sequence every
+# run planned on that many nodes; a run recorded before is skipped, so resubmitting runs what is missing:
+#   snakemake --profile profiles/<site> every_node_groups   -> results/<site>/nodes/groups/<group>.sh, submit.sh
+#   bash results/<site>/nodes/groups/submit.sh              (sbatch/bsub each group's script; bash on no scheduler)
+#   snakemake --profile profiles/<site> node_check
+rule every_node_groups:
+    input:
+        get_node_group_specs,
+    output:
+        scripts=[f"{RESULTS}/nodes/groups/{g.name}.sh" for g in NODE_GROUPS],
+        submit=f"{RESULTS}/nodes/groups/submit.sh",
+    log:
+        f"{LOGS}/every_node_groups.log",
+    params:
+        groups=[[g.name, *g.nodes] for g in NODE_GROUPS],
+    run:
+        pipeline.write_node_groups(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS, config["campaign"], log[0])
 
 
 rule node_report:

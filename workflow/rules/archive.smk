@@ -12,11 +12,12 @@ rule archive:
         baseline=get_baseline_records,
     output:
         f"results/archives/{SITE.name}.tar.gz",
+    log:
+        f"{LOGS}/archive.log",
     params:
         references=REFERENCES if Path(REFERENCES).exists() else None,
         configs=list(map(str, workflow.configfiles)),
-    log:
-        f"{LOGS}/archive.log",
     run:
-        pipeline.archive_campaign(RESULTS, output[0], SITE, LOGS, params.configs, params.references, BASELINE,
-                                  input.baseline, log[0])
+        pipeline.archive_campaign(
+            RESULTS, output[0], SITE, LOGS, params.configs, params.references, BASELINE, input.baseline, log[0]
+        )

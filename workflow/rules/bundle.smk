@@ -15,9 +15,9 @@ rule bundle:
         specs=expand(f"{RESULTS}/runs/{{run_id}}/spec.json", run_id=list(RUNS)),
     output:
         f"{RESULTS}/bundles/{config['campaign']}.sh",
-    params:
-        runs=get_plan_params,
     log:
         f"{LOGS}/bundle.log",
+    params:
+        runs=get_plan_params,
     run:
         pipeline.write_bundle_script(list(RUNS.values()), SITE, RESULTS, config["campaign"], output[0], log[0])

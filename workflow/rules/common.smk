@@ -9,12 +9,17 @@ import exabench.workflow as pipeline
 # Errors name the user's file: the last --configfile (it overrides the Snakefile's default), else the default.
 CONFIG_FILE = pipeline.config_file_of(workflow.overwrite_configfiles, workflow.configfiles)
 try:
+    pipeline.check_job_command_line(
+        workflow.config_settings.config_args, workflow.configfiles, Path.cwd(), workflow.basedir
+    )
     pipeline.check_config_files(workflow.configfiles)
-    pipeline.validate(config, "config", CONFIG_FILE)
+    pipeline.validate_config(config, CONFIG_FILE, workflow.config_settings.config)
     SITE = pipeline.load_site(config["site"])
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
     if pipeline.bundle_requested(workflow.dag_settings, config["campaign"]):
         pipeline.check_bundle(list(RUNS.values()), SITE, CONFIG_FILE)
+    NODE_GROUPS = pipeline.node_groups(config, SITE, CONFIG_FILE)  # `every_node`: one job per node group
+    pipeline.check_groups(NODE_GROUPS, list(RUNS.values()), CONFIG_FILE)
 except pipeline.ExabenchError as exc:
     raise WorkflowError(f"exabench: invalid configuration: {exc}") from None
 
@@ -62,6 +67,7 @@ def get_final_outputs(wildcards=None):
 
 # --- comparison, acceptance and report stages -------------------------------------
 
+
 def get_baseline_records(wildcards=None):
     if not BASELINE or BASELINE == SITE.name:
         return []
@@ -89,6 +95,18 @@ def get_single_node_specs(wildcards=None):
     return [f"{RESULTS}/runs/{run_id}/spec.json" for run_id, run in RUNS.items() if run.layout.nodes == 1]
 
 
+def get_report_outputs(wildcards=None):
+    # The report's pages; the acceptance verdicts where the site has references to judge against.
+    pages = [f"{RESULTS}/report/{name}.html" for name in REPORT_TABLES]
+    pages += [f"{RESULTS}/report/regressions.html"] if HISTORY_STORE != "none" else []
+    return pages + ([f"{RESULTS}/report/verdicts.html"] if Path(REFERENCES).exists() else [])
+
+
+def get_node_group_specs(wildcards=None):
+    sizes = {len(group.nodes) for group in NODE_GROUPS}
+    return [f"{RESULTS}/runs/{run_id}/spec.json" for run_id, run in RUNS.items() if run.layout.nodes in sizes]
+
+
 def get_plot_outputs(wildcards=None):
     return [f"{RESULTS}/plots/{name}.png" for name in PLOTS]
 
@@ -101,5 +119,17 @@ HISTORY_STORE = config.get("results_store") or "results/history.duckdb"
 def get_history_outputs(wildcards=None):
     if HISTORY_STORE == "none":
         return []
-    return [f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv",
-                                                     "history.png")]
+    return [
+        f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv", "history.png")
+    ]
+
+
+# --- MLPerf-HPC scores (workflow/rules/mlperf.smk) ----------------------------------
+
+MLPERF_SCORES = config.get("score_mlperf") or ""
+
+
+def get_mlperf_outputs(wildcards=None):
+    if not MLPERF_SCORES:
+        return []
+    return [f"{RESULTS}/tables/mlperf.md", f"{RESULTS}/tables/mlperf.json"]

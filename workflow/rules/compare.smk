@@ -1,6 +1,7 @@
 # Records (and the plan, so runs that left no record show as missing) -> comparison tables.
 BASELINE = config.get("baseline_site") or ""
 COMPARE_TABLES = pipeline.compare_table_names(BASELINE)
+REPORT_TABLES = ["summary", *COMPARE_TABLES]  # as HTML pages in the report (report.smk)
 
 
 localrules:
@@ -14,18 +15,11 @@ rule compare:
         plan=f"{RESULTS}/plan.json",
     output:
         markdown=f"{RESULTS}/tables/comparison.md",
-        tables=[
-            report(
-                f"{RESULTS}/tables/{name}.csv",
-                caption=f"../report/table_{name}.rst",
-                category="Tables",
-                labels={"table": name},
-            )
-            for name in COMPARE_TABLES
-        ],
+        tables=[f"{RESULTS}/tables/{name}.csv" for name in COMPARE_TABLES],
         others=[f"{RESULTS}/tables/{name}.{ext}" for name in COMPARE_TABLES for ext in ("parquet", "md")],
     log:
         f"{LOGS}/compare.log",
     run:
-        pipeline.compare_tables([*input.records, *input.baseline], input.plan, SITE, BASELINE,
-                                f"{RESULTS}/tables", log[0])
+        pipeline.compare_tables(
+            [*input.records, *input.baseline], input.plan, SITE, BASELINE, f"{RESULTS}/tables", log[0]
+        )

@@ -28,11 +28,11 @@ rule containers:
 
 
 rule container_image:
+    input:
+        recipe="containers/{stack}.def",
     output:
         image=f"{IMAGE_DIR}/{{stack}}.sif",
         digest=f"{IMAGE_DIR}/{{stack}}.sif.sha256",
-    input:
-        recipe="containers/{stack}.def",
     log:
         f"{LOGS}/containers/{{stack}}.log",
     resources:

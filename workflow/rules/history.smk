@@ -16,10 +16,10 @@ rule ingest:
         records=get_records,
     output:
         f"{RESULTS}/history/ingested.json",
-    params:
-        store=HISTORY_STORE if HISTORY_STORE != "none" else "results/history.duckdb",
     log:
         f"{LOGS}/ingest.log",
+    params:
+        store=HISTORY_STORE if HISTORY_STORE != "none" else "results/history.duckdb",
     run:
         pipeline.ingest_campaign(list(input.records), params.store, output[0], log[0])
 
@@ -30,16 +30,12 @@ rule history_report:
     input:
         f"{RESULTS}/history/ingested.json",
     output:
-        markdown=report(
-            f"{RESULTS}/history/regressions.md", caption="../report/regressions.rst", category="History"
-        ),
+        markdown=f"{RESULTS}/history/regressions.md",  # in the report as report/regressions.html
         csv=f"{RESULTS}/history/regressions.csv",
-        plot=report(
-            f"{RESULTS}/history/history.png", caption="../report/plot_history.rst", category="History"
-        ),
-    params:
-        store=HISTORY_STORE,
+        plot=report(f"{RESULTS}/history/history.png", caption="../report/plot_history.rst", category="History"),
     log:
         f"{LOGS}/history_report.log",
+    params:
+        store=HISTORY_STORE,
     run:
         pipeline.history_report(params.store, input[0], SITE, output.csv, output.markdown, output.plot, log[0])

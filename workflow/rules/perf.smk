@@ -79,8 +79,9 @@ rule perf_site_comm:
     log:
         f"{LOGS}/perf/site_comm.log",
     run:
-        pipeline.write_site_comm(SITE, input[0] if input else None, output.csv, output.markdown,
-                                   SPLIT_BYTES, log[0])
+        pipeline.write_site_comm(
+            SITE, input[0] if input else None, output.csv, output.markdown, SPLIT_BYTES, log[0]
+        )
 
 
 rule perf_fit:
@@ -109,8 +110,9 @@ rule perf_local_check:
     log:
         f"{LOGS}/perf/local_check.log",
     run:
-        pipeline.write_local_check(input.table, input.sweep, output.csv, output.markdown, SPLIT_BYTES, log[0],
-                                     site=SITE)
+        pipeline.write_local_check(
+            input.table, input.sweep, output.csv, output.markdown, SPLIT_BYTES, log[0], site=SITE
+        )
 
 
 rule perf:

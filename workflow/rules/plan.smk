@@ -10,10 +10,10 @@ localrules:
 rule plan:
     output:
         f"{RESULTS}/plan.csv",
-    params:
-        runs=get_plan_params,
     log:
         f"{LOGS}/plan.log",
+    params:
+        runs=get_plan_params,
     run:
         pipeline.write_plan(list(RUNS.values()), output[0], log[0])
 
@@ -21,9 +21,9 @@ rule plan:
 rule plan_json:
     output:
         f"{RESULTS}/plan.json",
-    params:
-        runs=get_plan_dicts,
     log:
         f"{LOGS}/plan_json.log",
+    params:
+        runs=get_plan_dicts,
     run:
         pipeline.write_plan_json(params.runs, output[0], log[0])

@@ -5,10 +5,15 @@
 # line (srun/jsrun ...) inside that allocation. With no scheduler the dict is empty.
 # A run holds runs/<run_id>/run.lock while it runs (a second execution is refused); SIGINT and
 # SIGTERM to snakemake stop the running ranks and leave those runs without a record, so a
-# resume runs only them (exabench/execute.py).
+# resume runs only them (exabench/execute.py). A campaign claims its results directory
+# (campaign.claim): a campaign of another checkout or working directory is refused while it runs.
 
 
 onstart:
+    try:
+        pipeline.claim_results(RESULTS, workflow.basedir, workflow.configfiles)
+    except pipeline.ExabenchError as exc:
+        raise WorkflowError(f"exabench: {exc}") from None
     pipeline.stop_runs_on_signal(RESULTS)
 
 

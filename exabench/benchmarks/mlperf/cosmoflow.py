@@ -20,7 +20,15 @@ from exabench.training import devices
 from exabench.benchmarks.base import Benchmark, Outcome, param
 
 
+def network_settings(p) -> dict:
+    """The network's settings from the benchmark's parameters: the PyTorch and Keras CosmoFlow take
+    the same ones (exabench.models.cosmoflow, cosmoflow_keras)."""
+    return {"conv_size": p.conv_size, "kernel_size": p.kernel_size, "fc1_size": p.fc1_size,
+            "fc2_size": p.fc2_size, "dropout": p.dropout}
+
+
 @dataclass
+
 class CosmoFlowParams:
     sample_size: int = param(128, "edge of the cubic input volume in voxels (4 channels)", minimum=32)
     conv_size: int = param(32, "filters of the first conv layer (doubled per layer; reference 32)", minimum=1)
@@ -163,14 +171,7 @@ class CosmoFlow(Benchmark):
             )
             gb = tr.global_batch
             torch.manual_seed(p.seed)
-            model = Net(
-                p.sample_size,
-                conv_size=p.conv_size,
-                kernel_size=p.kernel_size,
-                fc1_size=p.fc1_size,
-                fc2_size=p.fc2_size,
-                dropout=p.dropout,
-            ).to(tr.device)
+            model = Net(p.sample_size, **network_settings(p)).to(tr.device)
             ddp = devices.ddp(model, tr.device)
             opt = torch.optim.SGD(ddp.parameters(), lr=p.base_lr, momentum=p.momentum)
             peak = p.base_lr * gb / p.base_batch
@@ -272,15 +273,7 @@ class CosmoFlowKeras(CosmoFlow):
         steps = len(train_files) // p.batch_size
         log.event("train_samples", len(train_files))
         log.event("eval_samples", len(val_files))
-        model = build_model(
-            p.sample_size,
-            conv_size=p.conv_size,
-            kernel_size=p.kernel_size,
-            fc1_size=p.fc1_size,
-            fc2_size=p.fc2_size,
-            dropout=p.dropout,
-            l2=p.weight_decay,
-        )
+        model = build_model(p.sample_size, **network_settings(p), l2=p.weight_decay)
         opt = tf.keras.optimizers.SGD(learning_rate=p.base_lr, momentum=p.momentum)
         model.compile(optimizer=opt, loss="mse", metrics=["mae"])
         peak = p.base_lr * p.batch_size / p.base_batch

@@ -1,0 +1,233 @@
+"""Cluster-wide acceptance, one job per node or node group: the campaign's `every_node` key names
+the nodes and how they are grouped (each node alone, pairs, racks); each group gets ONE batch
+script, pinned to its nodes, that runs in sequence every run of the campaign planned on that many
+nodes.
+
+The scripts are rendered together, once per group (not once per run and node): the group's
+script calls `exabench node-run` to derive each run's node spec from the run's own rendered spec
+(exabench.campaign.node_sweep; run id `<run_id>.node-<group>`, record under records/nodes/), then
+`exabench execute`. A run whose record exists is skipped, so a resubmitted group runs only what
+is missing. node_check reads the records as it reads those of the whole-allocation sweep.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from exabench.errors import ConfigError
+from exabench.campaign.node_sweep import NODE_NAME
+from exabench.campaign.plan import Run
+from exabench.campaign.render import RunPaths, batch_request, batch_script, real_folders, runs_walltime_min
+from exabench.campaign.site import Site
+
+KEY = "every_node"
+# Header flags that pin a job to named hosts, per scheduler (PBS and Cobalt select nodes otherwise).
+PIN_FLAGS = {
+    "slurm": lambda nodes: [f"--nodelist={','.join(nodes)}"],
+    "lsf": lambda nodes: [f"-m \"{' '.join(nodes)}\""],
+    "none": lambda nodes: [],
+}
+# How each scheduler takes a batch script (submit.sh); none: the script runs here.
+SUBMIT = {"slurm": "sbatch", "lsf": "bsub <", "none": "bash"}
+HOSTLIST_VALID = "a list of node names, or a hostlist expression such as 'nid[001-128]' or 'n[1-4,7],gpu[01-02]'"
+_BRACKET = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\](.*)$")
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes that run together: a node alone (named by it), consecutive nodes (`first..last`) or a rack."""
+
+    name: str
+    nodes: tuple[str, ...]
+
+
+def expand_hostlist(expr: str, file: str, key: str) -> list[str]:
+    """`n[1-3,7],gpu[01-02]` -> n1 n2 n3 n7 gpu01 gpu02 (Slurm's hostlist form; zero padding kept)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(expr + ","):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth < 0 or depth > 1:
+            raise ConfigError(file, key, expr, HOSTLIST_VALID, "has unbalanced brackets")
+        if ch == "," and depth == 0:
+            parts.append(expr[start:i].strip())
+            start = i + 1
+    if depth:
+        raise ConfigError(file, key, expr, HOSTLIST_VALID, "has unbalanced brackets")
+    out = []
+    for part in parts:
+        out += _expand_one(part, expr, file, key)
+    return out
+
+
+def _expand_one(part: str, expr: str, file: str, key: str) -> list[str]:
+    hit = _BRACKET.match(part)
+    if not hit:
+        if not NODE_NAME.fullmatch(part):
+            raise ConfigError(file, key, expr, HOSTLIST_VALID, f"names node {part!r}, not a valid node name")
+        return [part]
+    prefix, body, rest = hit.groups()
+    values = []
+    for item in body.split(","):
+        rng = _RANGE.match(item.strip())
+        if not rng:
+            raise ConfigError(file, key, expr, HOSTLIST_VALID, f"has range {item!r}, not N or N-M")
+        lo, hi = rng.group(1), rng.group(2) or rng.group(1)
+        if int(hi) < int(lo):
+            raise ConfigError(file, key, expr, HOSTLIST_VALID, f"has range {item!r} that counts down")
+        values += [f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
+    tails = _expand_one(rest, expr, file, key) if rest else [""]
+    return [_expand_one(prefix + v + t, expr, file, key)[0] for v in values for t in tails]
+
+
+def _node_list(value, file: str, key: str) -> list[str]:
+    names = expand_hostlist(value, file, key) if isinstance(value, str) else list(value)
+    for name in names:
+        if not NODE_NAME.fullmatch(str(name)):
+            raise ConfigError(file, key, name, "node names of letters, digits, '.', '_', '-'", "is not a node name")
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ConfigError(file, key, value, "each node once", f"names node {name!r} twice")
+        seen.add(name)
+    return names
+
+
+def node_groups(config: dict, site: Site, config_file: str) -> list[NodeGroup]:
+    """The groups the campaign's `every_node` key asks for; [] without the key."""
+    spec = config.get(KEY)
+    if not spec:
+        return []
+    group = spec.get("group", 1)
+    racks = spec.get("racks") or {}
+    if group == "rack":
+        if not racks:
+            raise ConfigError(config_file, f"{KEY}.racks", racks, "rack name: its nodes (list or hostlist)",
+                              "is empty with group: rack")
+        if spec.get("nodes"):
+            raise ConfigError(config_file, f"{KEY}.nodes", spec["nodes"], "no nodes key with group: rack (the "
+                              "racks list the nodes)", "is given twice")
+        groups = []
+        for rack, members in racks.items():
+            if not NODE_NAME.fullmatch(rack):
+                raise ConfigError(config_file, f"{KEY}.racks", rack, "a name of letters, digits, '.', '_', '-'")
+            groups.append(NodeGroup(rack, tuple(_node_list(members, config_file, f"{KEY}.racks.{rack}"))))
+        _no_node_twice(groups, config_file)
+    else:
+        if racks:
+            raise ConfigError(config_file, f"{KEY}.racks", sorted(racks), "racks only with group: rack",
+                              f"is set with group: {group}")
+        nodes = spec.get("nodes") or ([socket.gethostname()] if site.scheduler == "none" else [])
+        if not nodes:
+            raise ConfigError(config_file, f"{KEY}.nodes", "", HOSTLIST_VALID + " (e.g. from `sinfo -h -N -o %N`)",
+                              f"is missing on site '{site.name}' (scheduler {site.scheduler})")
+        nodes = _node_list(nodes, config_file, f"{KEY}.nodes")
+        if len(nodes) % group:
+            raise ConfigError(config_file, f"{KEY}.group", group, f"a size that divides the {len(nodes)} nodes "
+                              "(or list only the nodes to group)", f"leaves {len(nodes) % group} node(s) over")
+        groups = [NodeGroup(chunk[0] if group == 1 else f"{chunk[0]}..{chunk[-1]}", tuple(chunk))
+                  for chunk in (nodes[i:i + group] for i in range(0, len(nodes), group))]
+    _check_site(groups, site, config_file)
+    return groups
+
+
+def _no_node_twice(groups: list[NodeGroup], config_file: str) -> None:
+    owner: dict[str, str] = {}
+    for g in groups:
+        for node in g.nodes:
+            if node in owner:
+                raise ConfigError(config_file, f"{KEY}.racks.{g.name}", node, "each node in one rack",
+                                  f"is also in rack {owner[node]}")
+            owner[node] = g.name
+
+
+def _check_site(groups: list[NodeGroup], site: Site, config_file: str) -> None:
+    if site.scheduler not in PIN_FLAGS:
+        raise ConfigError(site.path or site.name, "scheduler", site.scheduler, "slurm, lsf or none for every_node "
+                          "groups (or the whole-allocation every_node_script)", "cannot pin a job to named nodes")
+    widest = max(len(g.nodes) for g in groups)
+    if widest > site.max_nodes:
+        raise ConfigError(config_file, KEY, widest, f"at most the site's max_nodes = {site.max_nodes} per group",
+                          "nodes in one group")
+    if site.scheduler == "none":
+        here = socket.gethostname()
+        for g in groups:
+            if g.nodes != (here,):
+                raise ConfigError(config_file, f"{KEY}.nodes", list(g.nodes), f"this host ({here}) alone on site "
+                                  f"'{site.name}' (no scheduler)", "names nodes this site cannot reach")
+
+
+def group_runs(runs: list[Run], group: NodeGroup) -> list[Run]:
+    """The campaign's runs a group runs: those planned on as many nodes as the group has."""
+    return [r for r in runs if r.layout.nodes == len(group.nodes)]
+
+
+def check_groups(groups: list[NodeGroup], runs: list[Run], config_file: str) -> None:
+    """Every group has runs to do (a plan-time error, not an empty job)."""
+    sizes = sorted({r.layout.nodes for r in runs})
+    for g in groups:
+        if len(g.nodes) not in sizes:
+            raise ConfigError(config_file, KEY, g.name, f"groups whose size the campaign plans runs for (nodes "
+                              f"{', '.join(map(str, sizes))})", f"has {len(g.nodes)} node(s) and no run planned "
+                              f"on {len(g.nodes)}")
+
+
+def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, campaign: str) -> str:
+    """One batch script, pinned to the group's nodes, running `runs` (the group's: group_runs) in sequence."""
+    if not runs:
+        raise ConfigError("config", KEY, group.name, f"a group with runs planned on {len(group.nodes)} node(s)",
+                          "has no run")
+    minutes = runs_walltime_min(site, runs, f"every_node group {group.name}")
+    folders = real_folders(root)
+    out_dir = folders[""] / "nodes" / "groups"
+    # Sized for the run that holds the most cores (and GPUs) per node; every run has the group's nodes.
+    widest = max(runs, key=lambda r: (r.layout.ranks_per_node * r.layout.cores_per_rank, r.layout.gpus_per_node))
+    request = batch_request(site, widest.layout, f"exabench-node-{group.name}", minutes, out_dir)
+    request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes)
+    # The bundle's header comment: a template of its own would be an edit that re-renders every run.
+    return batch_script(site, request, f"{campaign} (every-node group {group.name})", len(runs), out_dir,
+                        _group_body(site, runs, group, folders))
+
+
+def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str, Path]) -> str:
+    q, py = shlex.quote, shlex.quote(site.python_executable)
+    pin = f"--node {q(group.name)} --group-nodes {q(','.join(group.nodes))}"
+    lines = [f"# Every run planned on {len(group.nodes)} node(s), on node(s) {' '.join(group.nodes)}, in sequence.",
+             "# A run whose record exists is skipped: resubmitting this script runs only what is missing.",
+             "failed=0 skipped=0",
+             "run_on_group() {  # run spec, node record",
+             '  if [[ -e "$2" ]]; then echo "exabench: $(basename "$2" .json): recorded before, skipped"; '
+             "skipped=$((skipped + 1)); return 0; fi",
+             f'  local node_spec; node_spec=$({py} -m exabench node-run --spec "$1" {pin}) && '
+             f'{py} -m exabench execute --spec "$node_spec" || failed=$((failed + 1))',
+             "}"]
+    for r in runs:
+        record = folders["records"] / "nodes" / f"{r.run_id}.node-{group.name}.json"
+        lines.append(f"run_on_group {q(str(RunPaths(folders[''], r.run_id).spec))} {q(str(record))}")
+    lines.append(f'echo "exabench every-node group {group.name}: {len(runs)} run(s), $failed failed to execute, '
+                 '$skipped recorded before"')
+    return "\n".join(lines)
+
+
+def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup], campaign: str
+                ) -> list[tuple[Path, str, int]]:
+    """(path, text, mode): results/<site>/nodes/groups/<group>.sh per group, and submit.sh, which
+    submits them all (one job per group)."""
+    if not groups:
+        raise ConfigError("config", KEY, None, "every_node: {nodes: ..., group: 1|2|...|rack} in the campaign's "
+                          "config", "is not set")
+    out = Path(root) / "nodes" / "groups"
+    by_size: dict[int, list[Run]] = {}
+    for r in runs:
+        by_size.setdefault(r.layout.nodes, []).append(r)
+    files = [(out / f"{g.name}.sh", group_script(by_size.get(len(g.nodes), []), site, root, g, campaign), 0o755)
+             for g in groups]
+    submit = ["#!/usr/bin/env bash", f"# exabench: submit the {len(groups)} every-node group job(s) of campaign "
+              f"{campaign}, one per group; runs recorded before are skipped inside each.", "set -euo pipefail"]
+    submit += [f"{SUBMIT[site.scheduler]} {shlex.quote(str(path.resolve()))}" for path, _, _ in files]
+    files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o755))
+    return files

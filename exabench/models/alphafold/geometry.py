@@ -1,0 +1,67 @@
+"""Rigid frames as (rotation [*, 3, 3], translation [*, 3]) pairs, in the AlphaFold2 backbone
+convention: origin at C-alpha, x towards C, N in the xy-plane with positive y (supplement
+Algorithm 21)."""
+
+from __future__ import annotations
+
+import torch
+
+# Ideal backbone atoms in the backbone frame (Angstrom), Engh & Huber geometry as AlphaFold2
+# tabulates it for alanine; C-beta is used for every non-glycine residue.
+IDEAL_N = (-0.525, 1.363, 0.0)
+IDEAL_C = (1.526, 0.0, 0.0)
+IDEAL_CB = (-0.529, -0.774, -1.205)
+
+
+def apply(rot: torch.Tensor, trans: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Local -> global: R x + t."""
+    return torch.einsum("...ij,...j->...i", rot, x) + trans
+
+
+def invert_apply(rot: torch.Tensor, trans: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Global -> local: R^T (x - t)."""
+    return torch.einsum("...ji,...j->...i", rot, x - trans)
+
+
+def frames_from_atoms(n: torch.Tensor, ca: torch.Tensor, c: torch.Tensor, eps: float = 1e-8):
+    """Gram-Schmidt frame of each residue from its N, CA, C positions [*, 3]."""
+    e1 = c - ca
+    e1 = e1 / torch.sqrt((e1**2).sum(-1, keepdim=True) + eps)
+    u2 = n - ca
+    e2 = u2 - (u2 * e1).sum(-1, keepdim=True) * e1
+    e2 = e2 / torch.sqrt((e2**2).sum(-1, keepdim=True) + eps)
+    e3 = torch.cross(e1, e2, dim=-1)
+    return torch.stack([e1, e2, e3], dim=-1), ca
+
+
+def quaternion_to_rotation(q: torch.Tensor) -> torch.Tensor:
+    """Unit quaternions (a, b, c, d) [*, 4] -> rotation matrices [*, 3, 3]."""
+    a, b, c, d = q.unbind(-1)
+    return torch.stack(
+        [
+            a * a + b * b - c * c - d * d,
+            2 * (b * c - a * d),
+            2 * (b * d + a * c),
+            2 * (b * c + a * d),
+            a * a - b * b + c * c - d * d,
+            2 * (c * d - a * b),
+            2 * (b * d - a * c),
+            2 * (c * d + a * b),
+            a * a - b * b - c * c + d * d,
+        ],
+        dim=-1,
+    ).unflatten(-1, (3, 3))
+
+
+def compose_update(rot: torch.Tensor, trans: torch.Tensor, update: torch.Tensor):
+    """Algorithm 23's update [*, 6] = (b, c, d, t): rotation by the normalised quaternion
+    (1, b, c, d) and translation t, both in the current frame."""
+    q = torch.cat([torch.ones_like(update[..., :1]), update[..., :3]], dim=-1)
+    q = q / q.norm(dim=-1, keepdim=True)
+    return rot @ quaternion_to_rotation(q), trans + torch.einsum("...ij,...j->...i", rot, update[..., 3:])
+
+
+def pseudo_beta(rot: torch.Tensor, trans: torch.Tensor, is_gly: torch.Tensor) -> torch.Tensor:
+    """C-beta (C-alpha for glycine) placed with ideal geometry in each backbone frame."""
+    cb = apply(rot, trans, trans.new_tensor(IDEAL_CB).expand_as(trans))
+    return torch.where(is_gly[..., None], trans, cb)

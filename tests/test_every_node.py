@@ -1,0 +1,151 @@
+"""One job per node or node group (exabench.campaign.node_groups): the `every_node` key's node lists
+and groups, the group scripts (pinned, sequential, skipping what is recorded), and a real group
+job run here with bash. The same scripts on the loopback Slurm: tests/test_slurm.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+
+import pytest
+
+from exabench.campaign.node_groups import NodeGroup, expand_hostlist, group_files, group_runs, node_groups
+from exabench.campaign.node_sweep import node_run_files
+from exabench.campaign.plan import expand
+from exabench.campaign.render import RunPaths, write_runs_files
+from exabench.config import validate
+from exabench.errors import ConfigError
+
+from helpers_sites import REPO, site
+
+
+def _config(every_node: dict, sweep_nodes=(1, 2)) -> dict:
+    return validate({"campaign": "acc", "preset": "tiny", "timeout_s": 120, "every_node": every_node,
+                     "benchmarks": [{"name": "kmeans", "sweep": {"nodes": list(sweep_nodes), "ranks_per_node": [1]}},
+                                    {"name": "gemm", "params": {"precision": "fp32"},
+                                     "sweep": {"ranks_per_node": [1]}}]}, "config", "acc.yaml")
+
+
+def test_hostlist_expressions_expand_like_slurms():
+    assert expand_hostlist("n[1-3,7],gpu[01-02]", "c.yaml", "every_node.nodes") == [
+        "n1", "n2", "n3", "n7", "gpu01", "gpu02"]
+    assert expand_hostlist("r[1-2]n[08-09]", "c.yaml", "k") == ["r1n08", "r1n09", "r2n08", "r2n09"]
+    assert expand_hostlist("login1", "c.yaml", "k") == ["login1"]
+    for bad, why in [("n[1-3", "unbalanced"), ("n[3-1]", "counts down"), ("n[a-b]", "not N or N-M"),
+                     ("n 1", "not a valid node name")]:
+        with pytest.raises(ConfigError, match=rf"c.yaml: key 'k' = '{re.escape(bad)}' .*{why}.*hostlist expression"):
+            expand_hostlist(bad, "c.yaml", "k")
+
+
+def test_groups_single_pairs_and_racks():
+    s = site("slurm-local", max_nodes=8)
+    assert node_groups({}, s, "c.yaml") == []
+    assert node_groups({"every_node": {"nodes": "n[1-4]", "group": 1}}, s, "c.yaml")[1] == NodeGroup("n2", ("n2",))
+    assert node_groups({"every_node": {"nodes": ["a", "b", "c", "d"], "group": 2}}, s, "c.yaml") == [
+        NodeGroup("a..b", ("a", "b")), NodeGroup("c..d", ("c", "d"))]
+    racks = node_groups({"every_node": {"group": "rack", "racks": {"r1": "n[1-2]", "r2": ["n3", "n4"]}}}, s, "c.yaml")
+    assert racks == [NodeGroup("r1", ("n1", "n2")), NodeGroup("r2", ("n3", "n4"))]
+
+
+@pytest.mark.parametrize("spec, key, why", [
+    ({"nodes": "n[1-3]", "group": 2}, "every_node.group", "leaves 1 node"),
+    ({"nodes": ["n1", "n1"]}, "every_node.nodes", "names node 'n1' twice"),
+    ({"group": 1}, "every_node.nodes", "is missing on site 'slurm-local'"),
+    ({"group": "rack", "racks": {"r1": "n[1-2]", "r2": "n[2-3]"}}, "every_node.racks.r2", "is also in rack r1"),
+    ({"nodes": "n[1-2]", "racks": {"r1": "n1"}}, "every_node.racks", "only with group: rack"),
+    ({"nodes": "n[1-16]", "group": 16}, "every_node", "nodes in one group"),
+])
+def test_bad_every_node_keys_name_the_key(spec, key, why):
+    with pytest.raises(ConfigError, match=rf"^c.yaml: key '{re.escape(key)}' .*{why}"):
+        node_groups({"every_node": spec}, site("slurm-local", max_nodes=8), "c.yaml")
+
+
+def test_a_group_without_runs_of_its_size_is_refused_at_plan_time(tmp_path):
+    from exabench.campaign.node_groups import check_groups
+    s = site("slurm-local")
+    config = _config({"nodes": "n[1-2]", "group": 2}, sweep_nodes=(1,))
+    with pytest.raises(ConfigError, match=r"acc.yaml: key 'every_node' = 'n1..n2' has 2 node\(s\) and no run planned "
+                                          r"on 2; valid: .*\(nodes 1\)"):
+        check_groups(node_groups(config, s, "acc.yaml"), expand(config, s, "acc.yaml"), "acc.yaml")
+
+
+def test_slurm_group_scripts_are_pinned_sequential_and_skip_recorded_runs(tmp_path):
+    s = site("slurm-local")
+    config = _config({"nodes": "n[1-2]"})
+    runs = expand(config, s, "acc.yaml")
+    groups = node_groups(config, s, "acc.yaml")
+    files = {p.name: text for p, text, _ in group_files(runs, s, tmp_path, groups, "acc")}
+    assert sorted(files) == ["n1.sh", "n2.sh", "submit.sh"]
+    n2 = files["n2.sh"]
+    assert "#SBATCH --nodes=1\n" in n2 and "#SBATCH --nodelist=n2\n" in n2
+    single = [r.run_id for r in runs if r.layout.nodes == 1]
+    assert len(single) == 2 and [r.run_id for r in group_runs(runs, groups[1])] == single
+    calls = re.findall(r"^run_on_group (\S+) (\S+)$", n2, re.M)  # in sequence, no '&'
+    assert [(c[0].split("/")[-2], c[1].split("/")[-1]) for c in calls] == [
+        (rid, f"{rid}.node-n2.json") for rid in single]
+    assert "--node n2 --group-nodes n2" in n2
+    # The allocation holds the group's runs' time limits summed, plus the margin.
+    assert "#SBATCH --time=00:09:00\n" in n2
+    assert files["submit.sh"].count("\nsbatch ") == 2
+    pairs = {p.name: text for p, text, _ in group_files(runs, s, tmp_path, node_groups(
+        {"every_node": {"nodes": ["n1", "n2"], "group": 2}}, s, "c.yaml"), "acc")}
+    assert "#SBATCH --nodes=2\n" in pairs["n1..n2.sh"] and "#SBATCH --nodelist=n1,n2\n" in pairs["n1..n2.sh"]
+    assert pairs["n1..n2.sh"].count("run_on_group /") == 1  # the one two-node run
+
+
+def test_node_run_pins_a_group_and_keeps_ids_per_group(tmp_path):
+    s = site("slurm-local")
+    runs = [r for r in expand(_config({"nodes": "n[1-2]"}), s, "acc.yaml") if r.layout.nodes == 2]
+    write_runs_files(runs, s, tmp_path)
+    spec = node_run_files(RunPaths(tmp_path, runs[0].run_id).spec, "n1..n2", ("n1", "n2"))
+    node = json.loads(spec.read_text())
+    assert node["run_id"] == f"{runs[0].run_id}.node-n1..n2" and node["group_nodes"] == ["n1", "n2"]
+    assert node["launch_line"].startswith("srun --nodes=2 --nodelist=n1,n2 ")
+    assert str(spec) in node["launch_line"] and node["paths"]["record"].endswith(
+        f"records/nodes/{runs[0].run_id}.node-n1..n2.json")
+    with pytest.raises(Exception, match="uses 2 nodes; valid for every-node runs: runs on 1 nodes only"):
+        node_run_files(RunPaths(tmp_path, runs[0].run_id).spec, "n1", ("n1",))
+
+
+@pytest.mark.timeout(240)
+def test_group_job_runs_its_runs_in_sequence_here_and_skips_them_when_resubmitted(tmp_path):
+    """scheduler none: the group is this host; the script runs for real, twice."""
+    from exabench.io import atomic_write_many
+    s = site("local")
+    config = validate({"campaign": "acc", "preset": "tiny", "timeout_s": 120, "every_node": {"group": 1},
+                       "benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [1], "k": [2, 3]}}]},
+                      "config", "acc.yaml")
+    runs = expand(config, s, "acc.yaml")
+    [group] = node_groups(config, s, "acc.yaml")
+    assert group.nodes == (socket.gethostname(),)
+    write_runs_files(runs, s, tmp_path)
+    atomic_write_many(group_files(runs, s, tmp_path, [group], "acc"))
+    script = tmp_path / "nodes" / "groups" / "submit.sh"  # bash <group>.sh on a site without scheduler
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
+    first = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=200)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    records = sorted((tmp_path / "records" / "nodes").glob("*.json"))
+    assert [p.name for p in records] == [f"{r.run_id}.node-{group.name}.json" for r in runs]
+    assert {json.loads(p.read_text())["status"] for p in records} == {"ok"}
+    assert "2 run(s), 0 failed to execute, 0 recorded before" in first.stdout
+    stamps = [p.stat().st_mtime_ns for p in records]
+    again = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert again.returncode == 0 and "2 run(s), 0 failed to execute, 2 recorded before" in again.stdout
+    assert [p.stat().st_mtime_ns for p in records] == stamps
+
+
+def test_lsf_groups_pin_hosts_and_pbs_is_refused(tmp_path):
+    summit = site("summit")
+    config = validate({"campaign": "acc", "preset": "tiny", "timeout_s": 120,
+                       "every_node": {"nodes": "h[1-4]", "group": 2},
+                       "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [2], "ranks_per_node": [6]}}]},
+                      "config", "acc.yaml")
+    files = {p.name: t for p, t, _ in group_files(expand(config, summit, "acc.yaml"), summit, tmp_path,
+                                                   node_groups(config, summit, "acc.yaml"), "acc")}
+    assert '#BSUB -m "h3 h4"\n' in files["h3..h4.sh"] and "#BSUB -nnodes 2\n" in files["h3..h4.sh"]
+    assert "\nbsub < " in files["submit.sh"]
+    with pytest.raises(ConfigError, match=r"key 'scheduler' = 'pbs' cannot pin a job to named nodes; valid: slurm, "
+                                          r"lsf or none .*every_node_script"):
+        node_groups(config, site("polaris"), "acc.yaml")

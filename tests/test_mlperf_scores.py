@@ -1,0 +1,153 @@
+"""MLPerf-HPC scores from MLLOG files: Time To Solution through mlperf-logging's result summarizer
+and RCP checker, staging timed per ruleset, and a real Throughput run of 2 concurrent instances
+whose TTTa is checked against the logs' own timestamps."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from exabench.analysis import mlperf_scores as scores
+from exabench.benchmarks.mlperf import harness as mlperf
+
+
+def _log(path, durations, quality, batch=16, staging=False, seed=1, nodes=1):
+    """An OC20-shaped log through MLPerfLog and run_to_target: each epoch sleeps its duration
+    (real timestamps, no training); the quality per epoch is given."""
+    log = mlperf.MLPerfLog(path, 0, "oc20", platform="test")
+    log.start("init_start")
+    log.event("cache_clear", True)
+    for key, value in (("number_of_nodes", nodes), ("accelerators_per_node", 0), ("global_batch_size", batch),
+                       ("seed", seed), ("opt_name", "AdamW"), ("opt_base_learning_rate", 0.0004),
+                       ("opt_learning_rate_warmup_steps", 31252), ("opt_learning_rate_warmup_factor", 0.2),
+                       ("opt_learning_rate_decay_boundary_steps", [125008, 187512, 250016]),
+                       ("opt_learning_rate_decay_factor", 0.1), ("train_samples", 64), ("eval_samples", 8)):
+        log.event(key, value)
+    if staging:
+        log.start("staging_start")
+        time.sleep(0.2)
+        log.end("staging_stop", metadata={"staging_duration": 0.2})
+    log.end("init_stop")
+    mlperf.run_to_target(log, len(quality), lambda e: (time.sleep(durations[e - 1]), (0.0, 64, 1.0))[1],
+                         lambda e: quality[e - 1], "eval_error", 0.036, False, lambda: None)
+    log.close()
+    return path
+
+
+def _stamps(path):
+    lines = [json.loads(x.split(":::MLLOG ", 1)[1]) for x in open(path).read().splitlines()]
+    return {x["key"]: x["time_ms"] for x in lines}
+
+
+def test_time_to_solution_is_the_summarizers_olympic_average_of_the_logs(tmp_path):
+    sleeps = [0.05, 0.25, 0.15, 0.35, 0.1]
+    paths = [_log(tmp_path / f"run{i}.log", [s, s], [0.1, 0.03], seed=i) for i, s in enumerate(sleeps)]
+    runs = [scores.read_log(p) for p in paths]
+    tts = scores.time_to_solution(runs, tmp_path / "sub")
+    minutes = sorted((_stamps(p)["run_stop"] - _stamps(p)["run_start"]) / 60000 for p in paths)
+    assert [r["minutes"] for r in tts.runs] == pytest.approx([(_stamps(p)["run_stop"] - _stamps(p)["run_start"])
+                                                              / 60000 for p in paths])
+    assert tts.olympic_minutes == pytest.approx(sum(minutes[1:-1]) / 3)
+    assert tts.complete and tts.required == 5 and all(r["checker"] == "SUCCESS" for r in tts.runs)
+    assert tts.rcp.startswith("no RCP for global batch 16 (RCPs at 256")
+    assert sorted(p.name for p in (tmp_path / "sub/exabench/results/system/strong/oc20").iterdir()) == \
+        [f"result_{i}.txt" for i in range(5)]
+    # A run that missed the target fails the checker and is dropped: the summarizer then drops
+    # only the best of the rest (the dropped run stands for the worst).
+    _log(tmp_path / "bad.log", [0.01], [0.2], seed=9)
+    tts = scores.time_to_solution(runs + [scores.read_log(tmp_path / "bad.log")], tmp_path / "sub")
+    assert [r["counted"] for r in tts.runs] == [True] * 5 + [False] and tts.runs[-1]["checker"] == "FAILED"
+    assert tts.olympic_minutes == pytest.approx(sum(minutes[1:]) / 4)
+
+
+def test_fewer_runs_than_required_are_scored_and_marked_partial(tmp_path):
+    paths = [_log(tmp_path / f"r{i}.log", [0.01 * (i + 1)], [0.03], seed=i) for i in range(3)]
+    tts = scores.time_to_solution([scores.read_log(p) for p in paths], tmp_path / "sub")
+    assert not tts.complete and tts.olympic_minutes is not None
+    text = "\n".join(scores.tts_markdown([tts]))
+    assert "3 of 5 (partial)" in text and "**olympic**" in text
+
+
+def test_rcp_checker_judges_a_batch_it_ships_points_for(tmp_path):
+    # Global batch 256 has reference convergence points: converging in 2 epochs is far faster
+    # than the reference's runs, which the checker flags.
+    paths = [_log(tmp_path / f"r{i}.log", [0.0, 0.0], [0.1, 0.03], batch=256, seed=i) for i in range(5)]
+    tts = scores.time_to_solution([scores.read_log(p) for p in paths], tmp_path / "sub")
+    assert tts.rcp.startswith("fail: RCP found"), tts.rcp
+
+
+def test_staging_counts_before_hpc_3_and_not_after(tmp_path):
+    path = _log(tmp_path / "staged.log", [0.05], [0.03], staging=True)
+    t = _stamps(path)
+    v3 = scores.read_log(path, "3.0.0")
+    v2 = scores.read_log(path, "2.0.0")
+    assert v3.minutes == pytest.approx((t["run_stop"] - t["run_start"]) / 60000)
+    assert v2.minutes == pytest.approx((t["run_stop"] - t["staging_start"]) / 60000)
+    assert v2.minutes > v3.minutes + 0.15 / 60
+    assert v3.staging == "untimed (hpc 3.0.0)" and v2.staging == "timed (hpc 2.0.0)"
+    assert mlperf.staging_timed("0.7.0") and mlperf.staging_timed("2.0.0") and not mlperf.staging_timed("3.0.0")
+
+
+def test_a_truncated_log_is_named(tmp_path):
+    path = _log(tmp_path / "cut.log", [0.0], [0.03])
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(scores.LogError, match=r"cut\.log: no run_stop line"):
+        scores.read_log(path)
+
+
+def test_throughput_refuses_mixed_scales_and_pruning_every_instance(tmp_path):
+    one, two = (scores.read_log(_log(tmp_path / f"n{n}.log", [0.0], [0.03], nodes=n)) for n in (1, 2))
+    with pytest.raises(scores.LogError, match=r"share one scale S .* got \[1, 2\]"):
+        scores.throughput([one, two])
+    with pytest.raises(scores.LogError, match="score_mlperf_prune = 2: must be between 0 and 1"):
+        scores.throughput([one, one], prune=2)
+
+
+@pytest.mark.timeout(300)
+def test_throughput_run_of_two_instances_of_one_rank(tmp_path, two_core_site):
+    """Real: the concurrent bundle starts 2 OC20 instances (1 rank each) at once; TTTa from their logs."""
+    from exabench.campaign.plan import expand
+    from exabench.campaign.render import write_bundle, write_runs_files
+    from exabench.config import validate
+    from exabench.records.record import read_record
+    config = validate({"campaign": "tp", "timeout_s": 600, "score_mlperf": "throughput", "benchmarks": [
+        {"name": "oc20", "params": {"n_train": 64, "n_validation": 16, "target_forces_mae": 0.036},
+         "sweep": {"ranks_per_node": [1], "threads_per_rank": [1], "seed": [1, 2]}}]}, "config", "tp.yaml")
+    runs = expand(config, two_core_site, "tp.yaml")
+    assert len(runs) == 2
+    results = tmp_path / "results"
+    write_runs_files(runs, two_core_site, results)
+    bundle = results / "bundles" / "tp.throughput.sh"
+    write_bundle(runs, two_core_site, results, "tp", bundle, concurrent=True)
+    assert bundle.read_text().count(" & pids+=($!)") == 2
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))  # this checkout's package
+    proc = subprocess.run(["bash", str(bundle)], capture_output=True, text=True, timeout=280, env=env)
+    assert "0 run(s) failed" in proc.stdout, proc.stdout + proc.stderr
+    records = [read_record(results / "records" / f"{r.run_id}.json") for r in runs]
+    result = scores.write_scores(records, tmp_path / "tables", "throughput")
+    (row,) = result["throughput"]
+    logs = [rec["info"]["mlperf_log"] for rec in records]
+    stamps = [_stamps(p) for p in logs]
+    compliant = [{c["name"]: c["passed"] for c in rec["checks"]}["mlperf_compliance"] for rec in records]
+    counted = [s for s, ok in zip(stamps, compliant) if ok]
+    assert row["M"] == 2 and row["S"] == 1 and row["T"] == 2 and row["M_counted"] == len(counted)
+    assert row["M_counted"] >= 1, [rec["error"] for rec in records]
+    assert row["TTTa_minutes"] == pytest.approx(
+        (max(s["run_stop"] for s in counted) - min(s["run_start"] for s in counted)) / 60000)
+    assert row["models_per_minute"] == pytest.approx(row["M_counted"] / row["TTTa_minutes"])
+    # The instances ran at once: each started before the other stopped.
+    assert stamps[0]["run_start"] < stamps[1]["run_stop"] and stamps[1]["run_start"] < stamps[0]["run_stop"]
+    md = (tmp_path / "tables" / "mlperf.md").read_text()
+    assert "## Throughput" in md and f"{row['TTTa_minutes']:.4f}" in md
+    if row["M_counted"] == 2:  # pruning the straggler ends TTTa at the other instance's run_stop
+        runs_ = scores.logs_of_records(records)
+        pruned = scores.throughput(runs_, prune=1)
+        first = min(counted, key=lambda s: s["run_stop"])
+        assert pruned.M_counted == 1 and pruned.TTTa_minutes == pytest.approx(
+            (first["run_stop"] - first["run_start"]) / 60000)
