@@ -135,20 +135,21 @@ _STUDY_PLANS: dict = {}
 
 def profile_site_lost(config: dict, argv: list[str] | None = None) -> str:
     """Snakemake's --config on the command line replaces a profile's `config:` list, its `site=`
-    with it: `--profile profiles/summit --config study=x` would plan for the default site. Returns
-    the error to stop with (naming the line to type instead), or "" when the site is the profile's."""
+    with it: `--profile profiles/summit --config timeout_s=3600` would plan for the default site, on
+    this machine. Returns the error to stop with (naming what to type), or "" when the site is the
+    profile's. Only the process Snakemake was started as sees --profile; its jobs do not."""
     argv = sys.argv[1:] if argv is None else argv
     profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--profile=")), None)
     if profile is None and "--profile" in argv[:-1]:
         profile = argv[argv.index("--profile") + 1]
-    if not profile or not (Path(profile) / "config.yaml").is_file():
-        return ""
+    if not profile or not (Path(profile) / "config.yaml").is_file() or any(a.startswith("site=") for a in argv):
+        return ""  # no profile, or the site given on the command line on purpose
     entries = (load_yaml(Path(profile) / "config.yaml") or {}).get("config") or []
     site = next((str(e).split("=", 1)[1] for e in entries if str(e).startswith("site=")), None)
     if not site or config.get("site") == site:
         return ""
-    return (f"--config on the command line replaces the `config:` of profile {profile} (its site={site}); "
-            f"give the site too: --config site={site} study={config.get('study', '<name>')}")
+    return (f"--config on the command line replaces the `config:` list of profile {profile}, its site={site} "
+            f"with it, so this would plan for {config.get('site')}: add site={site} to --config")
 
 
 def study_records(results: str, plans: dict, study: str) -> list[str]:

@@ -174,3 +174,16 @@ def test_every_example_config_in_the_docs_validates_and_plans(text, tmp_path):
 
 def test_the_readme_example_is_among_the_checked_configs():
     assert any("my-study" in p.values[0] for p in _doc_configs())
+
+
+@pytest.mark.integration
+def test_config_on_the_command_line_never_loses_the_profiles_site_silently():
+    """`--config` replaces a profile's whole `config:` list, its site= with it: Summit's profile with
+    `--config timeout_s=600` used to plan the default site's campaign on this machine without a word."""
+    base = [sys.executable, "-m", "snakemake", "--profile", "profiles/summit", "-n", "--config"]
+    lost = subprocess.run(base + ["timeout_s=600"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert lost.returncode != 0 and "add site=profiles/summit/site.yaml to --config" in lost.stdout + lost.stderr
+    assert "Traceback" not in lost.stdout + lost.stderr
+    kept = subprocess.run(base + ["site=profiles/summit/site.yaml", "timeout_s=600"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert kept.returncode == 0, (kept.stdout + kept.stderr)[-2000:]

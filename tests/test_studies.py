@@ -261,9 +261,11 @@ def test_a_profile_site_replaced_by_the_command_line_is_caught(monkeypatch):
     lost = pipeline.profile_site_lost(
         {"site": "profiles/local/site.yaml", "study": "x"}, ["--profile", "profiles/summit"]
     )
-    assert "site=profiles/summit/site.yaml study=x" in lost
+    assert "add site=profiles/summit/site.yaml to --config" in lost and "plan for profiles/local/site.yaml" in lost
     assert not pipeline.profile_site_lost({"site": "profiles/summit/site.yaml"}, ["--profile=profiles/summit"])
     assert not pipeline.profile_site_lost({"site": "profiles/local/site.yaml"}, ["--profile", "profiles/local"])
+    assert not pipeline.profile_site_lost({"site": "/tmp/my-site.yaml"},
+                                          ["--profile", "profiles/summit", "--config", "site=/tmp/my-site.yaml"])
 
 
 def test_all_on_a_site_is_every_study_with_a_campaign_there():

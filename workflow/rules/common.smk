@@ -13,6 +13,8 @@ try:
         workflow.config_settings.config_args, workflow.configfiles, Path.cwd(), workflow.basedir
     )
     pipeline.check_config_files(workflow.configfiles)
+    if pipeline.profile_site_lost(config):  # `--profile profiles/summit --config x=y` lost the profile's site
+        raise WorkflowError(f"exabench: {pipeline.profile_site_lost(config)}")
     pipeline.validate_config(config, CONFIG_FILE, workflow.config_settings.config)
     SITE = pipeline.load_site(config["site"])
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}

@@ -1,9 +1,8 @@
 # Published studies (docs/studies.md): with `--config study=<name>` (or several, or `all`) the campaign
 # is the studies' own for the site, and each study's table puts its published figures beside the
 # reproduced ones:
-#   snakemake --profile profiles/<site> study --config study=<name>   -> results/<site>/tables/study-<name>.md|csv
-if config.get("study") and pipeline.profile_site_lost(config):
-    raise WorkflowError(f"exabench: {pipeline.profile_site_lost(config)}")
+#   snakemake --profile profiles/<site> study --config site=profiles/<site>/site.yaml study=<name>
+#   -> results/<site>/tables/study-<name>.md|csv (--config replaces the profile's own site=, so give it again)
 try:
     STUDIES = pipeline.study_plans(config, SITE, CONFIG_FILE)
 except pipeline.ExabenchError as exc:
