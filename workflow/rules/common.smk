@@ -13,9 +13,9 @@ try:
         workflow.config_settings.config_args, workflow.configfiles, Path.cwd(), workflow.basedir
     )
     pipeline.check_config_files(workflow.configfiles)
+    pipeline.validate_config(config, CONFIG_FILE, workflow.config_settings.config)  # fills in defaults
     if pipeline.profile_site_lost(config):  # `--profile profiles/summit --config x=y` lost the profile's site
         raise WorkflowError(f"exabench: {pipeline.profile_site_lost(config)}")
-    pipeline.validate_config(config, CONFIG_FILE, workflow.config_settings.config)
     SITE = pipeline.load_site(config["site"])
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
     if pipeline.bundle_requested(workflow.dag_settings, config["campaign"]):
