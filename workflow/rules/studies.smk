@@ -8,8 +8,10 @@ try:
 except pipeline.ExabenchError as exc:
     raise WorkflowError(f"exabench: invalid study: {exc}") from None
 if pipeline.study_target_without_study(workflow.dag_settings, config):
-    raise WorkflowError("exabench: the `study` target runs the studies named by --config study=<name> "
-                        "(several separated by commas, or all; docs/studies.md), and none is named")
+    raise WorkflowError(
+        "exabench: the `study` target runs the studies named by --config study=<name> "
+        "(several separated by commas, or all; docs/studies.md), and none is named"
+    )
 
 
 wildcard_constraints:
