@@ -148,7 +148,8 @@ def test_launcher_failure_gives_failed_record(rendered):
     assert rec["status"] == "failed" and rec["metrics"] == {}
     assert "exited with code 3" in rec["error"] and "no such launcher" in rec["error"]
     assert read_record(rendered.record) == rec
-    assert rec["params"]["k"] == 3 and rec["layout"]["ranks"] == 2  # what was asked is still recorded
+    # What was asked is still recorded: the default k = 0 (k = 2, 3, 4 in turn, as the reference times it).
+    assert rec["params"]["k"] == 0 and rec["params"]["init"] == "random" and rec["layout"]["ranks"] == 2
     spec = json.loads(rendered.spec.read_text())
     # the run's own environment, though the record was written outside its ranks
     assert rec["provenance"]["environment"]["OMP_NUM_THREADS"] == spec["env"]["OMP_NUM_THREADS"]
