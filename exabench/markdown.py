@@ -4,6 +4,7 @@ Cells are written as given: callers format their numbers and keep `|` and newlin
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 
@@ -53,3 +54,13 @@ def to_html(text: str, title: str) -> str:
     flush()
     return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f"<style>{_STYLE}</style></head>\n<body>\n" + "\n".join(out) + "\n</body></html>\n")
+
+
+def cell(v) -> str:
+    """A value as a table cell: empty for None or NaN, floats to 4 significant digits, text with
+    `|` and newlines made harmless."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v).replace("|", "/").replace("\n", " ")

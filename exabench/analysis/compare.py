@@ -185,12 +185,7 @@ def precision_algorithm_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 # -- rendering -----------------------------------------------------------------------------------
 
-def fmt(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v).replace("|", "/").replace("\n", " ")
+fmt = markdown.cell
 
 
 def cell_text(value: float, status: str, n_ok: int, n_runs: int) -> str:

@@ -468,14 +468,6 @@ def study_table(study: Study, records: list[dict], site: str, variant: str) -> p
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def _fmt(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v).replace("|", "/").replace("\n", " ")
-
-
 def study_markdown(study: Study, df: pd.DataFrame, site: str, variant: str, n_runs: int, n_ok: int) -> str:
     machines = ", ".join(study.machines())
     if variant == "tiny":
@@ -489,7 +481,7 @@ def study_markdown(study: Study, df: pd.DataFrame, site: str, variant: str, n_ru
         )
     cells = []
     for _, r in df.iterrows():
-        published = _fmt(r["published"]) or NO_VALUE
+        published = markdown.cell(r["published"]) or NO_VALUE
         if r["read_from_figure"]:
             published += " (read from a figure)"
         if not r["verified"]:
@@ -501,12 +493,12 @@ def study_markdown(study: Study, df: pd.DataFrame, site: str, variant: str, n_ru
                 published,
                 r["unit"],
                 r["published_on"],
-                _fmt(r["reproduced"]),
+                markdown.cell(r["reproduced"]),
                 r["reproduced_at"] or "",
-                _fmt(r["ratio"]),
+                markdown.cell(r["ratio"]),
                 r["tolerance"],
                 r["verdict"],
-                _fmt(r["detail"]),
+                markdown.cell(r["detail"]),
             ]
         )
     lines = [
@@ -536,7 +528,7 @@ def study_markdown(study: Study, df: pd.DataFrame, site: str, variant: str, n_ru
         "Sources:",
         "",
     ]
-    lines += [f"- {r['figure']}: {_fmt(r['source'])}" for _, r in df.iterrows()]
+    lines += [f"- {r['figure']}: {markdown.cell(r['source'])}" for _, r in df.iterrows()]
     counts = df["verdict"].value_counts()
     lines += ["", "Verdicts: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts) + "."]
     return "\n".join(lines) + "\n"
