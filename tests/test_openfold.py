@@ -1,6 +1,7 @@
 """OpenFold (AlphaFold2): the reference's parameter count, geometry and loss pieces by hand,
-the synthetic feature files read back with the reference's shapes, and tiny training runs
-whose loss falls and lDDT-Ca rises, with a compliant MLPerf-HPC log."""
+the side-chain geometry and FAPE against numbers of the reference's own functions, the
+synthetic feature files read back with the reference's shapes, and tiny training runs whose
+loss falls and lDDT-Ca rises, with a compliant MLPerf-HPC log."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from exabench.models.alphafold import AlphaFold, AlphaFoldConfig, geometry, parameter_count
+from exabench.models.alphafold import AlphaFold, AlphaFoldConfig, atoms, geometry, parameter_count, residues
 from exabench.models.alphafold import loss as af_loss
+
+GOLDEN = Path(__file__).parent / "golden" / "openfold_sidechain_reference.json"
 
 
 def test_full_network_has_the_checkers_parameter_count():
@@ -81,17 +84,126 @@ def test_backbone_fape_is_zero_on_the_truth_and_blind_to_a_global_motion():
     assert float(af_loss.backbone_fape(out, batch, w)) == pytest.approx(float(d.mean() / 10), rel=1e-3)
 
 
+def _golden():
+    import json
+
+    g = json.loads(GOLDEN.read_text())
+    inputs = {k: torch.tensor(v) for k, v in g["inputs"].items()}
+    return g, inputs
+
+
+def _close(ours, theirs, atol=1e-5):
+    theirs = torch.as_tensor(theirs, dtype=ours.dtype)
+    assert ours.shape == theirs.shape and torch.allclose(ours, theirs, rtol=1e-5, atol=atol), float(
+        (ours - theirs).abs().max()
+    )
+
+
+def test_atom_features_and_side_chains_equal_the_references():
+    """tests/golden/openfold_sidechain_reference.json (its "note" says how it was made): the
+    reference's transforms (atom14 ground truth and alternative, rigid-group frames, torsion
+    angles from atoms) and structure functions (torsions to rigid-group frames to atom14)."""
+    g, x = _golden()
+    aatype, pos, mask = x["aatype"], x["all_atom_positions"], x["all_atom_mask"]
+    ours = {
+        **atoms.atom14_ground_truth(aatype, pos, mask),
+        **atoms.rigid_group_frames(aatype, pos, mask),
+        **atoms.torsion_angles(aatype, pos, mask),
+    }
+    for key, value in g["transforms"].items():
+        if key in ours:
+            _close(ours[key].to(torch.float32), value)
+    assert ours["atom14_alt_gt_exists"].ne(ours["atom14_gt_exists"]).any()  # the unresolved Y CE2
+    rot, trans = atoms.torsion_frames(x["pred_rot"][-1], x["pred_trans"][-1], x["pred_angles"][-1], aatype)
+    _close(atoms.to_4x4(rot, trans), g["structure_last_block"]["sidechain_frames"])
+    _close(atoms.atom14_from_frames(rot, trans, aatype), g["structure_last_block"]["positions"])
+
+
+def test_fape_chi_and_renaming_equal_the_references():
+    """The same file: the reference's compute_renamed_ground_truth, fape_loss (backbone 0.5 +
+    side chains 0.5, clamped and unclamped), sidechain_loss and supervised_chi_loss."""
+    g, x = _golden()
+    aatype, pos, mask = x["aatype"], x["all_atom_positions"], x["all_atom_mask"]
+    batch = {
+        **atoms.atom14_ground_truth(aatype, pos, mask),
+        **atoms.rigid_group_frames(aatype, pos, mask),
+        **atoms.torsion_angles(aatype, pos, mask),
+    }
+    batch["backbone_rigid_tensor"] = batch["rigidgroups_gt_frames"][:, 0]
+    batch["backbone_rigid_mask"] = batch["rigidgroups_gt_exists"][:, 0]
+    batch["chi_angles_sin_cos"] = batch["torsion_angles_sin_cos"][:, 3:]
+    batch["chi_mask"] = batch["torsion_angles_mask"][:, 3:]
+    batch = {k: v[None] for k, v in batch.items()}
+    batch.update({"aatype": aatype[None], "seq_mask": torch.ones(1, len(aatype))})
+    blocks = aatype.expand(len(x["pred_rot"]), -1)
+    rots, transs = atoms.torsion_frames(x["pred_rot"], x["pred_trans"], x["pred_angles"], blocks)
+    out = {
+        "sm_frames_rot": x["pred_rot"][None],
+        "sm_frames_trans": x["pred_trans"][None],
+        "sm_sidechain_rot": rots[None],
+        "sm_sidechain_trans": transs[None],
+        "sm_positions": atoms.atom14_from_frames(rots, transs, blocks)[None],
+        "sm_angles": x["pred_angles"][None],
+        "sm_unnormalized_angles": x["pred_unnormalized_angles"][None],
+    }
+    renamed = af_loss.renamed_ground_truth(batch, out["sm_positions"][:, -1])
+    for key, value in g["renamed"].items():
+        _close(renamed[key][0], value)
+    assert renamed["alt_naming_is_better"][0].tolist() == [1, 0, 1, 0, 0, 0, 0, 0, 0, 0]  # D and F flipped
+    w, losses = af_loss.LossWeights(), g["losses"]
+    assert float(af_loss.sidechain_fape(out, batch, renamed, w)) == pytest.approx(losses["sidechain"], rel=1e-5)
+    for clamped in (1, 0):
+        batch["use_clamped_fape"] = torch.tensor([float(clamped)])
+        value = af_loss.fape(out, batch, renamed, w)
+        assert float(value) == pytest.approx(losses[f"fape_clamped_{clamped}"], rel=1e-5)
+        value = af_loss.backbone_fape(out, batch, w)
+        assert float(value) == pytest.approx(losses[f"backbone_clamped_{clamped}"], rel=1e-5)
+    assert float(af_loss.supervised_chi(out, batch, w)) == pytest.approx(losses["supervised_chi"], rel=1e-5)
+
+
+def test_built_atoms_give_back_their_torsions_and_the_flipped_truth_costs_nothing():
+    torch.manual_seed(0)
+    aatype = torch.arange(20)
+    rot, trans = _frames(20, 3)
+    angles = torch.nn.functional.normalize(torch.randn(20, 7, 2, dtype=torch.float64), dim=-1)
+    pos, mask = atoms.build_atom37(aatype, rot.double(), trans.double() * 5, angles)
+    assert torch.equal(mask, torch.from_numpy(residues.ATOM37_MASK[:20]).double())
+    t = atoms.torsion_angles(aatype, pos, mask)
+    # psi and every chi a residue has come back (omega, phi move no heavy atom)
+    m = t["torsion_angles_mask"][:, 2:, None]
+    assert torch.allclose(t["torsion_angles_sin_cos"][:, 2:] * m, angles[:, 2:] * m, atol=1e-9)
+    # a prediction that is the truth with every pi-periodic chi turned by pi: the renamed
+    # ground truth picks the swapped names and the side-chain FAPE is zero (up to sqrt(eps))
+    batch = {**atoms.atom14_ground_truth(aatype, pos, mask), **atoms.rigid_group_frames(aatype, pos, mask)}
+    batch = {k: v[None] for k, v in batch.items()}
+    sign = torch.ones(20, 7, 1, dtype=torch.float64)
+    sign[:, 3:, 0] = 1 - 2 * torch.from_numpy(residues.CHI_PI_PERIODIC[:20]).double()
+    flipped = angles * sign
+    g_rot, g_trans = atoms.torsion_frames(rot.double(), trans.double() * 5, flipped, aatype)
+    out = {
+        "sm_sidechain_rot": g_rot[None, None],
+        "sm_sidechain_trans": g_trans[None, None],
+        "sm_positions": atoms.atom14_from_frames(g_rot, g_trans, aatype)[None, None],
+    }
+    renamed = af_loss.renamed_ground_truth(batch, out["sm_positions"][:, -1])
+    assert renamed["alt_naming_is_better"][0].nonzero().flatten().tolist() == [3, 6, 13, 18]  # D E F Y
+    assert float(af_loss.sidechain_fape(out, batch, renamed, af_loss.LossWeights())) < 2e-3
+
+
 def test_synthetic_chains_read_back_with_the_references_shapes(tmp_path):
     from exabench.data import openfold as data
 
-    assert data.generate(tmp_path, 3, 2, 20, 24, 12, 2, seed=3, families=1) == {"train": 3, "validation": 2}
+    assert data.generate(tmp_path, atoms, 3, 2, 20, 24, 12, 2, seed=3, families=1) == {"train": 3, "validation": 2}
     files = data.list_chains(tmp_path, "train")
     raw = data.read_raw(files[0])
     n = len(raw["aatype"])
     assert raw["msa"].shape == (12, n) and raw["template_all_atom_positions"].shape == (2, n, 37, 3)
     ca = raw["all_atom_positions"][:, 1]
     assert np.allclose(np.linalg.norm(np.diff(ca, axis=0), axis=1), 3.8, atol=1e-3)  # C-alpha steps of 3.8 A
-    f = data.process(raw, np.random.default_rng(0), 16, 8, 4, 2, train=True)
+    assert set(raw) == set(data.RAW_KEYS)  # the reference's raw features, nothing more
+    # every heavy atom of each residue type is there
+    assert np.array_equal(raw["all_atom_mask"], residues.ATOM37_MASK[raw["aatype"]])
+    f = data.process(raw, np.random.default_rng(0), 16, 8, 4, 2, train=True, atoms=atoms)
     shapes = {
         "aatype": (16,),
         "target_feat": (16, 22),
@@ -106,6 +218,13 @@ def test_synthetic_chains_read_back_with_the_references_shapes(tmp_path):
         "backbone_rigid_tensor": (16, 4, 4),
         "chi_angles_sin_cos": (16, 4, 2),
         "pseudo_beta": (16, 3),
+        "atom14_gt_positions": (16, 14, 3),
+        "atom14_alt_gt_positions": (16, 14, 3),
+        "atom14_atom_is_ambiguous": (16, 14),
+        "rigidgroups_gt_frames": (16, 8, 4, 4),
+        "rigidgroups_alt_gt_frames": (16, 8, 4, 4),
+        "rigidgroups_gt_exists": (16, 8),
+        "residx_atom37_to_atom14": (16, 37),
     }
     for key, shape in shapes.items():
         assert f[key].shape == shape, key
@@ -115,23 +234,31 @@ def test_synthetic_chains_read_back_with_the_references_shapes(tmp_path):
     assert np.array_equal(f["true_msa"][0], raw["aatype"][start : start + 16])
     unmasked = f["bert_mask"][0] == 0
     assert np.array_equal(f["msa_feat"][0, unmasked, :23].argmax(-1), f["true_msa"][0, unmasked])
-    # backbone frames put N, CA, C at the ideal positions in their own frame
-    local = np.einsum(
-        "nji,naj->nai",
-        f["backbone_rigid_tensor"][:, :3, :3],
-        f["all_atom_positions"][:, :3] - f["backbone_rigid_tensor"][:, None, :3, 3],
+    # every atom14 atom sits, up to the 0.03 A noise off the backbone, at its literature
+    # position in its rigid group's true frame (N, CA, C exactly in the backbone frame)
+    group = residues.ATOM14_GROUP[f["aatype"]]
+    frames = np.take_along_axis(f["rigidgroups_gt_frames"], group[..., None, None], 1)  # [16, 14, 4, 4]
+    local = np.einsum("naji,naj->nai", frames[..., :3, :3], f["atom14_gt_positions"] - frames[..., :3, 3])
+    lit = residues.ATOM14_LITERATURE[f["aatype"]] * f["atom14_gt_exists"][..., None]
+    assert np.allclose(local[:, :3], lit[:, :3], atol=1e-3)
+    assert np.abs(local * f["atom14_gt_exists"][..., None] - lit).max() < 0.3
+    # the symmetric alternative swaps the pair of each D, E, F, Y; chis measured from atoms
+    swap = residues.ATOM14_SWAP[f["aatype"]]
+    assert np.array_equal(
+        f["atom14_alt_gt_positions"], np.take_along_axis(f["atom14_gt_positions"], swap[..., None], 1)
     )
-    assert np.allclose(local, data.IDEAL[:3], atol=1e-3)
+    assert np.array_equal(f["chi_mask"], residues.CHI_MASK[f["aatype"]])
     # validation chains are whole, padded to nothing
     v = data.read_raw(data.list_chains(tmp_path, "validation")[0])
-    assert data.process(v, np.random.default_rng(0), len(v["aatype"]), 8, 4, 2, train=False)["seq_mask"].all()
+    f = data.process(v, np.random.default_rng(0), len(v["aatype"]), 8, 4, 2, train=False, atoms=atoms)
+    assert f["seq_mask"].all()
 
 
 def test_damaged_feature_file_names_itself(tmp_path):
     from exabench.data import openfold as data
     from exabench.data.tfrecord import CorruptFileError
 
-    data.generate(tmp_path, 1, 1, 8, 8, 4, 1, seed=1)
+    data.generate(tmp_path, atoms, 1, 1, 8, 8, 4, 1, seed=1)
     path = data.list_chains(tmp_path, "train")[0]
     with open(path, "r+b") as f:
         f.truncate(100)
@@ -256,9 +383,7 @@ def test_loss_terms_by_hand():
     # a plain one flipped costs chi_weight * |2 (sin, cos)|^2 = 0.5 * 4 averaged over the chis present
     true = torch.tensor([0.6, 0.8]).expand(1, n, 4, 2)
     angles = torch.cat([torch.tensor([0.0, 1.0]).expand(1, 1, n, 3, 2), true[:, None]], dim=-2)
-    batch.update(
-        {"chi_angles_sin_cos": true, "chi_mask": torch.zeros(1, n, 4), "chi_pi_periodic": torch.zeros(1, n, 4)}
-    )
+    batch.update({"chi_angles_sin_cos": true, "chi_mask": torch.zeros(1, n, 4), "aatype": torch.zeros(1, n).long()})
     batch["chi_mask"][0, :, 0] = 1.0
     out = {"sm_angles": angles, "sm_unnormalized_angles": angles}
     assert float(af_loss.supervised_chi(out, batch, w)) == pytest.approx(0.0, abs=1e-4)
@@ -266,5 +391,10 @@ def test_loss_terms_by_hand():
     flipped[..., 3, :] *= -1
     out = {"sm_angles": flipped, "sm_unnormalized_angles": flipped}
     assert float(af_loss.supervised_chi(out, batch, w)) == pytest.approx(0.5 * 4, rel=1e-3)
-    batch["chi_pi_periodic"][0, :, 0] = 1.0
+    batch["aatype"][:] = residues.RESTYPES.index("D")  # aspartate's chi2 is pi-periodic
+    batch["chi_mask"] = torch.zeros(1, n, 4)
+    batch["chi_mask"][0, :, 1] = 1.0
+    flipped = angles.clone()
+    flipped[..., 4, :] *= -1
+    out = {"sm_angles": flipped, "sm_unnormalized_angles": flipped}
     assert float(af_loss.supervised_chi(out, batch, w)) == pytest.approx(0.0, abs=1e-4)

@@ -6,20 +6,28 @@ On disk, beside `chains.csv` (one row per chain: pdb_chain_id, split, sequence, 
 resolution), `features/<pdb_chain_id>.npz` holds the chain's raw features under the
 reference's raw feature names: aatype, residue_index, msa, deletion_matrix (primary),
 template_aatype, template_all_atom_positions, template_all_atom_mask, template_sum_probs
-(templates), all_atom_positions, all_atom_mask, resolution, is_distillation (supervised),
-plus chi_angles and template_chi_angles (radians): the synthetic chains have no side-chain
-atoms to measure those torsions from.
+(templates), all_atom_positions, all_atom_mask (atom37: every heavy atom), resolution,
+is_distillation (supervised).
 
-The loader does what the reference's feature processing does at training time: a random
-contiguous crop, the query plus a random choice of cluster centres, the rest as extra MSA
-assigned to their nearest centre (cluster profile and deletion mean), BERT-style masking of
-the clustered MSA (15%: 10% uniform, 10% profile, 10% unchanged, 70% mask token), msa_feat
-(49 channels), target_feat (22), template pseudo-beta and torsions, backbone frames.
+The loader does what the reference's feature processing does at training time. On the whole
+chain, from its atoms: atom14 ground truth and its symmetric alternative, rigid-group frames
+and their alternatives, backbone frames, torsion angles (chi angles for the loss, template
+torsions for the model), pseudo-beta. Then a random contiguous crop, the query plus a random
+choice of cluster centres, the rest as extra MSA assigned to their nearest centre (cluster
+profile and deletion mean), BERT-style masking of the clustered MSA (15%: 10% uniform, 10%
+profile, 10% unchanged, 70% mask token), msa_feat (49 channels), target_feat (22).
+
+The residue geometry belongs to the network's package (exabench.models.alphafold.atoms and
+.residues), which this stage may not import: generate() and process() take that module as
+their `atoms` argument.
 
 Synthetic chains are learnable: the sequence is helices, strands and loops drawn from residue
 classes, and each residue's class sets the rigid step from its C-alpha frame to the next
-(ideal alpha-helix and beta-strand screws, fixed loop turns) with a little noise; homologs in
-the MSA are mutated copies of the query; templates are noisy copies of the structure.
+(ideal alpha-helix and beta-strand screws, fixed loop turns) with a little noise; psi and the
+chi angles follow a preferred value per residue type, with noise, and place every heavy atom
+(literature geometry, plus 0.03 A of noise off the backbone); homologs in the MSA are mutated
+copies of the query; templates are noisy copies of the structure built for their own
+residue types.
 """
 
 from __future__ import annotations
@@ -39,11 +47,7 @@ from exabench.io import atomic_write_text
 RESTYPES = "ARNDCQEGHILKMFPSTWYV"  # AlphaFold's order; 20 = X (unknown), 21 = gap, 22 = BERT mask token
 GAP, MASK_TOKEN, MSA_CLASSES = 21, 22, 23
 GLYCINE = RESTYPES.index("G")
-CHI_COUNT = dict(zip(RESTYPES, (0, 4, 2, 2, 1, 3, 3, 0, 2, 2, 2, 4, 3, 2, 2, 1, 1, 2, 2, 1)))
-# chi angles that are symmetric under a rotation by pi (D chi2, E chi3, F chi2, Y chi2)
-CHI_PI_PERIODIC = {("D", 1), ("E", 2), ("F", 1), ("Y", 1)}
 ATOM_TYPES = 37  # atom37: N, CA, C, CB, O, ...
-N_ATOMS_BUILT = 4  # the synthetic chains have N, CA, C and (except glycine) CB
 RAW_KEYS = (
     "aatype",
     "residue_index",
@@ -57,11 +61,8 @@ RAW_KEYS = (
     "all_atom_mask",
     "resolution",
     "is_distillation",
-    "chi_angles",
-    "template_chi_angles",
 )
 SPLITS = ("train", "validation")
-IDEAL = np.array([(-0.525, 1.363, 0.0), (0.0, 0.0, 0.0), (1.526, 0.0, 0.0), (-0.529, -0.774, -1.205)])
 
 
 def _rotation(axis: np.ndarray, angle: float) -> np.ndarray:
@@ -111,27 +112,66 @@ def synthetic_sequence(rng: np.random.Generator, length: int) -> np.ndarray:
     return np.array([RESTYPES.index(a) for a in seq[:length]])
 
 
-def synthetic_chain(rng: np.random.Generator, aatype: np.ndarray, wobble: np.ndarray) -> dict:
-    """Backbone atoms (atom37 with N, CA, C, CB) and chi angles of a chain of `aatype`; each
-    step is perturbed by the rotation vector wobble[i] (radians)."""
-    length = len(aatype)
+# psi by secondary structure (degrees): alpha helix, beta strand, loop
+PSI = {**dict.fromkeys(HELIX, -47.0), **dict.fromkeys(STRAND, 130.0), **dict.fromkeys(LOOP, 150.0)}
+
+
+def torch_call(fn, *arrays, **kwargs) -> dict:
+    """Call a torch function of the atoms module on numpy arrays (float64); numpy back."""
+    import torch
+
+    out = fn(
+        *(torch.from_numpy(np.asarray(a, np.int64 if a.dtype.kind in "iu" else np.float64)) for a in arrays), **kwargs
+    )
+    return {k: v.numpy() for k, v in out.items()} if isinstance(out, dict) else tuple(v.numpy() for v in out)
+
+
+def backbone_frames(aatype: np.ndarray, wobble: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each residue's backbone frame (rotation [L, 3, 3], C-alpha [L, 3]): every step is its
+    residue class's, perturbed by the rotation vector wobble[i] (radians)."""
+    rots, transs = np.zeros((len(aatype), 3, 3)), np.zeros((len(aatype), 3))
     rot, trans = np.eye(3), np.zeros(3)
-    pos = np.zeros((length, ATOM_TYPES, 3), np.float32)
-    mask = np.zeros((length, ATOM_TYPES), np.float32)
     for i, a in enumerate(aatype):
-        pos[i, :N_ATOMS_BUILT] = IDEAL @ rot.T + trans
-        mask[i, :N_ATOMS_BUILT] = 1.0
-        if a == GLYCINE:
-            pos[i, 3], mask[i, 3] = 0.0, 0.0
+        rots[i], transs[i] = rot, trans
         step_rot, step = STEPS[RESTYPES[a]]
         trans = trans + rot @ step
         angle = np.linalg.norm(wobble[i])
         rot = rot @ step_rot @ (_rotation(wobble[i] / angle, angle) if angle > 0 else np.eye(3))
-    # chi angles: a preferred rotamer per residue type (-60, 180 or 60 degrees) plus noise
-    pref = np.deg2rad(np.array([-60.0, 180.0, 60.0]))[(aatype[:, None] + np.arange(4)) % 3]
-    chi = (pref + rng.normal(0, 0.2, (length, 4))).astype(np.float32)
-    chi *= np.array([[k < CHI_COUNT[RESTYPES[a]] for k in range(4)] for a in aatype], np.float32)
-    return {"aatype": aatype, "all_atom_positions": pos, "all_atom_mask": mask, "chi_angles": chi}
+    return rots, transs
+
+
+def synthetic_torsions(rng: np.random.Generator, aatype: np.ndarray) -> np.ndarray:
+    """(sin, cos) [L, 7, 2] of omega, phi, psi and chi1-4: psi by secondary structure, each chi a
+    preferred rotamer per residue type (-60, 180 or 60 degrees), all with 0.2 rad of noise
+    (omega and phi move no heavy atom)."""
+    angles = np.zeros((len(aatype), 7))
+    angles[:, 2] = np.deg2rad([PSI[RESTYPES[a]] for a in aatype])
+    angles[:, 3:] = np.deg2rad(np.array([-60.0, 180.0, 60.0]))[(aatype[:, None] + np.arange(4)) % 3]
+    angles[:, 2:] += rng.normal(0, 0.2, (len(aatype), 5))
+    return np.stack([np.sin(angles), np.cos(angles)], -1)
+
+
+def build_atoms(rng, atoms, aatype, rot, trans, torsions, noise: float = 0.03) -> tuple[np.ndarray, np.ndarray]:
+    """atom37 positions and mask of residues `aatype` with these backbone frames and torsions,
+    with `noise` A off the backbone (N, CA and C stay on their frame)."""
+    pos, mask = torch_call(atoms.build_atom37, aatype, rot, trans, torsions)
+    jitter = rng.normal(0, noise, pos.shape)
+    jitter[:, :3] = 0.0
+    return ((pos + jitter) * mask[..., None]).astype(np.float32), mask.astype(np.float32)
+
+
+def synthetic_chain(rng: np.random.Generator, atoms, aatype: np.ndarray, wobble: np.ndarray) -> dict:
+    """Every heavy atom (atom37) of a chain of `aatype` whose steps are perturbed by `wobble`."""
+    rot, trans = backbone_frames(aatype, wobble)
+    torsions = synthetic_torsions(rng, aatype)
+    pos, mask = build_atoms(rng, atoms, aatype, rot, trans, torsions)
+    return {
+        "aatype": aatype,
+        "all_atom_positions": pos,
+        "all_atom_mask": mask,
+        "frames": (rot, trans),
+        "torsions": torsions,
+    }
 
 
 def homolog(
@@ -153,10 +193,10 @@ def homolog(
 
 
 def synthetic_features(
-    rng: np.random.Generator, aatype: np.ndarray, wobble: np.ndarray, msa_depth: int, templates: int
+    rng: np.random.Generator, atoms, aatype: np.ndarray, wobble: np.ndarray, msa_depth: int, templates: int
 ) -> dict:
     """Raw features (RAW_KEYS) of one synthetic chain of `aatype` with step perturbations `wobble`."""
-    chain = synthetic_chain(rng, aatype, wobble)
+    chain = synthetic_chain(rng, atoms, aatype, wobble)
     length = len(aatype)
     rates = rng.uniform(0.05, 0.6, (msa_depth - 1, 1))
     mutated = rng.random((msa_depth - 1, length)) < rates
@@ -165,10 +205,17 @@ def synthetic_features(
     msa = np.concatenate([aatype[None], homologs]).astype(np.int32)
     deletions = (rng.random(msa.shape) < 0.03) * rng.integers(1, 6, msa.shape)
     deletions[0] = 0
-    t_pos = chain["all_atom_positions"][None] + rng.normal(0, 1.0, (templates, length, 1, 3)).astype(np.float32)
-    t_mask = np.repeat(chain["all_atom_mask"][None], templates, 0)
-    t_pos *= t_mask[..., None]
+    # templates: the structure built for the template's residues (30% mutated) with 0.3 rad of
+    # torsion noise, each residue shifted by 1 A
     t_aatype = np.where(rng.random((templates, length)) < 0.3, rng.integers(0, 20, (templates, length)), aatype)
+    t_pos, t_mask = [], []
+    for t in range(templates):
+        torsions = chain["torsions"] + rng.normal(0, 0.3, chain["torsions"].shape)
+        torsions /= np.linalg.norm(torsions, axis=-1, keepdims=True)
+        pos, mask = build_atoms(rng, atoms, t_aatype[t], *chain["frames"], torsions)
+        t_pos.append((pos + rng.normal(0, 1.0, (length, 1, 3))) * mask[..., None])
+        t_mask.append(mask)
+    t_pos, t_mask = np.stack(t_pos).astype(np.float32), np.stack(t_mask)
     return {
         "aatype": aatype.astype(np.int32),
         "residue_index": np.arange(length, dtype=np.int32),
@@ -182,10 +229,6 @@ def synthetic_features(
         "all_atom_mask": chain["all_atom_mask"],
         "resolution": np.float32(rng.uniform(1.0, 2.5)),
         "is_distillation": np.float32(0.0),
-        "chi_angles": chain["chi_angles"],
-        "template_chi_angles": (chain["chi_angles"][None] + rng.normal(0, 0.3, (templates, length, 4))).astype(
-            np.float32
-        ),
     }
 
 
@@ -202,6 +245,7 @@ def _write_npz(path: Path, arrays: dict) -> None:
 
 def generate(
     root,
+    atoms,
     n_train: int,
     n_validation: int,
     min_length: int,
@@ -212,7 +256,8 @@ def generate(
     families: int = 0,
     wobble: float = 0.05,
 ) -> dict:
-    """Write root/features/<chain>.npz and, last, root/chains.csv (its presence marks a complete set).
+    """Write root/features/<chain>.npz and, last, root/chains.csv (its presence marks a complete set);
+    `atoms` is exabench.models.alphafold.atoms.
 
     families = 0: every chain has its own random sequence; families = k: every chain is a
     homolog of one of k random chains (validation chains too, as new members of the families)."""
@@ -230,7 +275,7 @@ def generate(
         for i in range(n):
             chain_id = f"{'t' if split == 'train' else 'v'}{i:04d}_A"
             aatype, steps = homolog(rng, *bases[i % families]) if families else new_chain()
-            raw = synthetic_features(rng, aatype, steps, msa_depth, templates)
+            raw = synthetic_features(rng, atoms, aatype, steps, msa_depth, templates)
             _write_npz(features / f"{chain_id}.npz", raw)
             rows.append(
                 {
@@ -281,55 +326,26 @@ def read_raw(path) -> dict:
 
 
 # ---- feature processing ------------------------------------------------------------------
-def _dihedral(a, b, c, d) -> np.ndarray:
-    b0, b1, b2 = a - b, c - b, d - c
-    b1n = b1 / (np.linalg.norm(b1, axis=-1, keepdims=True) + 1e-8)
-    v = b0 - (b0 * b1n).sum(-1, keepdims=True) * b1n
-    w = b2 - (b2 * b1n).sum(-1, keepdims=True) * b1n
-    x = (v * w).sum(-1)
-    y = (np.cross(b1n, v) * w).sum(-1)
-    return np.arctan2(y, x)
-
-
-def torsions(aatype: np.ndarray, pos: np.ndarray, mask: np.ndarray, chi: np.ndarray):
-    """(sin/cos [L, 7, 2], alternative sin/cos with pi-periodic chis shifted, mask [L, 7]) of
-    omega, phi, psi (from the backbone atoms) and chi1-4."""
-    n, ca, c = pos[:, 0], pos[:, 1], pos[:, 2]
-    prev_ca, prev_c = np.roll(ca, 1, 0), np.roll(c, 1, 0)
-    next_n = np.roll(n, -1, 0)
-    bb = mask[:, 0] * mask[:, 1] * mask[:, 2]
-    has_prev = np.concatenate([[0.0], bb[:-1]]) * bb
-    has_next = np.concatenate([bb[1:], [0.0]]) * bb
-    angles = np.stack([_dihedral(prev_ca, prev_c, n, ca), _dihedral(prev_c, n, ca, c), _dihedral(n, ca, c, next_n)], -1)
-    counts = np.array([CHI_COUNT[RESTYPES[a]] if a < 20 else 0 for a in aatype])
-    chi_mask = (np.arange(4)[None] < counts[:, None]).astype(np.float32)
-    all_angles = np.concatenate([angles, chi], -1)
-    t_mask = np.concatenate([np.stack([has_prev, has_prev, has_next], -1), chi_mask], -1).astype(np.float32)
-    sc = np.stack([np.sin(all_angles), np.cos(all_angles)], -1) * t_mask[..., None]
-    flip = np.ones((len(aatype), 7), np.float32)
-    for i, a in enumerate(aatype):
-        for k in range(4):
-            if a < 20 and (RESTYPES[a], k) in CHI_PI_PERIODIC:
-                flip[i, 3 + k] = -1.0
-    return sc.astype(np.float32), (sc * flip[..., None]).astype(np.float32), t_mask
+def atom_features(atoms, aatype: np.ndarray, pos: np.ndarray, mask: np.ndarray) -> dict:
+    """What the reference's transforms derive from a whole chain's atoms (make_atom14_masks,
+    make_atom14_positions, atom37_to_frames, atom37_to_torsion_angles, get_backbone_frames,
+    get_chi_angles), float32, residue axis first."""
+    f = {
+        **torch_call(atoms.atom14_ground_truth, aatype, pos, mask),
+        **torch_call(atoms.rigid_group_frames, aatype, pos, mask),
+        **torch_call(atoms.torsion_angles, aatype, pos, mask),
+    }
+    f = {k: v.astype(np.float32) if v.dtype == np.float64 else v for k, v in f.items()}
+    f["backbone_rigid_tensor"] = f["rigidgroups_gt_frames"][:, 0]
+    f["backbone_rigid_mask"] = f["rigidgroups_gt_exists"][:, 0]
+    f["chi_angles_sin_cos"] = f["torsion_angles_sin_cos"][:, 3:]
+    f["chi_mask"] = f["torsion_angles_mask"][:, 3:]
+    return f
 
 
 def _pseudo_beta(aatype, pos, mask):
     gly = (aatype == GLYCINE)[..., None]
     return np.where(gly, pos[..., 1, :], pos[..., 3, :]), np.where(gly[..., 0], mask[..., 1], mask[..., 3])
-
-
-def _backbone_frames(pos, mask):
-    """4x4 frames [L, 4, 4] from N, CA, C (Gram-Schmidt, as geometry.frames_from_atoms) and their mask."""
-    n, ca, c = pos[:, 0], pos[:, 1], pos[:, 2]
-    e1 = (c - ca) / (np.linalg.norm(c - ca, axis=-1, keepdims=True) + 1e-8)
-    u2 = n - ca
-    e2 = u2 - (u2 * e1).sum(-1, keepdims=True) * e1
-    e2 = e2 / (np.linalg.norm(e2, axis=-1, keepdims=True) + 1e-8)
-    frames = np.tile(np.eye(4, dtype=np.float32), (len(pos), 1, 1))
-    frames[:, :3, :3] = np.stack([e1, e2, np.cross(e1, e2)], -1)
-    frames[:, :3, 3] = ca
-    return frames, (mask[:, 0] * mask[:, 1] * mask[:, 2]).astype(np.float32)
 
 
 def _deletion_value(d):
@@ -344,10 +360,19 @@ def process(
     n_extra: int,
     n_templ: int,
     train: bool,
+    atoms,
     clamped_fape_probability: float = 0.9,
 ) -> dict:
-    """The model's features of one chain, padded to `crop` residues (train: a random crop)."""
+    """The model's features of one chain, padded to `crop` residues (train: a random crop);
+    `atoms` is exabench.models.alphafold.atoms."""
     n = raw["aatype"].shape[0]
+    # atom-level features of the whole chain and its templates first, as the reference's
+    # non-ensembled transforms do, then the crop
+    chain = atom_features(atoms, raw["aatype"], raw["all_atom_positions"], raw["all_atom_mask"])
+    templ = [
+        torch_call(atoms.torsion_angles, *(raw[k][t] for k in TEMPLATE_ATOMS))
+        for t in range(min(n_templ, raw["template_aatype"].shape[0]))
+    ]
     start = int(rng.integers(0, n - crop + 1)) if train and n > crop else 0
     sl = slice(start, start + min(crop, n))
     length = sl.stop - sl.start
@@ -398,16 +423,10 @@ def process(
     target_feat = np.concatenate([np.zeros((length, 1), np.float32), np.eye(21, dtype=np.float32)[aatype]], -1)
 
     pos, amask = raw["all_atom_positions"][sl], raw["all_atom_mask"][sl]
-    sc, alt, tmask = [], [], []
     t_aatype = raw["template_aatype"][:n_templ, sl].astype(np.int64)
     t_pos, t_amask = raw["template_all_atom_positions"][:n_templ, sl], raw["template_all_atom_mask"][:n_templ, sl]
-    for t in range(t_aatype.shape[0]):
-        s, a, m = torsions(t_aatype[t], t_pos[t], t_amask[t], raw["template_chi_angles"][t, sl])
-        sc.append(s), alt.append(a), tmask.append(m)
     t_pb, t_pb_mask = _pseudo_beta(t_aatype, t_pos, t_amask)
-    chi_sc, _, chi_mask = torsions(aatype, pos, amask, raw["chi_angles"][sl])
     pb, pb_mask = _pseudo_beta(aatype, pos, amask)
-    frames, frames_mask = _backbone_frames(pos, amask)
     f = {
         "aatype": aatype,
         "residue_index": raw["residue_index"][sl].astype(np.int64),
@@ -427,27 +446,44 @@ def process(
         "template_mask": np.ones(len(t_aatype), np.float32),
         "template_pseudo_beta": t_pb.astype(np.float32),
         "template_pseudo_beta_mask": t_pb_mask.astype(np.float32),
-        "template_torsion_angles_sin_cos": np.stack(sc),
-        "template_alt_torsion_angles_sin_cos": np.stack(alt),
-        "template_torsion_angles_mask": np.stack(tmask),
+        **{
+            "template_" + k: np.stack([t[k][sl] for t in templ]).astype(np.float32)
+            for k in ("torsion_angles_sin_cos", "alt_torsion_angles_sin_cos", "torsion_angles_mask")
+        },
         "all_atom_positions": pos.astype(np.float32),
         "all_atom_mask": amask.astype(np.float32),
-        "atom37_atom_exists": amask.astype(np.float32),  # the synthetic chains have no other atoms
-        "backbone_rigid_tensor": frames,
-        "backbone_rigid_mask": frames_mask,
+        **{k: chain[k][sl] for k in CHAIN_ATOM_FEATURES},
         "pseudo_beta": pb.astype(np.float32),
         "pseudo_beta_mask": pb_mask.astype(np.float32),
-        "chi_angles_sin_cos": chi_sc[:, 3:],
-        "chi_mask": chi_mask[:, 3:],
-        "chi_pi_periodic": np.array(
-            [[(RESTYPES[a], k) in CHI_PI_PERIODIC for k in range(4)] for a in aatype], np.float32
-        ),
         "resolution": np.float32(raw["resolution"]),
         "seq_length": np.int64(n),
         "use_clamped_fape": np.float32(rng.random() < clamped_fape_probability if train else 1.0),
     }
     return pad(f, crop if train else length)
 
+
+# the atom-level features of the chain the loader passes on (reference names)
+CHAIN_ATOM_FEATURES = (
+    "atom14_atom_exists",
+    "residx_atom14_to_atom37",
+    "residx_atom37_to_atom14",
+    "atom37_atom_exists",
+    "atom14_gt_exists",
+    "atom14_gt_positions",
+    "atom14_alt_gt_positions",
+    "atom14_alt_gt_exists",
+    "atom14_atom_is_ambiguous",
+    "rigidgroups_gt_frames",
+    "rigidgroups_gt_exists",
+    "rigidgroups_group_exists",
+    "rigidgroups_group_is_ambiguous",
+    "rigidgroups_alt_gt_frames",
+    "backbone_rigid_tensor",
+    "backbone_rigid_mask",
+    "chi_angles_sin_cos",
+    "chi_mask",
+)
+TEMPLATE_ATOMS = ("template_aatype", "template_all_atom_positions", "template_all_atom_mask")
 
 # residue axis of each feature (the others are per chain)
 RESIDUE_AXIS = {
@@ -473,14 +509,9 @@ RESIDUE_AXIS = {
     "template_torsion_angles_mask": 1,
     "all_atom_positions": 0,
     "all_atom_mask": 0,
-    "atom37_atom_exists": 0,
-    "backbone_rigid_tensor": 0,
-    "backbone_rigid_mask": 0,
+    **dict.fromkeys(CHAIN_ATOM_FEATURES, 0),
     "pseudo_beta": 0,
     "pseudo_beta_mask": 0,
-    "chi_angles_sin_cos": 0,
-    "chi_mask": 0,
-    "chi_pi_periodic": 0,
 }
 
 

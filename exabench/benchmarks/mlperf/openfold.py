@@ -197,7 +197,7 @@ class OpenFold(Benchmark):
         from exabench.benchmarks.mlperf.harness import TrainingRun, allreduce
         from exabench.data import openfold as data
         from exabench.errors import ConfigError
-        from exabench.models.alphafold import AlphaFold
+        from exabench.models.alphafold import AlphaFold, atoms
         from exabench.models.alphafold.loss import LossWeights, alphafold_loss, lddt_ca
 
         if p.min_length > p.max_length:
@@ -210,6 +210,7 @@ class OpenFold(Benchmark):
             root = tr.data_root(
                 lambda r: data.generate(
                     r,
+                    atoms,
                     p.n_train,
                     p.n_validation,
                     p.min_length,
@@ -304,6 +305,7 @@ class OpenFold(Benchmark):
                                 p.max_extra_msa,
                                 p.max_templates,
                                 train=True,
+                                atoms=atoms,
                             )
                             for f in files
                         ]
@@ -343,6 +345,7 @@ class OpenFold(Benchmark):
                                     p.max_extra_msa,
                                     p.max_templates,
                                     train=False,
+                                    atoms=atoms,
                                 )
                             ]
                         )

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import torch
 
-# Ideal backbone atoms in the backbone frame (Angstrom), Engh & Huber geometry as AlphaFold2
-# tabulates it for alanine; C-beta is used for every non-glycine residue.
+# Alanine's N and C in its backbone frame (Angstrom; every residue's own: residues.LITERATURE).
 IDEAL_N = (-0.525, 1.363, 0.0)
 IDEAL_C = (1.526, 0.0, 0.0)
-IDEAL_CB = (-0.529, -0.774, -1.205)
 
 
 def apply(rot: torch.Tensor, trans: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -59,9 +57,3 @@ def compose_update(rot: torch.Tensor, trans: torch.Tensor, update: torch.Tensor)
     q = torch.cat([torch.ones_like(update[..., :1]), update[..., :3]], dim=-1)
     q = q / q.norm(dim=-1, keepdim=True)
     return rot @ quaternion_to_rotation(q), trans + torch.einsum("...ij,...j->...i", rot, update[..., 3:])
-
-
-def pseudo_beta(rot: torch.Tensor, trans: torch.Tensor, is_gly: torch.Tensor) -> torch.Tensor:
-    """C-beta (C-alpha for glycine) placed with ideal geometry in each backbone frame."""
-    cb = apply(rot, trans, trans.new_tensor(IDEAL_CB).expand_as(trans))
-    return torch.where(is_gly[..., None], trans, cb)

@@ -1,13 +1,18 @@
 """The training loss of the MLCommons HPC OpenFold reference (openfold/openfold/loss.py with the
 initial-training LossConfig) and the lDDT-Ca metric of its validation_metrics.py.
 
-Terms and weights: FAPE 1.0 (backbone 0.5, side chains 0.5), supervised chi 1.0, distogram 0.3,
-masked MSA 2.0, pLDDT 0.01, experimentally resolved 0.0 (computed and weighted 0, as the
-reference does); the violation loss weighs 0.0 at this stage and the pTM loss is off, so
-neither is computed. The weighted sum is scaled by the square root
-of the cropped length and averaged over the batch. Not computed here: the side-chain FAPE (it
-needs all-atom side chains, which this implementation does not build), so the FAPE term is
-its backbone half only.
+Terms and weights: FAPE 1.0 (backbone 0.5: C-alphas in the backbone frames of every
+structure-module iteration; side chains 0.5: all atom14 atoms in all 8 rigid-group frames of
+the last iteration, against the ground truth renamed per residue to whichever naming of its
+symmetric atoms fits the prediction better, clamped at 10 A, length scale 10 A), supervised
+chi 1.0, distogram 0.3, masked MSA 2.0, pLDDT 0.01, experimentally resolved 0.0 (computed
+and weighted 0, as the reference does). The weighted sum is scaled by the square root of the
+cropped length and averaged over the batch.
+
+Not computed: the violation loss (bond lengths and angles, clashes). The reference computes
+it every step but weighs it 0.0 in initial training, so it changes neither the total nor a
+gradient; it would need the stereochemistry tables it alone uses. The pTM loss is off in
+initial training.
 """
 
 from __future__ import annotations
@@ -17,14 +22,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from exabench.models.alphafold import geometry
+from exabench.models.alphafold import atoms, geometry
 
 
 @dataclass(frozen=True)
 class LossWeights:
     fape: float = 1.0
     fape_backbone: float = 0.5
-    fape_sidechain: float = 0.5  # logged; the side-chain term itself is not computed (see above)
+    fape_sidechain: float = 0.5
     supervised_chi: float = 1.0
     chi_weight: float = 0.5
     angle_norm_weight: float = 0.01
@@ -32,8 +37,10 @@ class LossWeights:
     masked_msa: float = 2.0
     plddt: float = 0.01
     experimentally_resolved: float = 0.0  # 0.01 only in fine-tuning
-    clamp_distance: float = 10.0
+    clamp_distance: float = 10.0  # backbone FAPE (when clamped)
     length_scale: float = 10.0
+    sidechain_clamp_distance: float = 10.0
+    sidechain_length_scale: float = 10.0
     distogram_bins: tuple = (2.3125, 21.6875, 64)
     plddt_bins: int = 50
     plddt_cutoff: float = 15.0
@@ -44,24 +51,94 @@ def _masked_mean(mask, value, dims, eps=1e-4):
     return (mask * value).sum(dims) / (eps + mask.sum(dims))
 
 
+def compute_fape(
+    frames: tuple,
+    true_frames: tuple,
+    frames_mask: torch.Tensor,
+    points: torch.Tensor,
+    true_points: torch.Tensor,
+    points_mask: torch.Tensor,
+    length_scale: float,
+    clamp: float | None,
+    eps: float,
+) -> torch.Tensor:
+    """Algorithm 28: the distance between each point seen from each predicted frame and the
+    true point seen from the true frame, clamped, over the length scale, averaged over
+    frames [*, F] and points [*, P] (frames: (rot [*, F, 3, 3], trans [*, F, 3]))."""
+    local = geometry.invert_apply(frames[0][..., :, None, :, :], frames[1][..., :, None, :], points[..., None, :, :])
+    true_local = geometry.invert_apply(
+        true_frames[0][..., :, None, :, :], true_frames[1][..., :, None, :], true_points[..., None, :, :]
+    )
+    dist = torch.sqrt(((local - true_local) ** 2).sum(-1) + eps)  # [*, F, P]
+    if clamp is not None:
+        dist = dist.clamp(max=clamp)
+    err = dist / length_scale * frames_mask[..., :, None] * points_mask[..., None, :]
+    err = err.sum(-1) / (eps + frames_mask.sum(-1))[..., None]
+    return err.sum(-1) / (eps + points_mask.sum(-1))
+
+
 def backbone_fape(out: dict, batch: dict, w: LossWeights, eps: float = 1e-4) -> torch.Tensor:
-    """Frame-aligned point error of C-alphas in every backbone frame, averaged over the structure
-    module's blocks; clamped at 10 A when batch["use_clamped_fape"] is 1, unclamped otherwise."""
+    """FAPE of C-alphas in every backbone frame, averaged over the structure module's blocks;
+    clamped at 10 A when batch["use_clamped_fape"] is 1, unclamped otherwise."""
     rot_p, t_p = out["sm_frames_rot"], out["sm_frames_trans"]  # [B, blocks, N, 3, 3], [B, blocks, N, 3]
     gt = batch["backbone_rigid_tensor"][:, None]
-    rot_t, t_t = gt[..., :3, :3], gt[..., :3, 3]
+    true = (gt[..., :3, :3], gt[..., :3, 3])
     mask = batch["backbone_rigid_mask"][:, None]
-    local_p = geometry.invert_apply(rot_p[..., :, None, :, :], t_p[..., :, None, :], t_p[..., None, :, :])
-    local_t = geometry.invert_apply(rot_t[..., :, None, :, :], t_t[..., :, None, :], t_t[..., None, :, :])
-    dist = torch.sqrt(((local_p - local_t) ** 2).sum(-1) + eps)  # [B, blocks, frames, points]
-    pair = mask[..., :, None] * mask[..., None, :]
 
-    def fape(d):
-        return (d / w.length_scale * pair).sum((-1, -2)) / ((eps + mask.sum(-1)) ** 2)
+    def fape(clamp):
+        return compute_fape((rot_p, t_p), true, mask, t_p, true[1], mask, w.length_scale, clamp, eps)
 
     clamped = batch["use_clamped_fape"][:, None]
-    value = fape(dist.clamp(max=w.clamp_distance)) * clamped + fape(dist) * (1 - clamped)
+    value = fape(w.clamp_distance) * clamped + fape(None) * (1 - clamped)
     return value.mean(1)
+
+
+def renamed_ground_truth(batch: dict, positions: torch.Tensor, eps: float = 1e-10) -> dict:
+    """Algorithm 26: per residue, the naming of its symmetric atoms (true or swapped) whose
+    distances to the residue's unambiguous atoms and to every other residue's atoms match the
+    predicted atom14 `positions` [B, N, 14, 3] better; the ground truth renamed accordingly."""
+
+    def dists(x):
+        return torch.sqrt(eps + ((x[..., :, None, :, None, :] - x[..., None, :, None, :, :]) ** 2).sum(-1))
+
+    pred = dists(positions)  # [B, N, N, 14, 14]
+    gt, alt = batch["atom14_gt_positions"], batch["atom14_alt_gt_positions"]
+    exists, ambiguous = batch["atom14_gt_exists"], batch["atom14_atom_is_ambiguous"]
+    mask = (exists * ambiguous)[..., :, None, :, None] * (exists * (1.0 - ambiguous))[..., None, :, None, :]
+    err = (mask * torch.sqrt(eps + (pred - dists(gt)) ** 2)).sum((-1, -2, -3))
+    alt_err = (mask * torch.sqrt(eps + (pred - dists(alt)) ** 2)).sum((-1, -2, -3))
+    better = (alt_err < err).to(positions.dtype)  # [B, N]
+    alt_exists = batch["atom14_alt_gt_exists"]
+    return {
+        "alt_naming_is_better": better,
+        "renamed_atom14_gt_positions": (1.0 - better[..., None, None]) * gt + better[..., None, None] * alt,
+        "renamed_atom14_gt_exists": (1.0 - better[..., None]) * exists + better[..., None] * alt_exists,
+    }
+
+
+def sidechain_fape(out: dict, batch: dict, renamed: dict, w: LossWeights, eps: float = 1e-4) -> torch.Tensor:
+    """FAPE of every atom14 atom in every rigid-group frame of the last iteration, against the
+    renamed ground truth (and, where the alternative naming won, the alternative frames)."""
+    better = renamed["alt_naming_is_better"][..., None, None, None]
+    true = (1.0 - better) * batch["rigidgroups_gt_frames"] + better * batch["rigidgroups_alt_gt_frames"]
+    B = true.shape[0]
+    true = true.reshape(B, -1, 4, 4)
+    frames = (out["sm_sidechain_rot"][:, -1].reshape(B, -1, 3, 3), out["sm_sidechain_trans"][:, -1].reshape(B, -1, 3))
+    return compute_fape(
+        frames,
+        (true[..., :3, :3], true[..., :3, 3]),
+        batch["rigidgroups_gt_exists"].reshape(B, -1),
+        out["sm_positions"][:, -1].reshape(B, -1, 3),
+        renamed["renamed_atom14_gt_positions"].reshape(B, -1, 3),
+        renamed["renamed_atom14_gt_exists"].reshape(B, -1),
+        w.sidechain_length_scale,
+        w.sidechain_clamp_distance,
+        eps,
+    )
+
+
+def fape(out: dict, batch: dict, renamed: dict, w: LossWeights) -> torch.Tensor:
+    return w.fape_backbone * backbone_fape(out, batch, w) + w.fape_sidechain * sidechain_fape(out, batch, renamed, w)
 
 
 def supervised_chi(out: dict, batch: dict, w: LossWeights, eps: float = 1e-8) -> torch.Tensor:
@@ -69,13 +146,14 @@ def supervised_chi(out: dict, batch: dict, w: LossWeights, eps: float = 1e-8) ->
     compared to both), plus the angle-norm penalty on the unnormalised angles."""
     pred = out["sm_angles"][..., 3:, :]  # [B, blocks, N, 4, 2]
     true = batch["chi_angles_sin_cos"][:, None]
-    shifted = true * (1 - 2 * batch["chi_pi_periodic"])[:, None, ..., None]
+    periodic = atoms.table("CHI_PI_PERIODIC", pred)[batch["aatype"]]
+    shifted = true * (1 - 2 * periodic)[:, None, ..., None]
     err = torch.minimum(((true - pred) ** 2).sum(-1), ((shifted - pred) ** 2).sum(-1))
     chi_mask = batch["chi_mask"][:, None].expand_as(err)
-    loss = w.chi_weight * _masked_mean(chi_mask, err, (-1, -2, -3), eps)
+    loss = w.chi_weight * _masked_mean(chi_mask, err, (-1, -2, -3))
     norm = torch.sqrt((out["sm_unnormalized_angles"] ** 2).sum(-1) + eps)
     seq = batch["seq_mask"][:, None, :, None].expand_as(norm)
-    return loss + w.angle_norm_weight * _masked_mean(seq, (norm - 1.0).abs(), (-1, -2, -3), eps)
+    return loss + w.angle_norm_weight * _masked_mean(seq, (norm - 1.0).abs(), (-1, -2, -3))
 
 
 def distogram(out: dict, batch: dict, w: LossWeights, eps: float = 1e-8) -> torch.Tensor:
@@ -147,8 +225,9 @@ def experimentally_resolved(out: dict, batch: dict, w: LossWeights, eps: float =
 
 def alphafold_loss(out: dict, batch: dict, w: LossWeights = LossWeights()) -> tuple[torch.Tensor, dict]:
     """(scaled weighted total averaged over the batch, each weighted term's batch mean)."""
+    renamed = renamed_ground_truth(batch, out["sm_positions"][:, -1])
     terms = {
-        "fape": w.fape * w.fape_backbone * backbone_fape(out, batch, w),
+        "fape": w.fape * fape(out, batch, renamed, w),
         "supervised_chi": w.supervised_chi * supervised_chi(out, batch, w),
         "distogram": w.distogram * distogram(out, batch, w),
         "masked_msa": w.masked_msa * masked_msa(out, batch, w),

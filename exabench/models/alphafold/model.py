@@ -8,14 +8,12 @@ import torch
 from torch import nn
 
 from exabench.models.alphafold import embedders as emb
-from exabench.models.alphafold import geometry
+from exabench.models.alphafold import atoms
 from exabench.models.alphafold.config import AlphaFoldConfig
 from exabench.models.alphafold.evoformer import EvoformerStack, ExtraMSAStack
 from exabench.models.alphafold.heads import AuxiliaryHeads
 from exabench.models.alphafold.pair import TemplatePairStack
 from exabench.models.alphafold.structure import StructureModule
-
-GLYCINE = 7  # index of G in the AlphaFold residue order ARNDCQEGHILKMFPSTWYV
 
 
 class AlphaFold(nn.Module):
@@ -129,11 +127,13 @@ class AlphaFold(nn.Module):
         z = self.extra_msa_stack(a, z, f["extra_msa_mask"], pair_mask)
         m, z, s = self.evoformer_stack(m, z, msa_mask, pair_mask)
         out = {"msa": m[:, :n_clust], "pair": z, "single": s}
-        sm = self.structure_module(s, z, seq_mask)
+        sm = self.structure_module(s, z, seq_mask, f["aatype"])
         out.update({"sm_" + k: v for k, v in sm.items()})
-        rot, trans = sm["frames_rot"][:, -1], sm["frames_trans"][:, -1]
-        out["final_ca"] = trans
-        x_prev = geometry.pseudo_beta(rot, trans, f["aatype"] == GLYCINE)
+        final = atoms.atom14_to_atom37(sm["positions"][:, -1], f["residx_atom37_to_atom14"], f["atom37_atom_exists"])
+        out["final_atom_positions"] = final
+        out["final_ca"] = final[..., 1, :]
+        # the next recycling iteration embeds the built C-betas (C-alphas of glycines)
+        x_prev = atoms.pseudo_beta(f["aatype"], final)
         return out, (m[:, 0].detach(), z.detach(), x_prev.detach())
 
 

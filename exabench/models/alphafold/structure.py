@@ -1,5 +1,6 @@
 """The structure module (supplement 1.8): invariant point attention, the backbone update and
-the torsion-angle ResNet, iterated over shared weights."""
+the torsion-angle ResNet, iterated over shared weights; each iteration's frames and torsions
+place every heavy atom (rigid-group frames and atom14 positions, exabench.models.alphafold.atoms)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from exabench.models.alphafold import geometry
+from exabench.models.alphafold import atoms, geometry
 from exabench.models.alphafold.primitives import Linear
 
 
@@ -88,7 +89,9 @@ class AngleResnet(nn.Module):
 class StructureModule(nn.Module):
     """Algorithm 20: num_blocks applications of IPA, transition, backbone update and angle
     ResNet with shared weights, starting from identity frames ("black hole" initialisation).
-    Frames are kept in nanometres and scaled by `scale_factor` to Angstrom on output."""
+    Frames are kept in nanometres and scaled by `scale_factor` to Angstrom on output. Every
+    iteration also builds the 8 rigid-group frames and the atom14 positions of the residues
+    `aatype` from its Angstrom backbone frames and normalised torsions, as the reference does."""
 
     def __init__(
         self,
@@ -127,7 +130,7 @@ class StructureModule(nn.Module):
         self.bb_update = Linear(c_s, 6, init="final")
         self.angle_resnet = AngleResnet(c_s, c_hidden_ang_res, num_ang_res_blocks, num_angles, eps)
 
-    def forward(self, s, z, mask):
+    def forward(self, s, z, mask, aatype):
         s = self.layer_norm_s(s)
         z = self.layer_norm_z(z)
         s_initial = s
@@ -135,22 +138,29 @@ class StructureModule(nn.Module):
         B, N = s.shape[:2]
         rot = torch.eye(3, dtype=s.dtype, device=s.device).expand(B, N, 3, 3)
         trans = s.new_zeros(B, N, 3)
-        rots, transs, raws, angles = [], [], [], []
+        rots, transs, raws, angles, group_rots, group_transs, positions = [], [], [], [], [], [], []
         for _ in range(self.num_blocks):
             s = s + self.ipa(s, z, rot, trans, mask)
             s = self.layer_norm_ipa(self.ipa_dropout(s))
             s = self.layer_norm_transition(self.transition_dropout(s + self.transition(s)))
             rot, trans = geometry.compose_update(rot, trans, self.bb_update(s))
             raw, angle = self.angle_resnet(s, s_initial)
+            group_rot, group_trans = atoms.torsion_frames(rot, trans * self.scale_factor, angle, aatype)
             rots.append(rot)
             transs.append(trans * self.scale_factor)
             raws.append(raw)
             angles.append(angle)
+            group_rots.append(group_rot)
+            group_transs.append(group_trans)
+            positions.append(atoms.atom14_from_frames(group_rot, group_trans, aatype))
             rot = rot.detach()  # Algorithm 20 line 20: no gradient through rotations between blocks
         return {
             "frames_rot": torch.stack(rots, 1),
             "frames_trans": torch.stack(transs, 1),
             "unnormalized_angles": torch.stack(raws, 1),
             "angles": torch.stack(angles, 1),
+            "sidechain_rot": torch.stack(group_rots, 1),  # [B, blocks, N, 8, 3, 3]
+            "sidechain_trans": torch.stack(group_transs, 1),  # [B, blocks, N, 8, 3]
+            "positions": torch.stack(positions, 1),  # [B, blocks, N, 14, 3] atom14, Angstrom
             "single": s,
         }
