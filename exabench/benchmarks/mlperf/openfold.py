@@ -33,7 +33,8 @@ VAL_CAMEO_DATES = ("2021-09-17", "2021-12-11")
 VAL_MAX_SEQUENCE_LENGTH = 700
 REFERENCE_TRAIN_SAMPLES, REFERENCE_EVAL_SAMPLES = 594595, 180
 # The tiny network's weight average after training from scratch on the tiny preset's synthetic
-# set to lDDT-Ca 0.771 (how it was made: docs/mlperf-hpc.md); init_checkpoint "tiny" names it.
+# set to lDDT-Ca 0.771, made before side chains were built and kept since (how and why:
+# docs/mlperf-hpc.md); init_checkpoint "tiny" names it.
 TINY_CHECKPOINT = Path(__file__).with_name("openfold-tiny-init.pt")
 
 
