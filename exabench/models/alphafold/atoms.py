@@ -7,6 +7,8 @@ Frames are (rotation [*, 3, 3], translation [*, 3]) pairs, as in geometry.py."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 
 from exabench.models.alphafold import residues
@@ -14,8 +16,13 @@ from exabench.models.alphafold import residues
 
 def table(name: str, like: torch.Tensor) -> torch.Tensor:
     """A residues table on `like`'s device (float tables in its dtype)."""
+    return _table(name, like.device, like.dtype)
+
+
+@lru_cache(maxsize=None)
+def _table(name: str, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     t = torch.from_numpy(getattr(residues, name))
-    return t.to(like.device, like.dtype if t.is_floating_point() else t.dtype)
+    return t.to(device, dtype if t.is_floating_point() else t.dtype)
 
 
 def compose(rot_a, trans_a, rot_b, trans_b):
