@@ -116,7 +116,7 @@ def synthetic_sequence(rng: np.random.Generator, length: int) -> np.ndarray:
 PSI = {**dict.fromkeys(HELIX, -47.0), **dict.fromkeys(STRAND, 130.0), **dict.fromkeys(LOOP, 150.0)}
 
 
-def torch_call(fn, *arrays, **kwargs) -> dict:
+def torch_call(fn, *arrays, **kwargs) -> dict | tuple:
     """Call a torch function of the atoms module on numpy arrays (float64); numpy back."""
     import torch
 
