@@ -135,6 +135,19 @@ def test_small_runs_go_to_small_allocations_and_a_campaign_that_fits_stays_one_b
     assert sum(b.idle_node_hours for b in bundles) == 0
 
 
+def test_runs_of_different_time_limits_are_packed_longest_first_into_the_queues_walltime():
+    # 12 Polaris nodes: small admits 180 minutes, 175 of them for runs. First fit, longest first:
+    # 100 + 60 + 15, 90 + 50, 40: three bundles, the fewest 355 minutes of runs can take.
+    s, wide = _polaris_run(12, 600, "w")
+    runs = [dataclasses.replace(wide, run_id=f"m{m}", timeout_s=m * 60) for m in (15, 40, 50, 60, 90, 100)]
+    runs.append(dataclasses.replace(runs[0], run_id="x", timeout_s=200 * 60))  # 205 min on 12 nodes: no queue
+    bundles = plan_bundles(runs[:-1], s, "c", "c.yaml")
+    assert [[r.run_id for r in b.runs] for b in bundles] == [["m15", "m60", "m100"], ["m50", "m90"], ["m40"]]
+    assert [b.minutes for b in bundles] == [180, 145, 45] and {b.queue for b in bundles} == {"prod"}
+    with pytest.raises(ConfigError, match="run 'x' a 205-minute job on 12 node"):
+        plan_bundles(runs, s, "c", "c.yaml")
+
+
 def test_a_run_no_queue_admits_even_alone_stops_naming_the_config_the_run_and_the_queues():
     s, ok = _polaris_run(1, 3000, "ok")
     _, long = _polaris_run(1, 7200, "too-long")  # 125 minutes on 1 node: debug and debug-scaling stop at 60

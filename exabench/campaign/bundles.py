@@ -82,16 +82,21 @@ def _pack(runs: list[Run], room: int) -> list[list[Run]]:
     (0: no limit), each list in config order."""
     if not room:
         return [runs]
-    bins: list[list] = []  # [minutes used, indices]
-    for i in sorted(range(len(runs)), key=lambda i: -_run_minutes(runs[i])):
+    order = sorted(range(len(runs)), key=lambda i: -_run_minutes(runs[i]))
+    shortest = _run_minutes(runs[order[-1]])
+    bins: list[list] = []  # [minutes used, indices], in the order opened
+    open_bins: list[list] = []  # those with room left for the shortest run (a full one is never tried again)
+    for i in order:
         need = _run_minutes(runs[i])
-        for b in bins:
-            if b[0] + need <= room:
-                b[0] += need
-                b[1].append(i)
-                break
-        else:
-            bins.append([need, [i]])
+        target = next((b for b in open_bins if b[0] + need <= room), None)
+        if target is None:
+            target = [0, []]
+            bins.append(target)
+            open_bins.append(target)
+        target[0] += need
+        target[1].append(i)
+        if target[0] + shortest > room:
+            open_bins.remove(target)
     return [[runs[i] for i in sorted(b[1])] for b in bins]
 
 
