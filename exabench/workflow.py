@@ -19,7 +19,7 @@ from exabench.containers import build_image, image_dir, needed_images  # noqa: F
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import render_node_sweep
-from exabench.campaign.bundles import plan_bundles  # noqa: F401 - the rule files' names
+from exabench.campaign.bundles import over_user_limits, plan_bundles  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as plan_runs
 from exabench.campaign.render import RunPaths, bundle_path, walltime_min, write_bundle, write_bundles, write_run_files
@@ -210,6 +210,9 @@ def write_bundle_scripts(bundles, site, results_dir, log_path) -> None:
             _say(log, f"{path}: {len(b.runs)} run(s), {b.nodes} node(s), {b.minutes} min, queue {b.queue or '-'}")
         _say(log, f"exabench: {len(bundles)} bundle script(s) in {Path(results_dir) / 'bundles'}; submit each "
                   f"(exabench plan --bundle shows the plan)", echo=True)
+        for queue, (n, limit) in over_user_limits(bundles, site).items():
+            _say(log, f"exabench: queue {queue} takes only {limit} job(s) per user at once ({site.path}): "
+                      f"submit its {n} bundles as earlier ones end", echo=True)
 
 
 # --- run -----------------------------------------------------------------------------------------

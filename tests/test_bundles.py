@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exabench.campaign.bundles import longest_walltime, plan_bundles
+from exabench.campaign.bundles import longest_walltime, over_user_limits, plan_bundles
 from exabench.campaign.plan import expand
 from exabench.campaign.render import bundle_path, write_bundles, write_runs_files
 from exabench.campaign.site import WALLTIME_MARGIN_MIN, bundle_minutes, check_walltime, load_site, resolve_layout
@@ -81,6 +81,25 @@ def test_the_whole_site_campaigns_of_the_bundle_mode_sites_are_split():
     assert {b.queue for b in single} == {"debug"} and {len(b.runs) for b in single} == {1}
     wide = [(len(b.runs), b.minutes, b.queue) for b in polaris if b.nodes == 64]
     assert wide == [(11, 335, "prod"), (4, 125, "prod")]
+
+
+def test_bundles_past_a_queues_per_user_limit_are_named_in_the_plan():
+    # ALCF: debug-scaling takes one job per user at a time; Polaris' 4- and 8-node runs (30) only fit there.
+    for name in ("polaris", "aurora"):
+        _, s, _, bundles = _bundles(name)
+        assert over_user_limits(bundles, s) == {"debug-scaling": (30, 1)}, name
+    _, s, _, bundles = _bundles("summit")  # batch: 100 per user, shared by the bins
+    assert over_user_limits(bundles, s) == {} and len(bundles) < 100
+    assert over_user_limits(bundles * 3, s) == {"batch": (3 * len(bundles), 100)}
+    res = subprocess.run(
+        [sys.executable, "-m", "exabench", "plan", "--site", "profiles/polaris/site.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "queue debug-scaling: 30 bundles, but one user may have only 1 there at once" in res.stdout
 
 
 @pytest.mark.parametrize("name", PROFILES)

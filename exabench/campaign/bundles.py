@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from exabench.campaign.plan import Run, check_queue
-from exabench.campaign.site import WALLTIME_MARGIN_MIN, Site, bundle_minutes, check_walltime
+from exabench.campaign.site import WALLTIME_MARGIN_MIN, Site, bundle_minutes, candidate_queues, check_walltime
 from exabench.errors import LayoutError
 
 
@@ -66,11 +66,7 @@ def longest_walltime(site: Site, nodes: int) -> int:
     """The longest walltime (minutes) a job of `nodes` nodes may ask for on the site: the most any
     queue that admits the node count allows (only the queue `partition` names, if set), capped by
     limits.max_walltime_min; 0 where nothing limits it."""
-    limits = [
-        q.max_walltime_min
-        for q in site.queues
-        if (not site.partition or site.partition in (q.name, q.submit_as)) and q.admits(nodes, 1, site.max_nodes)
-    ]
+    limits = [q.max_walltime_min for q in candidate_queues(site) if q.admits(nodes, 1, site.max_nodes)]
     longest = max(limits, default=0)
     if site.max_walltime_min:
         longest = min(longest, site.max_walltime_min) if longest else site.max_walltime_min
@@ -125,6 +121,21 @@ def plan_bundles(runs: list[Run], site: Site, campaign: str, config_file: str) -
             raise AssertionError(f"bundle {name} fits no queue of site {site.name}")
         bundles.append(bundle)
     return bundles
+
+
+def over_user_limits(bundles: list[Bundle], site: Site) -> dict[str, tuple[int, int]]:
+    """{queue: (bundles sent there, the jobs one user may have there at once)} for each queue whose
+    declared per-user limit (queues[].max_queued_per_user) the bundles exceed: the scheduler refuses
+    the rest until earlier ones end."""
+    limits: dict[str, int] = {}
+    for q in candidate_queues(site):
+        if q.max_queued_per_user:
+            name = q.submit_as or q.name
+            limits[name] = min(limits.get(name, q.max_queued_per_user), q.max_queued_per_user)
+    counts: dict[str, int] = {}
+    for b in bundles:
+        counts[b.queue] = counts.get(b.queue, 0) + 1
+    return {q: (n, limits[q]) for q, n in counts.items() if q in limits and n > limits[q]}
 
 
 def bundle_overview(bundles: list[Bundle]) -> list[dict]:
