@@ -202,10 +202,11 @@ def bundle_outputs(bundles, results_dir: str) -> list[str]:
     return [str(bundle_path(Path(results_dir), b)) for b in bundles]
 
 
-def write_bundle_scripts(bundles, site, results_dir, log_path) -> None:
-    """Every bundle's script; the log and the terminal list them with their nodes, walltime and queue."""
+def write_bundle_scripts(bundles, site, results_dir, campaign, log_path) -> None:
+    """Every bundle's script (an earlier plan's scripts of the campaign removed); the log lists them
+    with their nodes, walltime and queue."""
     with logged(log_path) as log:
-        paths = write_bundles(bundles, site, Path(results_dir))
+        paths = write_bundles(bundles, site, Path(results_dir), campaign)
         for b, path in zip(bundles, paths):
             _say(log, f"{path}: {len(b.runs)} run(s), {b.nodes} node(s), {b.minutes} min, queue {b.queue or '-'}")
         _say(log, f"exabench: {len(bundles)} bundle script(s) in {Path(results_dir) / 'bundles'}; submit each "

@@ -204,8 +204,19 @@ def test_a_split_campaign_runs_for_real_through_the_local_bundle_scripts(tmp_pat
     assert [(b.name, len(b.runs), b.minutes) for b in bundles] == [("split-01-of-02", 2, 7), ("split-02-of-02", 1, 6)]
     results = tmp_path / "results"
     write_runs_files(runs, s, results)
+    # An earlier plan's scripts of the campaign go; another campaign's and the throughput script stay.
+    (results / "bundles").mkdir()
+    for old in ("split.sh", "split-01-of-03.sh", "split.throughput.sh", "other-01-of-02.sh"):
+        (results / "bundles" / old).write_text("#!/bin/bash\n")
+    paths = write_bundles(bundles, s, results, "split")
+    assert sorted(p.name for p in (results / "bundles").iterdir()) == [
+        "other-01-of-02.sh",
+        "split-01-of-02.sh",
+        "split-02-of-02.sh",
+        "split.throughput.sh",
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO))  # this checkout's package
-    for path in write_bundles(bundles, s, results):
+    for path in paths:
         proc = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=240, env=env)
         assert proc.returncode == 0 and "0 run(s) failed" in proc.stdout, proc.stdout + proc.stderr
     for r in runs:

@@ -386,13 +386,21 @@ def bundle_path(root: Path, bundle: Bundle) -> Path:
     return Path(root) / "bundles" / f"{bundle.name}.sh"
 
 
-def write_bundles(bundles: list[Bundle], site: Site, root: Path) -> list[Path]:
+def write_bundles(bundles: list[Bundle], site: Site, root: Path, campaign: str = "") -> list[Path]:
     """Render the script of every bundle of a plan (exabench.campaign.bundles), then write them all
-    in one batch, none if one fails to render."""
+    in one batch, none if one fails to render. With `campaign`, the campaign's scripts of an earlier
+    plan that this one no longer has (<campaign>.sh, <campaign>-NN-of-NN.sh) are removed, so that
+    submitting every script in the folder submits this plan."""
     from exabench.io import atomic_write_many
     files = [(bundle_path(root, b), render_bundle(list(b.runs), site, root, b.name), 0o755) for b in bundles]
     atomic_write_many(files)
-    return [f[0] for f in files]
+    paths = [f[0] for f in files]
+    if campaign:
+        mine = re.compile(rf"{re.escape(campaign)}(-\d+-of-\d+)?\.sh")
+        for old in (Path(root) / "bundles").glob(f"{campaign}*.sh"):
+            if mine.fullmatch(old.name) and old not in paths:
+                old.unlink()
+    return paths
 
 
 def _bundle_body(site: Site, specs: list[str], concurrent: bool = False) -> str:

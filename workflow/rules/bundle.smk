@@ -22,4 +22,4 @@ rule bundle:
     params:
         runs=get_plan_params,
     run:
-        pipeline.write_bundle_scripts(BUNDLES, SITE, RESULTS, log[0])
+        pipeline.write_bundle_scripts(BUNDLES, SITE, RESULTS, config["campaign"], log[0])
