@@ -19,21 +19,55 @@ def _load(args):
 
 
 def cmd_plan(args) -> int:
-    from exabench.campaign.plan import bundle_node_hours, check_bundle, node_hours, plan_overview, queue_counts
-    import pandas as pd
-    _, site, runs = _load(args)
-    if args.bundle:
-        check_bundle(runs, site, args.config)
-    rows = plan_overview(runs, site)
-    width = max((len(r["run"]) for r in rows), default=3)
-    print(pd.DataFrame(rows).to_string(index=False, formatters={"run": lambda v: f"{v:<{width}}"}))
-    hours = sum(node_hours(r) for r in runs)
-    print(f"\n{len(runs)} runs of campaign {runs[0].campaign if runs else '-'} ({args.config}) on site {site.name}: "
-          f"{hours:,.1f} node-hours requested" + (f" ({bundle_node_hours(runs):,.1f} as one bundle)" if runs else ""))
-    if site.queues:
-        where = ", ".join(f"{q} ({n})" for q, n in queue_counts(runs, site, args.bundle).items())
-        print(f"{'bundle' if args.bundle else 'jobs'} in queue: {where}")
+    from exabench.campaign.bundles import plan_bundles
+    from exabench.campaign.plan import node_hours, plan_overview, queue_counts
+    config, site, runs = _load(args)
+    bundles = plan_bundles(runs, site, config["campaign"], args.config)
+    bundle_hours = sum(b.node_hours for b in bundles)
+    if not args.bundle:
+        rows = plan_overview(runs, site)
+        _print_table(rows, "run")
+        hours = sum(node_hours(r) for r in runs)
+        print(f"\n{len(runs)} runs of campaign {runs[0].campaign if runs else '-'} ({args.config}) on site "
+              f"{site.name}: {hours:,.1f} node-hours requested ({bundle_hours:,.1f} as {len(bundles)} "
+              f"bundle{'s' if len(bundles) != 1 else ''})")
+        if site.queues:
+            print("jobs in queue: " + ", ".join(f"{q} ({n})" for q, n in queue_counts(runs, site).items()))
+        print()
+    _print_bundles(bundles, site, config["campaign"], args.bundle)
     return 0
+
+
+def _print_table(rows: list[dict], first: str) -> None:
+    import pandas as pd
+    width = max((len(r[first]) for r in rows), default=3)
+    print(pd.DataFrame(rows).to_string(index=False, formatters={first: lambda v: f"{v:<{width}}"}))
+
+
+def _print_bundles(bundles, site, campaign: str, with_runs: bool) -> None:
+    """Bundle mode's plan: one row per allocation, the totals, and (with_runs) each bundle's runs."""
+    from exabench.campaign.bundles import bundle_overview, over_user_limits
+    if not bundles:
+        return
+    _print_table(bundle_overview(bundles), "bundle")
+    hours, idle = sum(b.node_hours for b in bundles), sum(b.idle_node_hours for b in bundles)
+    split = "" if len(bundles) == 1 else (
+        f" (no queue admits campaign {campaign} as one bundle: runs grouped by node count, each group packed up to "
+        "the longest walltime a queue admits for it)")
+    print(f"\n{len(bundles)} bundle{'s' if len(bundles) != 1 else ''} of {sum(len(b.runs) for b in bundles)} runs "
+          f"on site {site.name}: {hours:,.1f} node-hours requested, {idle:,.1f} of them idle on nodes a narrower run "
+          f"leaves unused{split}")
+    if site.queues:
+        counts: dict[str, int] = {}
+        for b in bundles:
+            counts[b.queue] = counts.get(b.queue, 0) + 1
+        print("bundles in queue: " + ", ".join(f"{q} ({n})" for q, n in counts.items()))
+        for queue, (n, limit) in over_user_limits(bundles, site).items():
+            print(f"queue {queue}: {n} bundles, but one user may have only {limit} there at once "
+                  f"(queues[].max_queued_per_user, {site.path or site.name}): submit the rest as earlier ones end")
+    if with_runs:
+        for b in bundles:
+            print(f"\n{b.name}:\n  " + "\n  ".join(r.run_id for r in b.runs))
 
 
 def cmd_launch_lines(args) -> int:
@@ -323,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = with_config(sub.add_parser("plan", help="print the runs a config expands to on a site"))
-    p.add_argument("--bundle", action="store_true", help="also check the runs fit one allocation (bundle mode)")
+    p.add_argument("--bundle", action="store_true", help="show bundle mode's allocations and the runs of each "
+                   "(without it: one row per run, then the bundles)")
     p.set_defaults(fn=cmd_plan)
     p = with_config(sub.add_parser("launch-lines", help="print the launch line (or --script) of every planned run"))
     p.add_argument("--script", action="store_true", help="print each run's whole job script (header, setup, launch)")

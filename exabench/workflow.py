@@ -19,9 +19,10 @@ from exabench.containers import build_image, image_dir, needed_images  # noqa: F
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import render_node_sweep
-from exabench.campaign.plan import RUN_ID_PATTERN, Run, check_bundle, plan_table  # noqa: F401 - the rule files' names
+from exabench.campaign.bundles import over_user_limits, plan_bundles  # noqa: F401 - the rule files' names
+from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as plan_runs
-from exabench.campaign.render import RunPaths, walltime_min, write_bundle, write_run_files
+from exabench.campaign.render import RunPaths, bundle_path, walltime_min, write_bundle, write_bundles, write_run_files
 from exabench.campaign.site import Site, check_walltime, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ConfigError, ExabenchError
@@ -86,15 +87,6 @@ def validate_config(config: dict, config_file: str, given: dict) -> dict:
         if top in (given or {}) and exc.file == config_file:
             raise ConfigError("--config", exc.key, exc.value, exc.valid, exc.problem) from None
         raise
-
-
-def bundle_requested(dag_settings, campaign: str, argv: list[str] | None = None) -> bool:
-    """Whether this Snakemake call asks for the bundle script (then its summed walltime is checked
-    against the site's queues while the plan is made, as `snakemake -n bundle` shows). Snakemake
-    sets its targets on the workflow only after reading the Snakefile, so while it is read they
-    are taken from the command line: its words that are not options."""
-    targets = getattr(dag_settings, "targets", None) or (argv if argv is not None else sys.argv[1:])
-    return any(t == "bundle" or str(t).endswith(f"/bundles/{campaign}.sh") for t in targets)
 
 
 def _say(log, text: str, echo: bool = False) -> None:
@@ -203,6 +195,25 @@ def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:
 def write_bundle_script(runs, site, results_dir, campaign, path, log_path, concurrent: bool = False) -> None:
     with logged(log_path):
         write_bundle(runs, site, Path(results_dir), campaign, Path(path), concurrent)
+
+
+def bundle_outputs(bundles, results_dir: str) -> list[str]:
+    """The script path of each bundle of the plan (the `bundle` rule's outputs)."""
+    return [str(bundle_path(Path(results_dir), b)) for b in bundles]
+
+
+def write_bundle_scripts(bundles, site, results_dir, campaign, log_path) -> None:
+    """Every bundle's script (an earlier plan's scripts of the campaign removed); the log lists them
+    with their nodes, walltime and queue."""
+    with logged(log_path) as log:
+        paths = write_bundles(bundles, site, Path(results_dir), campaign)
+        for b, path in zip(bundles, paths):
+            _say(log, f"{path}: {len(b.runs)} run(s), {b.nodes} node(s), {b.minutes} min, queue {b.queue or '-'}")
+        _say(log, f"exabench: {len(bundles)} bundle script(s) in {Path(results_dir) / 'bundles'}; submit each "
+                  f"(exabench plan --bundle shows the plan)", echo=True)
+        for queue, (n, limit) in over_user_limits(bundles, site).items():
+            _say(log, f"exabench: queue {queue} takes only {limit} job(s) per user at once ({site.path}): "
+                      f"submit its {n} bundles as earlier ones end", echo=True)
 
 
 # --- run -----------------------------------------------------------------------------------------

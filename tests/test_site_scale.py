@@ -146,6 +146,27 @@ def test_ranks_and_threads_relative_to_the_node():
         resolve_layout(summit, ranks_per_node="per_core")
 
 
+# NUMA domains per node from each centre's guide (the YAML comment beside node.numa_domains names the
+# page and the place); (ranks, cores each) of ranks_per_node per_numa with threads_per_rank fill.
+PER_NUMA = {"frontier": (4, 14), "summit": (2, 21), "polaris": (4, 8), "aurora": (2, 51), "theta": (1, 64),
+            "cori-knl": (1, 68)}
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_numa_domains_are_set_only_with_a_source_and_per_numa_uses_them(name):
+    lines = [line for line in (REPO / "profiles" / name / "site.yaml").read_text().splitlines()
+             if line.strip().startswith("numa_domains:")]
+    s = site(name)
+    if name not in PER_NUMA:
+        assert not lines and s.node.numa_domains == 0 and s.node.numa == s.node.sockets, name
+        return
+    (line,) = lines
+    assert re.search(r"#.*https://docs\.", line) and f": {s.node.numa_domains} " in line, line
+    cpu_only = 0 if s.node.gpus else None
+    lay = resolve_layout(s, ranks_per_node="per_numa", threads_per_rank="fill", gpus_per_rank=cpu_only)
+    assert s.node.numa == PER_NUMA[name][0] and (lay.ranks_per_node, lay.cores_per_rank) == PER_NUMA[name], name
+
+
 def test_a_laptop_campaign_on_summit_gives_each_rank_one_gpu_not_three(tmp_path):
     config_file = REPO / "config/config.yaml"
     runs = expand(load_and_validate(config_file, "config"), site("summit"), str(config_file))

@@ -242,29 +242,34 @@ def test_a_run_no_queue_admits_stops_the_plan_naming_config_run_walltime_and_que
 BUNDLE = "campaign: b\ntimeout_s: 2100\nbenchmarks:\n  - name: kmeans\n    sweep:\n      k: [2, 3, 4, 5]\n"
 
 
-def test_a_bundles_summed_walltime_is_checked_at_planning(tmp_path):
-    # Four 35-minute runs: each fits Polaris debug, their bundle (2 h 20 min + 5) fits no queue on 1 node.
+def test_a_bundle_no_queue_admits_is_split_into_bundles_that_fit_at_planning(tmp_path):
+    # Four 35-minute runs: each fits Polaris debug, their one bundle (2 h 20 min + 5) fits no queue on 1 node,
+    # so bundle mode plans four bundles of one run each, in debug.
     config = tmp_path / "bundle.yaml"
     config.write_text(BUNDLE)
     each = _plan_cli("--config", str(config), "--site", "profiles/polaris/site.yaml")
     assert each.returncode == 0 and "jobs in queue: debug (4)" in each.stdout, each.stdout + each.stderr
+    assert "2.7 node-hours requested (2.7 as 4 bundles)" in each.stdout, each.stdout
     res = _plan_cli("--config", str(config), "--site", "profiles/polaris/site.yaml", "--bundle")
-    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-    assert "the bundle of 4 runs a 145-minute job on 1 node(s)" in res.stderr and str(config) in res.stderr
-    assert "debug (1-2 nodes, at most 60 min)" in res.stderr and "split the campaign" in res.stderr
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    for i in range(1, 5):
+        assert re.search(rf"^b-0{i}-of-04 +1 +40 +debug +1 ", res.stdout, re.M), res.stdout
+    assert "no queue admits campaign b as one bundle" in res.stdout and "bundles in queue: debug (4)" in res.stdout
 
 
 @pytest.mark.timeout(300)
-def test_snakemake_dry_run_of_the_bundle_stops_on_its_summed_walltime(tmp_path):
+def test_snakemake_dry_run_of_the_bundle_plans_the_split_scripts_and_stops_on_a_run_no_queue_admits(tmp_path):
     config = tmp_path / "bundle.yaml"
     config.write_text(BUNDLE)
-    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/polaris", "-n"]
-    plain = subprocess.run(cmd + ["--configfile", str(config)], cwd=REPO, capture_output=True, text=True, timeout=240)
-    assert plain.returncode == 0, (plain.stdout + plain.stderr)[-2000:]
-    res = subprocess.run(cmd[:-1] + ["bundle", "-n", "--configfile", str(config)], cwd=REPO, capture_output=True,
-                         text=True, timeout=240)
+    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/polaris", "bundle", "-n"]
+    res = subprocess.run(cmd + ["--configfile", str(config)], cwd=REPO, capture_output=True, text=True, timeout=240)
     out = res.stdout + res.stderr
-    assert res.returncode != 0 and "the bundle of 4 runs a 145-minute job on 1 node(s)" in out, out[-2000:]
+    assert res.returncode == 0, out[-2000:]
+    assert all(f"results/polaris/bundles/b-0{i}-of-04.sh" in out for i in range(1, 5)), out[-2000:]
+    config.write_text(BUNDLE.replace("2100", "7200"))  # 125 minutes on one node: no queue, even alone
+    res = subprocess.run(cmd + ["--configfile", str(config)], cwd=REPO, capture_output=True, text=True, timeout=240)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "a 125-minute job on 1 node(s)" in out, out[-2000:]
     assert str(config) in out and "Traceback" not in out
 
 

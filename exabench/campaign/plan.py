@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from exabench import benchmarks
 from exabench.errors import ConfigError, LayoutError
 from exabench.containers.runtime import check_image_runs
-from exabench.campaign.site import (LAYOUT_KEYS, MPI_LAUNCHERS, WALLTIME_MARGIN_MIN, Layout, Site, bundle_minutes,
+from exabench.campaign.site import (LAYOUT_KEYS, MPI_LAUNCHERS, WALLTIME_MARGIN_MIN, Layout, Site,
                                    check_walltime, job_minutes, node_counts, ranks_per_node_of,
                                    resolve_layout)
 
@@ -121,29 +121,8 @@ def check_queue(run_id: str, layout: Layout, timeout_s: int, site: Site, config_
                           f"of site '{site.name}' ({site.path or site.name}) admits") from None
 
 
-def bundle_job(runs: list[Run]) -> tuple[int, int]:
-    """(minutes, nodes) of the one allocation that runs `runs` one after another."""
-    return bundle_minutes(r.timeout_s for r in runs), max(r.layout.nodes for r in runs)
-
-
-def check_bundle(runs: list[Run], site: Site, config_file: str) -> None:
-    """Bundle mode runs every run in one allocation: the widest run's nodes for the summed
-    walltime must fit one of the site's queues, or the plan stops here."""
-    if not runs:
-        return
-    minutes, nodes = bundle_job(runs)
-    try:
-        check_walltime(site, minutes, nodes)
-    except LayoutError as exc:
-        raise ConfigError(config_file, "timeout_s", runs[0].timeout_s, exc.limit + "; split the campaign or lower "
-                          "timeout_s", f"makes the bundle of {len(runs)} runs a {minutes}-minute job on {nodes} "
-                          f"node(s), which no queue of site '{site.name}' ({site.path or site.name}) admits") from None
-
-
-def queue_counts(runs: list[Run], site: Site, bundle: bool = False) -> dict[str, int]:
-    """How many runs each queue gets (bundle: the one queue of the whole bundle)."""
-    if bundle:
-        return {check_walltime(site, *bundle_job(runs)): len(runs)} if runs else {}
+def queue_counts(runs: list[Run], site: Site) -> dict[str, int]:
+    """How many runs each queue gets, each run a job of its own."""
     counts: dict[str, int] = {}
     for r in runs:
         queue = check_walltime(site, job_minutes(r.timeout_s), r.layout.nodes)
@@ -250,11 +229,6 @@ def plan_table(runs: list[Run]):
 def node_hours(run: Run) -> float:
     """Node-hours a run's job asks for: its nodes for its walltime (timeout_s plus the margin)."""
     return run.layout.nodes * job_minutes(run.timeout_s) / 60
-
-
-def bundle_node_hours(runs: list[Run]) -> float:
-    minutes, nodes = bundle_job(runs)
-    return nodes * minutes / 60
 
 
 def plan_overview(runs: list[Run], site: Site) -> list[dict]:

@@ -27,6 +27,7 @@ from exabench.errors import ConfigError, LayoutError
 from exabench.campaign.launchers import launch_argv, thread_env
 from exabench.campaign.launchers import jsrun as jsrun_arith
 from exabench.campaign.launchers import srun as srun_arith
+from exabench.campaign.bundles import Bundle
 from exabench.campaign.plan import Run
 from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, job_minutes
 
@@ -342,7 +343,10 @@ def render_bundle(runs: list[Run], site: Site, root: Path, name: str, concurrent
     layout = bundle_layout(runs)
     if concurrent:
         layout = dataclasses.replace(layout, nodes=sum(r.layout.nodes for r in runs))
-    request = batch_request(site, layout, f"exabench-{name}", minutes, bundle_dir)
+    job = f"exabench-{name}"
+    if len(job) > 64:  # batch_request keeps 64 characters: keep the end too, which tells split bundles apart
+        job = job[:52] + job[-12:]
+    request = batch_request(site, layout, job, minutes, bundle_dir)
     specs = [str(RunPaths(root, r.run_id).spec.resolve()) for r in runs]
     return batch_script(site, request, name, len(runs), bundle_dir, _bundle_body(site, specs, concurrent))
 
@@ -375,6 +379,28 @@ def batch_script(site: Site, request: dict, name: str, count: int, workdir: Path
 def write_bundle(runs: list[Run], site: Site, root: Path, name: str, out: Path, concurrent: bool = False) -> None:
     from exabench.io import atomic_write_text
     atomic_write_text(out, render_bundle(runs, site, root, name, concurrent), mode=0o755)
+
+
+def bundle_path(root: Path, bundle: Bundle) -> Path:
+    """Where a bundle's script goes: <results>/bundles/<bundle name>.sh."""
+    return Path(root) / "bundles" / f"{bundle.name}.sh"
+
+
+def write_bundles(bundles: list[Bundle], site: Site, root: Path, campaign: str = "") -> list[Path]:
+    """Render the script of every bundle of a plan (exabench.campaign.bundles), then write them all
+    in one batch, none if one fails to render. With `campaign`, the campaign's scripts of an earlier
+    plan that this one no longer has (<campaign>.sh, <campaign>-NN-of-NN.sh) are removed, so that
+    submitting every script in the folder submits this plan."""
+    from exabench.io import atomic_write_many
+    files = [(bundle_path(root, b), render_bundle(list(b.runs), site, root, b.name), 0o755) for b in bundles]
+    atomic_write_many(files)
+    paths = [f[0] for f in files]
+    if campaign:
+        mine = re.compile(rf"{re.escape(campaign)}(-\d+-of-\d+)?\.sh")
+        for old in (Path(root) / "bundles").glob(f"{campaign}*.sh"):
+            if mine.fullmatch(old.name) and old not in paths:
+                old.unlink()
+    return paths
 
 
 def _bundle_body(site: Site, specs: list[str], concurrent: bool = False) -> str:

@@ -81,6 +81,7 @@ class Queue:
     min_nodes: int = 1
     max_nodes: int = 0     # 0: the machine's max_nodes
     submit_as: str = ""
+    max_queued_per_user: int = 0   # jobs one user may have in it at once, any state; 0: not declared
 
     def admits(self, nodes: int, minutes: int, machine_nodes: int) -> bool:
         return (self.min_nodes <= nodes <= (self.max_nodes or machine_nodes)
@@ -492,12 +493,17 @@ def check_walltime(site: Site, minutes: int, nodes: int | None = None) -> str:
     return site.partition if nodes is None else pick_queue(site, nodes, minutes)
 
 
+def candidate_queues(site: Site) -> list[Queue]:
+    """The queues a job may go to: all the site's, in order, or only the one `partition` names."""
+    return [q for q in site.queues if not site.partition or site.partition in (q.name, q.submit_as)]
+
+
 def pick_queue(site: Site, nodes: int, minutes: int) -> str:
     """The first of the site's queues (in the order listed) that admits `nodes` nodes for
     `minutes`, as the name to submit to; only the queue named by `partition` if one is."""
     if not site.queues:
         return site.partition
-    candidates = [q for q in site.queues if not site.partition or site.partition in (q.name, q.submit_as)]
+    candidates = candidate_queues(site)
     if not candidates:  # a Site built in Python, past load_site's check
         raise ConfigError(site.path or site.name, "partition", site.partition,
                           f"empty or one of the site's queues: {', '.join(q.name for q in site.queues)}")

@@ -1,7 +1,9 @@
-# Bundle mode: one batch script per allocation that runs the whole campaign in turn
-# (avoids scheduler submit limits on large sweeps; the only mode for PBS/Cobalt/CSM sites).
-#   snakemake --profile profiles/<site> bundle      render results/<site>/bundles/<campaign>.sh
-#   sbatch|bsub|qsub results/<site>/bundles/<campaign>.sh
+# Bundle mode: batch scripts that each run many runs of the campaign in turn in one allocation
+# (avoids scheduler submit limits on large sweeps; the only mode for PBS/Cobalt/CSM sites). One
+# script, <campaign>.sh, where a queue admits the whole campaign; else <campaign>-01-of-NN.sh ...,
+# each fitting a queue (exabench.campaign.bundles; `exabench plan --bundle` shows them).
+#   snakemake --profile profiles/<site> bundle      render the scripts under results/<site>/bundles/
+#   sbatch|bsub|qsub results/<site>/bundles/<campaign>.sh   (split: each <campaign>-NN-of-NN.sh)
 #   snakemake --profile profiles/<site>             afterwards: the records exist, only aggregation runs
 
 
@@ -14,10 +16,10 @@ rule bundle:
         scripts=expand(f"{RESULTS}/runs/{{run_id}}/job.sh", run_id=list(RUNS)),
         specs=expand(f"{RESULTS}/runs/{{run_id}}/spec.json", run_id=list(RUNS)),
     output:
-        f"{RESULTS}/bundles/{config['campaign']}.sh",
+        pipeline.bundle_outputs(BUNDLES, RESULTS),
     log:
         f"{LOGS}/bundle.log",
     params:
         runs=get_plan_params,
     run:
-        pipeline.write_bundle_script(list(RUNS.values()), SITE, RESULTS, config["campaign"], output[0], log[0])
+        pipeline.write_bundle_scripts(BUNDLES, SITE, RESULTS, config["campaign"], log[0])

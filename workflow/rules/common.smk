@@ -18,8 +18,8 @@ try:
         raise WorkflowError(f"exabench: {pipeline.profile_site_lost(config)}")
     SITE = pipeline.load_site(config["site"])
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
-    if pipeline.bundle_requested(workflow.dag_settings, config["campaign"]):
-        pipeline.check_bundle(list(RUNS.values()), SITE, CONFIG_FILE)
+    # Bundle mode's allocations (the `bundle` rule's scripts): the campaign split where no queue admits it whole.
+    BUNDLES = pipeline.plan_bundles(list(RUNS.values()), SITE, config["campaign"], CONFIG_FILE)
     NODE_GROUPS = pipeline.node_groups(config, SITE, CONFIG_FILE)  # `every_node`: one job per node group
     pipeline.check_groups(NODE_GROUPS, list(RUNS.values()), CONFIG_FILE)
 except pipeline.ExabenchError as exc:

@@ -1,0 +1,154 @@
+"""Bundle mode's plan: a campaign's runs grouped into allocations (one batch script each) that fit
+the site's queues.
+
+A bundle runs its runs one after another on the nodes of its widest run, for the sum of their time
+limits plus one margin (site.bundle_minutes). A campaign that fits one queue that way stays one
+bundle, named after the campaign. One that does not is split:
+
+- runs are grouped by node count, so that a 1-node run never holds a 64-node allocation;
+- each group is packed first fit, longest time limit first, up to the longest walltime any of the
+  site's queues admits for that node count (limits.max_walltime_min caps it); with the equal time
+  limits of one campaign that is the fewest bundles the group can have;
+- each bundle goes to the queue the site's rules pick for its nodes and walltime (pick_queue, the
+  rule single runs follow).
+
+Bundles are ordered by node count, then by their first run's place in the config, and named
+<campaign>-01-of-NN, so the same campaign and site always give the same names.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from exabench.campaign.plan import Run, check_queue
+from exabench.campaign.site import WALLTIME_MARGIN_MIN, Site, bundle_minutes, candidate_queues, check_walltime
+from exabench.errors import LayoutError
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """One allocation: `nodes` nodes for `minutes`, in `queue`, running `runs` in turn."""
+
+    name: str
+    runs: tuple[Run, ...]
+    nodes: int
+    minutes: int
+    queue: str
+
+    @property
+    def node_hours(self) -> float:
+        """What the allocation asks for: all its nodes for its whole walltime."""
+        return self.nodes * self.minutes / 60
+
+    @property
+    def idle_node_hours(self) -> float:
+        """The part of node_hours that nodes spend idle because a narrower run holds the allocation:
+        for each run, the allocation's nodes it leaves unused, for its own time limit."""
+        return sum((self.nodes - r.layout.nodes) * _run_minutes(r) for r in self.runs) / 60
+
+
+def _run_minutes(run: Run) -> int:
+    return math.ceil(run.timeout_s / 60)
+
+
+def one_bundle(runs: list[Run], site: Site, name: str) -> Bundle | None:
+    """`runs` as one bundle, or None where no queue of the site admits it."""
+    minutes, nodes = bundle_minutes(r.timeout_s for r in runs), max(r.layout.nodes for r in runs)
+    try:
+        queue = check_walltime(site, minutes, nodes)
+    except LayoutError:
+        return None
+    return Bundle(name, tuple(runs), nodes, minutes, queue)
+
+
+def longest_walltime(site: Site, nodes: int) -> int:
+    """The longest walltime (minutes) a job of `nodes` nodes may ask for on the site: the most any
+    queue that admits the node count allows (only the queue `partition` names, if set), capped by
+    limits.max_walltime_min; 0 where nothing limits it."""
+    limits = [q.max_walltime_min for q in candidate_queues(site) if q.admits(nodes, 1, site.max_nodes)]
+    longest = max(limits, default=0)
+    if site.max_walltime_min:
+        longest = min(longest, site.max_walltime_min) if longest else site.max_walltime_min
+    return longest
+
+
+def _pack(runs: list[Run], room: int) -> list[list[Run]]:
+    """First fit, longest first: lists of runs whose time limits add up to at most `room` minutes
+    (0: no limit), each list in config order."""
+    if not room:
+        return [runs]
+    order = sorted(range(len(runs)), key=lambda i: -_run_minutes(runs[i]))
+    shortest = _run_minutes(runs[order[-1]])
+    bins: list[list] = []  # [minutes used, indices], in the order opened
+    open_bins: list[list] = []  # those with room left for the shortest run (a full one is never tried again)
+    for i in order:
+        need = _run_minutes(runs[i])
+        target = next((b for b in open_bins if b[0] + need <= room), None)
+        if target is None:
+            target = [0, []]
+            bins.append(target)
+            open_bins.append(target)
+        target[0] += need
+        target[1].append(i)
+        if target[0] + shortest > room:
+            open_bins.remove(target)
+    return [[runs[i] for i in sorted(b[1])] for b in bins]
+
+
+def plan_bundles(runs: list[Run], site: Site, campaign: str, config_file: str) -> list[Bundle]:
+    """The bundles of a campaign on a site (module docstring); a run no queue admits even alone
+    stops here with plan.check_queue's error, naming the config file, the run and every queue."""
+    if not runs:
+        return []
+    whole = one_bundle(runs, site, campaign)
+    if whole is not None:
+        return [whole]
+    groups: dict[int, list[Run]] = {}
+    for r in runs:
+        check_queue(r.run_id, r.layout, r.timeout_s, site, config_file)
+        groups.setdefault(r.layout.nodes, []).append(r)
+    packs = []
+    for nodes in sorted(groups):
+        longest = longest_walltime(site, nodes)
+        packs += _pack(groups[nodes], longest - WALLTIME_MARGIN_MIN if longest else 0)
+    width = max(2, len(str(len(packs))))
+    bundles = []
+    for i, pack in enumerate(packs, 1):
+        name = f"{campaign}-{i:0{width}d}-of-{len(packs):0{width}d}"
+        bundle = one_bundle(pack, site, name)
+        if bundle is None:  # cannot happen: each pack is sized to a queue that admits it
+            raise AssertionError(f"bundle {name} fits no queue of site {site.name}")
+        bundles.append(bundle)
+    return bundles
+
+
+def over_user_limits(bundles: list[Bundle], site: Site) -> dict[str, tuple[int, int]]:
+    """{queue: (bundles sent there, the jobs one user may have there at once)} for each queue whose
+    declared per-user limit (queues[].max_queued_per_user) the bundles exceed: the scheduler refuses
+    the rest until earlier ones end."""
+    limits: dict[str, int] = {}
+    for q in candidate_queues(site):
+        if q.max_queued_per_user:
+            name = q.submit_as or q.name
+            limits[name] = min(limits.get(name, q.max_queued_per_user), q.max_queued_per_user)
+    counts: dict[str, int] = {}
+    for b in bundles:
+        counts[b.queue] = counts.get(b.queue, 0) + 1
+    return {q: (n, limits[q]) for q, n in counts.items() if q in limits and n > limits[q]}
+
+
+def bundle_overview(bundles: list[Bundle]) -> list[dict]:
+    """The bundles as a readable table (`exabench plan`)."""
+    return [
+        {
+            "bundle": b.name,
+            "nodes": b.nodes,
+            "walltime_min": b.minutes,
+            "queue": b.queue or "-",
+            "runs": len(b.runs),
+            "node-hours": round(b.node_hours, 2),
+            "idle node-hours": round(b.idle_node_hours, 2),
+        }
+        for b in bundles
+    ]
