@@ -151,3 +151,58 @@ def test_throughput_run_of_two_instances_of_one_rank(tmp_path, two_core_site):
         first = min(counted, key=lambda s: s["run_stop"])
         assert pruned.M_counted == 1 and pruned.TTTa_minutes == pytest.approx(
             (first["run_stop"] - first["run_start"]) / 60000)
+
+
+def _olympic(minutes: list[float], failed: int) -> float | None:
+    """MLPerf-HPC's olympic average, written out: a failed run stands for the worst one; the best
+    and the worst are dropped; more than one failure leaves no score."""
+    if failed > 1:
+        return None
+    kept = sorted(minutes)[1:len(minutes) - (1 - failed)]
+    return sum(kept) / len(kept) if kept else None
+
+
+@pytest.mark.timeout(1500)
+def test_time_to_solution_campaign_of_3_seeds_x_4_benchmarks_through_snakemake(tmp_path):
+    """Real: the quick submission campaign (CosmoFlow, DeepCAM, OC20, OpenFold at the tiny preset,
+    seeds 1, 2, 3) runs through Snakemake; tables/mlperf.json and .md hold every run's minutes
+    from its own log, each log's checker verdict and the olympic average of each benchmark."""
+    import shutil
+    import sys
+
+    from helpers_compare import REPO, env
+    for name in ("Snakefile", "workflow", "profiles", "config"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, tmp_path / name)
+    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--cores", "2",
+           "--configfile", "config/mlperf_submission_quick.yaml", "--config", "results_store=none"]
+    res = subprocess.run(cmd, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=1450)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    results = tmp_path / "results" / "local"
+    scored = json.loads((results / "tables" / "mlperf.json").read_text())
+    assert scored["mode"] == "time_to_solution" and scored["logs"] == 12
+    by_benchmark = {s["benchmark"]: s for s in scored["time_to_solution"]}
+    assert sorted(by_benchmark) == ["cosmoflow", "deepcam", "oc20", "openfold"]
+    md = (results / "tables" / "mlperf.md").read_text()
+    for bench, tts in by_benchmark.items():
+        assert sorted(r["seed"] for r in tts["runs"]) == [1, 2, 3]
+        assert tts["required"] == scores.REQUIRED_RUNS[bench] and not tts["complete"]
+        minutes, failed = [], 0
+        for run in tts["runs"]:
+            record = json.loads((results / "records" / f"{bench}.tiny.seed-{run['seed']}.n1r1t2.json").read_text())
+            assert run["log"] == record["info"]["mlperf_log"]
+            # The checker's verdict is the one the run's record carries.
+            compliant = {c["name"]: c["passed"] for c in record["checks"]}["mlperf_compliance"]
+            assert (run["checker"] == "SUCCESS") == compliant
+            t = _stamps(run["log"])
+            assert run["minutes"] == pytest.approx((t["run_stop"] - t["run_start"]) / 60000, abs=1e-4)
+            if compliant and run["status"] == "success":
+                minutes.append((t["run_stop"] - t["run_start"]) / 60000)
+            else:
+                failed += 1
+        expected = _olympic(minutes, failed)
+        if expected is None:
+            assert tts["olympic_minutes"] is None
+        else:
+            assert tts["olympic_minutes"] == pytest.approx(expected, abs=1e-3)
+            assert f"{tts['olympic_minutes']:.4f}" in md
+        assert f"3 of {tts['required']} (partial)" in md
