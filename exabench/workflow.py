@@ -36,6 +36,14 @@ from exabench.records.store import ingest
 from exabench.records.tidy import aggregate
 
 
+def stop(message: str) -> None:
+    """End the pipeline while the rule files are read, with the message alone: a WorkflowError
+    raised there is printed with the rule file's name, line and a frame of its traceback, which
+    say nothing to a user whose config is wrong."""
+    print(f"exabench: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
 def config_file_of(cli_files, all_files) -> str:
     """The config file errors name: the last one given with --configfile (its keys override the
     Snakefile's default config/config.yaml, which Snakemake lists last), else that default."""

@@ -15,7 +15,7 @@ try:
     pipeline.check_config_files(workflow.configfiles)
     pipeline.validate_config(config, CONFIG_FILE, workflow.config_settings.config)  # fills in defaults
     if pipeline.profile_site_lost(config):  # `--profile profiles/summit --config x=y` lost the profile's site
-        raise WorkflowError(f"exabench: {pipeline.profile_site_lost(config)}")
+        pipeline.stop(pipeline.profile_site_lost(config))
     SITE = pipeline.load_site(config["site"])
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
     # Bundle mode's allocations (the `bundle` rule's scripts): the campaign split where no queue admits it whole.
@@ -23,7 +23,7 @@ try:
     NODE_GROUPS = pipeline.node_groups(config, SITE, CONFIG_FILE)  # `every_node`: one job per node group
     pipeline.check_groups(NODE_GROUPS, list(RUNS.values()), CONFIG_FILE)
 except pipeline.ExabenchError as exc:
-    raise WorkflowError(f"exabench: invalid configuration: {exc}") from None
+    pipeline.stop(f"invalid configuration: {exc}")
 
 RESULTS = f"results/{SITE.name}"
 LOGS = f"logs/{SITE.name}"

@@ -6,10 +6,10 @@
 try:
     STUDIES = pipeline.study_plans(config, SITE, CONFIG_FILE)
 except pipeline.ExabenchError as exc:
-    raise WorkflowError(f"exabench: invalid study: {exc}") from None
+    pipeline.stop(f"invalid study: {exc}")
 if pipeline.study_target_without_study(workflow.dag_settings, config):
-    raise WorkflowError(
-        "exabench: the `study` target runs the studies named by --config study=<name> "
+    pipeline.stop(
+        "the `study` target runs the studies named by --config study=<name> "
         "(several separated by commas, or all; docs/studies.md), and none is named"
     )
 
