@@ -330,6 +330,7 @@ def test_two_ranks_from_the_tiny_checkpoint_reach_the_target_with_a_compliant_lo
     assert events["init_checkpoint_sha256sum"] == hashlib.sha256(TINY_CHECKPOINT.read_bytes()).hexdigest()
     assert events["model_parameters_count"] == parameter_count(_tiny_config())
     assert events["global_batch_size"] == 2 and events["submission_benchmark"] == "openfold"
+    assert events["fape_loss_sidechain_weight"] == 0.5  # the reference's, as the preset trains with it
 
 
 def test_warmup_is_the_references_linspace_then_base_lr():
@@ -398,3 +399,47 @@ def test_loss_terms_by_hand():
     flipped[..., 4, :] *= -1
     out = {"sm_angles": flipped, "sm_unnormalized_angles": flipped}
     assert float(af_loss.supervised_chi(out, batch, w)) == pytest.approx(0.0, abs=1e-4)
+
+
+def test_the_sidechain_fape_weight_reaches_the_loss_and_is_open_division_only(tmp_path):
+    """fape_sidechain_weight (the tiny checkpoint recipe's knob): on a forward pass of the tiny
+    network the FAPE term is 0.5 backbone + weight x side chains, so 0 removes the side-chain
+    term from the total; a closed-division claim with a weight other than the reference's 0.5
+    is refused, naming it."""
+    from exabench.benchmarks import get
+    from exabench.benchmarks.mlperf.openfold import closed_rules, loss_weights
+    from exabench.data import openfold as data
+    from exabench.errors import ConfigError
+
+    cls = get("openfold")
+    data.generate(tmp_path, atoms, 1, 1, 16, 16, 24, 2, seed=5, families=1)
+    raw = data.read_raw(data.list_chains(tmp_path, "train")[0])
+    example = data.process(raw, np.random.default_rng(0), 16, 8, 16, 2, train=True, atoms=atoms)
+    batch = {k: torch.from_numpy(np.asarray(v)) for k, v in data.collate([example]).items()}
+    torch.manual_seed(0)
+    with torch.no_grad():
+        out = AlphaFold(_tiny_config()).eval()(batch)
+    reference = af_loss.LossWeights()
+    renamed = af_loss.renamed_ground_truth(batch, out["sm_positions"][:, -1])
+    backbone = float(af_loss.backbone_fape(out, batch, reference).mean())
+    sidechain = float(af_loss.sidechain_fape(out, batch, renamed, reference).mean())
+    assert sidechain > 0.1  # random weights: far from the true side chains
+    totals = {}
+    for weight in (0.5, 0.0):
+        p = cls.resolve_params("tiny", {"fape_sidechain_weight": weight}, "(test)", "params")
+        total, terms = af_loss.alphafold_loss(out, batch, loss_weights(p))
+        totals[weight] = float(total)
+        assert terms["fape"] == pytest.approx(0.5 * backbone + weight * sidechain, rel=1e-5)
+    scale = math.sqrt(16)  # the total is scaled by sqrt(crop length)
+    assert totals[0.5] - totals[0.0] == pytest.approx(scale * 0.5 * sidechain, rel=1e-4)
+    # the default is the reference's weight; 0 is the open division's alone
+    assert cls.resolve_params("tiny", {}, "(test)", "params").fape_sidechain_weight == 0.5
+    closed_rules(cls.resolve_params("tiny", {"fape_sidechain_weight": 0.0}, "(test)", "params"))  # open: passes
+    closed = cls.resolve_params(
+        "full", {"division": "closed", "fape_sidechain_weight": 0.0, "data_dir": str(tmp_path)}, "(test)", "params"
+    )
+    with pytest.raises(ConfigError, match="division") as err:
+        closed_rules(closed)
+    assert "fape_sidechain_weight = 0.0 (closed: 0.5)" in str(err.value)
+    assert "holds 1 training and 1 validation samples" in str(err.value)
+    assert "width_divisor" not in str(err.value)  # the full network is the closed one
