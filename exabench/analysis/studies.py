@@ -89,14 +89,18 @@ def load_study(path: str | Path) -> Study:
     data = load_and_validate(path, "study")
     if data["name"] != path.stem:
         raise ConfigError(where, "name", data["name"], f"the file's name, {path.stem!r}", "differs from the file name")
+    # Every campaign, tiny included, measures the study's own workloads: another model's runs
+    # reproduce none of its figures.
+    reproduced = {f["reproduce"]["benchmark"] for f in data["published"]}
     for variant, camp in data["campaigns"].items():
-        if "stand_in" in camp and variant != "tiny":
+        names = [b["name"] for b in camp["benchmarks"]]
+        if not reproduced & set(names):
             raise ConfigError(
                 where,
-                f"campaigns.{variant}.stand_in",
-                camp["stand_in"],
-                "stand-ins on the tiny variant only (a real campaign runs the study's benchmarks)",
-                "is not allowed here",
+                f"campaigns.{variant}.benchmarks",
+                names,
+                f"at least one benchmark the study's figures reproduce ({', '.join(sorted(reproduced))})",
+                "runs none of them",
             )
     ids = [f["id"] for f in data["published"]]
     for i, fig in enumerate(data["published"]):
@@ -353,20 +357,15 @@ def _series_point(at: dict) -> dict:
     return {k: v for k, v in at.items() if k not in SCALE_KEYS}
 
 
-def reproduce(
-    fig: dict, rows: list[dict], figures: dict[str, dict], tiny: bool, stand_in: dict | None = None
-) -> tuple[float, str, str]:
-    """(reproduced value or NaN, where it was measured, why not where it was not), in the figure's unit.
-    `stand_in` maps a benchmark to the one whose runs stand in for it (tiny variants only)."""
-    value, where, why = _reproduce(fig, rows, figures, tiny, stand_in or {})
+def reproduce(fig: dict, rows: list[dict], figures: dict[str, dict], tiny: bool) -> tuple[float, str, str]:
+    """(reproduced value or NaN, where it was measured, why not where it was not), in the figure's unit."""
+    value, where, why = _reproduce(fig, rows, figures, tiny)
     return value * fig["reproduce"].get("scale", 1.0), where, why
 
 
-def _reproduce(
-    fig: dict, rows: list[dict], figures: dict[str, dict], tiny: bool, stand_in: dict
-) -> tuple[float, str, str]:
+def _reproduce(fig: dict, rows: list[dict], figures: dict[str, dict], tiny: bool) -> tuple[float, str, str]:
     rep = fig["reproduce"]
-    kind, bench, metric = rep["kind"], stand_in.get(rep["benchmark"], rep["benchmark"]), rep.get("metric")
+    kind, bench, metric = rep["kind"], rep["benchmark"], rep.get("metric")
     at = rep.get("at") or {}
     point, why = find_point(rows, bench, metric, at, largest=True, tiny=tiny, statistic=rep.get("statistic", "value"))
     if point is None:
@@ -374,15 +373,12 @@ def _reproduce(
     where = f"{point.workers} workers x {point.threads} threads ({point.nodes} node(s))"
     if point.ignored:
         where += " [tiny: " + ", ".join(f"{k}={v}" for k, v in point.ignored.items()) + " not run]"
-    if bench != rep["benchmark"]:
-        where += f" [tiny: {bench} stands in for {rep['benchmark']}]"
     if kind == "value":
         return point.value, where, ""
     if kind == "over_figure":
         return point.value / figures[rep["of"]]["value"], where, ""
     base_at = dict(rep.get("baseline") or {})
-    base_bench = base_at.pop("benchmark", rep["benchmark"])
-    base_bench = stand_in.get(base_bench, base_bench)
+    base_bench = base_at.pop("benchmark", bench)
     base_metric = base_at.pop("metric", metric)
     if kind == "ratio":
         # Another benchmark's point is taken as the point is (largest); the same benchmark's other
@@ -433,12 +429,11 @@ def _tolerance_text(tol: dict | None) -> str:
 def study_table(study: Study, records: list[dict], site: str, variant: str) -> pd.DataFrame:
     """Each published figure of `study` beside the one its records reproduce on `site`."""
     tiny = variant == "tiny"
-    stand_in = (study.data["campaigns"].get(variant) or {}).get("stand_in") or {}
     rows = record_rows(records)
     figures = {f["id"]: f for f in study.figures}
     out = []
     for fig in study.figures:
-        value, where, why = reproduce(fig, rows, figures, tiny, stand_in)
+        value, where, why = reproduce(fig, rows, figures, tiny)
         v, detail = verdict(fig, value, site, tiny)
         if why and v not in (WITHIN, OUTSIDE):
             detail = "; ".join(filter(None, [detail, why]))
