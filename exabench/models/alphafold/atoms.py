@@ -12,6 +12,7 @@ from functools import lru_cache
 import torch
 
 from exabench.models.alphafold import residues
+from exabench.models.alphafold.geometry import from_3_points
 
 
 def table(name: str, like: torch.Tensor) -> torch.Tensor:
@@ -28,16 +29,6 @@ def _table(name: str, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
 def compose(rot_a, trans_a, rot_b, trans_b):
     """a o b: apply b, then a."""
     return rot_a @ rot_b, torch.einsum("...ij,...j->...i", rot_a, trans_b) + trans_a
-
-
-def from_3_points(neg_x: torch.Tensor, origin: torch.Tensor, xy: torch.Tensor, eps: float = 1e-8):
-    """Algorithm 21: frame at `origin`, x away from `neg_x`, `xy` in the xy-plane (y > 0)."""
-    e0 = origin - neg_x
-    e0 = e0 / torch.sqrt((e0**2).sum(-1, keepdim=True) + eps)
-    e1 = xy - origin
-    e1 = e1 - (e0 * e1).sum(-1, keepdim=True) * e0
-    e1 = e1 / torch.sqrt((e1**2).sum(-1, keepdim=True) + eps)
-    return torch.stack([e0, e1, torch.cross(e0, e1, dim=-1)], dim=-1), origin
 
 
 def to_4x4(rot: torch.Tensor, trans: torch.Tensor) -> torch.Tensor:

@@ -21,15 +21,22 @@ def invert_apply(rot: torch.Tensor, trans: torch.Tensor, x: torch.Tensor) -> tor
     return torch.einsum("...ji,...j->...i", rot, x - trans)
 
 
-def frames_from_atoms(n: torch.Tensor, ca: torch.Tensor, c: torch.Tensor, eps: float = 1e-8):
-    """Gram-Schmidt frame of each residue from its N, CA, C positions [*, 3]."""
-    e1 = c - ca
+def from_3_points(neg_x: torch.Tensor, origin: torch.Tensor, xy: torch.Tensor, eps: float = 1e-8):
+    """Algorithm 21: frame at `origin`, x away from `neg_x`, `xy` in the xy-plane (y > 0)."""
+    e0 = origin - neg_x
+    e0 = e0 / torch.sqrt((e0**2).sum(-1, keepdim=True) + eps)
+    e1 = xy - origin
+    e1 = e1 - (e0 * e1).sum(-1, keepdim=True) * e0
     e1 = e1 / torch.sqrt((e1**2).sum(-1, keepdim=True) + eps)
-    u2 = n - ca
-    e2 = u2 - (u2 * e1).sum(-1, keepdim=True) * e1
-    e2 = e2 / torch.sqrt((e2**2).sum(-1, keepdim=True) + eps)
-    e3 = torch.cross(e1, e2, dim=-1)
-    return torch.stack([e1, e2, e3], dim=-1), ca
+    return torch.stack([e0, e1, torch.cross(e0, e1, dim=-1)], dim=-1), origin
+
+
+def frames_from_atoms(n: torch.Tensor, ca: torch.Tensor, c: torch.Tensor, eps: float = 1e-8):
+    """Backbone frame of each residue from its N, CA, C positions [*, 3]: x along CA -> C, N in the
+    xy-plane. Algorithm 21 on (C, CA, N) with its x and z axes turned, as the backbone group's
+    frame is defined."""
+    rot, trans = from_3_points(c, ca, n, eps)
+    return rot * rot.new_tensor([-1.0, 1.0, -1.0]), trans
 
 
 def quaternion_to_rotation(q: torch.Tensor) -> torch.Tensor:
