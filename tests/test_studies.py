@@ -262,6 +262,9 @@ def test_every_tiny_variant_runs_through_snakemake(tmp_path):
     for name in EFFICIENCY_FIRST:
         row = pd.read_csv(tables / f"study-{name}.csv").iloc[0]
         assert row["reproduced"] > 0 and row["reproduced_at"].endswith("vs 1 workers"), (name, row.to_dict())
+    # BNL: AlexNet, GoogLeNet and ResNet-50 over Horovod each give their efficiency (K80 and P100 rows).
+    bnl = pd.read_csv(tables / "study-bnl-horovod-scaling.csv")
+    assert bnl["reproduced"].notna().all() and (bnl["reproduced"] > 0).all(), bnl[["figure", "detail"]].to_string()
 
 
 def test_a_profile_site_replaced_by_the_command_line_is_caught(monkeypatch):
