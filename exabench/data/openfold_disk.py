@@ -1,0 +1,421 @@
+"""OpenFold's processed data set on disk, in the layout the MLCommons HPC reference's
+preprocessing writes and its training reads (openfold/scripts/preprocess_pdb_mmcif.py,
+preprocess_open_protein_set.py; openfold/openfold/datasets.py, data/*.py):
+
+    pdb_mmcif/processed/chains.csv        one row per chain: pdb_chain_id ({pdb_id}_{author chain}),
+                                          pdb_id, author_chain_id, mmcif_chain_ids, release_date,
+                                          resolution, pdb_cluster_id, sequence_length, sequence
+    pdb_mmcif/processed/dicts/<pdb_id[1:3]>   a pickled {pdb_id: mmCIF dict}; the dict's "sequences"
+                                          and "atoms" are keyed by author chain id, atoms holding
+                                          zlib-compressed all_atom_positions (float32 [L, 37, 3])
+                                          and all_atom_mask (bool [L, 37]) as (bytes, shape)
+    pdb_mmcif/processed/obsolete.dat      obsolete PDB ids and their replacements
+    open_protein_set/processed/pdb_alignments/<shard>.db   each chain's alignment files back to back
+    open_protein_set/processed/pdb_alignments/super.index  JSON: pdb_chain_id -> {"db": shard,
+                                          "files": [[name, start, size], ...]}
+
+A chain's alignment files are uniref90_hits.a3m, bfd_uniclust_hits.a3m, mgnify_hits.a3m (its
+MSA) and pdb70_hits.hhr (its template hits, which name template chains of the mmCIF dicts).
+
+This module writes and reads that layout; exabench.data.openfold turns what it reads into the
+raw features (aatype, msa, deletion_matrix, template_*, all_atom_*, resolution).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import functools
+import io
+import json
+import os
+import pickle
+import re
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from exabench.data.tfrecord import CorruptFileError
+from exabench.io import atomic_write_many, atomic_write_text
+
+MMCIF_DIR = Path("pdb_mmcif") / "processed"
+ALIGNMENTS_DIR = Path("open_protein_set") / "processed" / "pdb_alignments"
+CHAINS_CSV = MMCIF_DIR / "chains.csv"
+SUPER_INDEX = ALIGNMENTS_DIR / "super.index"
+CHAIN_COLUMNS = (
+    "pdb_chain_id",
+    "pdb_id",
+    "author_chain_id",
+    "mmcif_chain_ids",
+    "release_date",
+    "resolution",
+    "pdb_cluster_id",
+    "sequence_length",
+    "sequence",
+)
+A3M_FILES = ("uniref90_hits.a3m", "bfd_uniclust_hits.a3m", "mgnify_hits.a3m")  # read in this order
+HHR_FILE = "pdb70_hits.hhr"
+# training chains: released up to the reference's cutoff; validation chains: released in its
+# CAMEO window, at most 700 residues (the reference takes the CAMEO targets of that window, a
+# list this set does not carry)
+TRAIN_MAX_PDB_RELEASE_DATE = "2021-09-16"
+VAL_CAMEO_DATES = ("2021-09-17", "2021-12-11")
+VAL_MAX_SEQUENCE_LENGTH = 700
+SPLIT_DATES = {"train": ("0000-01-01", TRAIN_MAX_PDB_RELEASE_DATE), "validation": VAL_CAMEO_DATES}
+TEMPLATE_DAYS_BEFORE_RELEASE = 60  # a template must be released this long before its query
+LAYOUT = (
+    f"{CHAINS_CSV}, {MMCIF_DIR / 'dicts'}/<pdb_id[1:3]>, {MMCIF_DIR / 'obsolete.dat'}, "
+    f"{SUPER_INDEX} and its *.db shards (docs/mlperf-hpc.md, OpenFold data)"
+)
+
+RESTYPES = "ARNDCQEGHILKMFPSTWYV"
+UNKNOWN, GAP = 20, 21
+# a3m letters to residue indices (AlphaFold's order, X unknown, - gap); B, Z, U count as D, E, C
+_LETTER_TO_ID = np.full(256, UNKNOWN, np.int32)
+for _i, _a in enumerate(RESTYPES):
+    _LETTER_TO_ID[ord(_a)] = _i
+for _a, _b in (("B", "D"), ("Z", "E"), ("U", "C")):
+    _LETTER_TO_ID[ord(_a)] = RESTYPES.index(_b)
+_LETTER_TO_ID[ord("-")] = GAP
+_ID_TO_LETTER = np.frombuffer((RESTYPES + "X-").encode(), np.uint8)
+
+
+def sequence_string(aatype) -> str:
+    return _ID_TO_LETTER[np.asarray(aatype)].tobytes().decode()
+
+
+def sequence_ids(sequence: str) -> np.ndarray:
+    return _LETTER_TO_ID[np.frombuffer(sequence.encode(), np.uint8)]
+
+
+# ---- writing ---------------------------------------------------------------------------------
+def mmcif_dict(pdb_id: str, release_date: str, resolution: float, chains: dict) -> dict:
+    """The reference's processed mmCIF dict of one entry whose chains {author chain id: (aatype,
+    all_atom_positions [L, 37, 3], all_atom_mask [L, 37])} are each their own entity."""
+    atoms, sequences = {}, {}
+    for chain_id, (aatype, pos, mask) in chains.items():
+        sequences[chain_id] = sequence_string(aatype)
+        pos, mask = np.ascontiguousarray(pos, np.float32), np.ascontiguousarray(mask, bool)
+        atoms[chain_id] = {
+            "all_atom_positions": (zlib.compress(pos.tobytes()), pos.shape),
+            "all_atom_mask": (zlib.compress(mask.tobytes()), mask.shape),
+        }
+    return {
+        "pdb_id": pdb_id,
+        "exptl_method": "X-RAY DIFFRACTION",
+        "release_date": release_date,
+        "resolution": float(resolution),
+        "author_chain_ids": list(chains),
+        "entity_id_to_mmcif_chain_ids": {str(i + 1): [c] for i, c in enumerate(chains)},
+        "mmcif_chain_id_to_author_chain_id": {c: c for c in chains},
+        "sequences": sequences,
+        "atoms": atoms,
+    }
+
+
+def a3m_text(names: list[str], msa: np.ndarray, deletions: np.ndarray) -> str:
+    """a3m: each row's aligned residues upper case (or -), preceded at column j by deletions[j]
+    lower-case letters (the residues the row has there that the query has not)."""
+    out = []
+    for name, row, dels in zip(names, msa, deletions.astype(np.int64)):
+        at = np.arange(len(row)) + np.cumsum(dels)  # where each column's residue lands
+        text = np.full(len(row) + int(dels.sum()), ord("x"), np.uint8)
+        text[at] = _ID_TO_LETTER[row]
+        out.append(f">{name}\n{text.tobytes().decode()}\n")
+    return "".join(out)
+
+
+def hhr_text(query_name: str, query: str, hits: list[tuple[str, str, float]]) -> str:
+    """An HHsearch result (.hhr) of hits (template pdb_chain_id, aligned template sequence,
+    sum of probabilities), each aligned residue for residue to the whole query."""
+    n = len(query)
+    lines = [f"Query         {query_name}", f"Match_columns {n}", "No_of_seqs    1 out of 1", ""]
+    lines += [" No Hit                             Prob E-value P-value  Score    SS Cols Query HMM  Template HMM"]
+    for i, (name, _, _) in enumerate(hits, 1):
+        lines.append(f"{i:3d} {name:<30s} 100.0 1e-30 1e-35  200.0   0.0 {n:4d} 1-{n} 1-{n} ({n})")
+    lines.append("")
+    for i, (name, seq, sum_probs) in enumerate(hits, 1):
+        same = sum(a == b for a, b in zip(query, seq))
+        lines += [
+            f"No {i}",
+            f">{name} synthetic template",
+            f"Probab=100.00  E-value=1e-30  Score=200.00  Aligned_cols={n}  Identities={100 * same // n}%  "
+            f"Similarity=1.000  Sum_probs={sum_probs!r}  Template_Neff=1.000",
+            "",
+        ]
+        for s in range(0, n, 80):  # blocks of 80 columns, names in the first 17 characters
+            e = min(s + 80, n)
+            lines += [
+                f"Q {query_name[:14]:<14s} {s + 1:4d} {query[s:e]} {e:4d} ({n})",
+                f"T {name[:14]:<14s} {s + 1:4d} {seq[s:e]} {e:4d} ({n})",
+                "",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def write_set(root, entries: list[dict], alignments: dict[str, dict[str, str]], shards: int = 4) -> None:
+    """Write the layout under root: entries are mmCIF dicts, alignments {pdb_chain_id: {file
+    name: text}}. chains.csv goes last (its presence marks a complete set)."""
+    root = Path(root)
+    rows = [
+        {
+            "pdb_chain_id": f"{e['pdb_id']}_{c}",
+            "pdb_id": e["pdb_id"],
+            "author_chain_id": c,
+            "mmcif_chain_ids": c,
+            "release_date": e["release_date"],
+            "resolution": repr(e["resolution"]),
+            "pdb_cluster_id": -1,
+            "sequence_length": len(e["sequences"][c]),
+            "sequence": e["sequences"][c],
+        }
+        for e in entries
+        for c in e["author_chain_ids"]
+    ]
+    groups: dict[str, dict] = {}
+    for e in entries:
+        groups.setdefault(e["pdb_id"][1:3], {})[e["pdb_id"]] = e
+    for name, group in sorted(groups.items()):
+        _write_bytes(root / MMCIF_DIR / "dicts" / name, pickle.dumps(group))
+    texts: dict[Path, str] = {MMCIF_DIR / "obsolete.dat": " LIST OF OBSOLETE COORDINATE ENTRIES AND SUCCESSORS\n"}
+    blobs: list[list[bytes]] = [[] for _ in range(shards)]
+    sizes = [0] * shards
+    index = {}
+    for i, (chain_id, files) in enumerate(alignments.items()):
+        shard = i % shards
+        entry = {"db": f"{shard}.db", "files": []}
+        for name, text in files.items():
+            data = text.encode()
+            entry["files"].append([name, sizes[shard], len(data)])
+            blobs[shard].append(data)
+            sizes[shard] += len(data)
+        index[chain_id] = entry
+    texts.update({ALIGNMENTS_DIR / f"{s}.db": b"".join(b).decode() for s, b in enumerate(blobs)})
+    texts[SUPER_INDEX] = json.dumps(index)
+    atomic_write_many([(root / k, v, 0o644) for k, v in texts.items()])
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CHAIN_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(root / CHAINS_CSV, out.getvalue())
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Through a temp file beside `path` and a rename: readers see all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---- reading ---------------------------------------------------------------------------------
+def _cached(files: int):
+    """load(path) once per file version (path, modification time) for the last `files` files:
+    a set written again is read again."""
+
+    def wrap(load):
+        cached = functools.lru_cache(maxsize=files)(lambda path, _mtime: load(path))
+
+        def get(path: Path):
+            try:
+                mtime = path.stat().st_mtime_ns
+            except OSError as exc:
+                raise CorruptFileError(path, f"missing ({exc.strerror}); want {LAYOUT}") from None
+            return cached(path, mtime)
+
+        return get
+
+    return wrap
+
+
+@_cached(4)
+def _chains_csv(path: Path) -> dict[str, dict]:
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CorruptFileError(path, f"cannot read the chain table ({exc}); want {LAYOUT}") from None
+    missing = set(CHAIN_COLUMNS) - set(rows[0] if rows else CHAIN_COLUMNS)
+    if missing:
+        raise CorruptFileError(path, f"lacks the columns {sorted(missing)}; want {', '.join(CHAIN_COLUMNS)}")
+    for r in rows:
+        if not (r["sequence_length"] or "").isdigit() or not re.fullmatch(r"\d{4}-\d\d-\d\d", r["release_date"] or ""):
+            raise CorruptFileError(
+                path,
+                f"chain {r['pdb_chain_id']}: sequence_length {r['sequence_length']!r}, release_date "
+                f"{r['release_date']!r}; want a count and YYYY-MM-DD",
+            )
+    return {r["pdb_chain_id"]: r for r in rows}
+
+
+def chains_table(root) -> dict[str, dict]:
+    """chains.csv as {pdb_chain_id: row}."""
+    return _chains_csv(Path(root) / CHAINS_CSV)
+
+
+def _index_entry_ok(entry) -> bool:
+    files = entry.get("files") if isinstance(entry, dict) else None
+    return (
+        isinstance(entry.get("db") if isinstance(entry, dict) else None, str)
+        and isinstance(files, list)
+        and all(isinstance(f, list) and len(f) == 3 and isinstance(f[0], str) for f in files)
+        and all(isinstance(f[1], int) and isinstance(f[2], int) for f in files)
+    )
+
+
+@_cached(4)
+def _super_index(path: Path) -> dict:
+    try:
+        index = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CorruptFileError(path, f"not JSON ({exc}); want {LAYOUT}") from None
+    if not isinstance(index, dict) or not all(_index_entry_ok(e) for e in index.values()):
+        raise CorruptFileError(path, "not an alignment index {pdb_chain_id: {db, files: [[name, start, size]]}}")
+    return index
+
+
+def super_index(root) -> dict:
+    return _super_index(Path(root) / SUPER_INDEX)
+
+
+def read_alignments(root, pdb_chain_id: str) -> dict[str, str]:
+    """The chain's alignment files {name: text}, read from its shard as super.index places them."""
+    entry = super_index(root).get(pdb_chain_id)
+    if entry is None:
+        raise CorruptFileError(Path(root) / SUPER_INDEX, f"has no entry for chain {pdb_chain_id!r}")
+    path = Path(root) / ALIGNMENTS_DIR / entry["db"]
+    out = {}
+    try:
+        with open(path, "rb") as f:
+            for name, start, size in entry["files"]:
+                f.seek(start)
+                data = f.read(size)
+                if len(data) != size:
+                    raise CorruptFileError(
+                        path, f"{name} of {pdb_chain_id} ends at {start + len(data)}, not {start + size}"
+                    )
+                out[name] = data.decode()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(path, f"cannot read the alignments of {pdb_chain_id}: {exc}") from None
+    return out
+
+
+@_cached(16)  # a real set has some thousand such files of many entries: keep a few
+def _dicts_file(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            dicts = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError) as exc:
+        raise CorruptFileError(path, f"not a pickled {{pdb_id: mmCIF dict}} file: {exc}") from None
+    if not isinstance(dicts, dict):
+        raise CorruptFileError(path, f"holds a {type(dicts).__name__}, not a {{pdb_id: mmCIF dict}}")
+    return dicts
+
+
+def read_chain_atoms(root, pdb_id: str, chain_id: str) -> tuple[dict, str, np.ndarray, np.ndarray]:
+    """(mmCIF dict, sequence, all_atom_positions float32 [L, 37, 3], all_atom_mask bool [L, 37])."""
+    path = Path(root) / MMCIF_DIR / "dicts" / pdb_id[1:3]
+    entry = _dicts_file(path).get(pdb_id)
+    try:
+        sequence = entry["sequences"][chain_id]
+        (pos_z, pos_shape), (mask_z, mask_shape) = (
+            entry["atoms"][chain_id][k] for k in ("all_atom_positions", "all_atom_mask")
+        )
+        pos = np.frombuffer(zlib.decompress(pos_z), np.float32).reshape(pos_shape)
+        mask = np.frombuffer(zlib.decompress(mask_z), bool).reshape(mask_shape)
+    except (TypeError, KeyError, ValueError, zlib.error) as exc:
+        raise CorruptFileError(
+            path, f"no mmCIF dict of {pdb_id} chain {chain_id} with sequences and atoms ({exc!r})"
+        ) from None
+    if pos.shape != (len(sequence), 37, 3) or mask.shape != (len(sequence), 37):
+        raise CorruptFileError(
+            path, f"{pdb_id}_{chain_id}: atoms {pos.shape}, {mask.shape} for {len(sequence)} residues"
+        )
+    return entry, sequence, pos, mask
+
+
+def parse_a3m(text: str) -> tuple[list[str], np.ndarray]:
+    """Aligned sequences (lower case removed) and deletions (lower-case letters before each
+    column), as the reference's parser reads them."""
+    rows, names = [], []
+    for line in text.splitlines():
+        if line.startswith(">"):
+            names.append(line)
+            rows.append([])
+        elif line and not line.startswith("#") and rows:
+            rows[-1].append(line.strip())
+    seqs, dels = [], []
+    for parts in rows:
+        b = np.frombuffer("".join(parts).encode(), np.uint8)
+        lower = (b >= ord("a")) & (b <= ord("z"))
+        before = np.cumsum(lower)[~lower]  # lower-case letters up to each column
+        dels.append(np.diff(before, prepend=0))
+        seqs.append(b[~lower].tobytes().decode())
+    return seqs, dels
+
+
+def parse_hhr(text: str) -> list[dict]:
+    """Hits of an .hhr file: name, sum_probs, aligned query and hit strings and their residue
+    indices (-1 at gaps), as the reference's parser reads them."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("No ")] + [len(lines)]
+    hits = []
+    for a, b in zip(starts, starts[1:]):
+        block = lines[a:b]
+        m = re.search(r"Sum_probs=([^\s]+)", block[2]) if len(block) > 2 else None
+        if m is None or not block[1].startswith(">"):
+            raise ValueError(f"hit block at line {a + 1} lacks its >name and Probab ... Sum_probs= lines")
+        hit = {"name": block[1][1:].split()[0], "sum_probs": float(m.group(1)), "query": "", "hit": ""}
+        idx = {"query": [], "hit": []}
+        for line in block[3:]:
+            kind = "query" if line.startswith("Q ") else "hit" if line.startswith("T ") else None
+            if kind is None or line[2:].startswith(("ss_dssp", "ss_pred", "Consensus")):
+                continue
+            g = re.match(r"[\t ]*([0-9]*) ([A-Z-]*)[\t ]*([0-9]*) \([0-9]*\)", line[17:])
+            if g is None:
+                raise ValueError(f"cannot read the alignment line {line!r}")
+            at = int(g.group(1)) - 1
+            for c in g.group(2):
+                idx[kind].append(-1 if c == "-" else at)
+                at += c != "-"
+            hit[kind] += g.group(2)
+        hit["query_index"], hit["hit_index"] = np.array(idx["query"]), np.array(idx["hit"])
+        hits.append(hit)
+    return hits
+
+
+def template_hits(root, hits: list[dict], query: str, release_date: str, limit: int) -> list[tuple]:
+    """(aatype, positions, mask, sum_probs) of up to `limit` hits, best sum_probs first, whose
+    chains are in the set and released at least 60 days before the query; each hit's residues
+    must be its mmCIF sequence's (the reference realigns those that are not: not needed here)."""
+    table = chains_table(root)
+    latest = datetime.date.fromisoformat(release_date) - datetime.timedelta(days=TEMPLATE_DAYS_BEFORE_RELEASE)
+    out = []
+    for hit in sorted(hits, key=lambda h: -h["sum_probs"]):
+        m = re.match(r"[a-zA-Z\d]{4}_[a-zA-Z0-9.]+", hit["name"])
+        row = table.get(m.group(0)) if m else None
+        if row is None or datetime.date.fromisoformat(row["release_date"]) > latest:
+            continue
+        _, sequence, pos, mask = read_chain_atoms(root, row["pdb_id"], row["author_chain_id"])
+        n = len(query)
+        t_aatype, t_pos, t_mask = np.full(n, GAP, np.int32), np.zeros((n, 37, 3), np.float32), np.zeros((n, 37), bool)
+        pairs = [(q, h, c) for q, h, c in zip(hit["query_index"], hit["hit_index"], hit["hit"]) if q >= 0 and h >= 0]
+        for q, h, c in pairs:
+            if h >= len(sequence) or sequence[h] != c:
+                raise CorruptFileError(
+                    Path(root) / ALIGNMENTS_DIR,
+                    f"hit {hit['name']} residue {h + 1} is {c}, its mmCIF sequence has "
+                    f"{sequence[h] if h < len(sequence) else 'none'} (realignment is not supported)",
+                )
+            t_aatype[q], t_pos[q], t_mask[q] = sequence_ids(c)[0], pos[h], mask[h]
+        out.append((t_aatype, t_pos, t_mask, np.float32(hit["sum_probs"])))
+        if len(out) == limit:
+            break
+    return out
