@@ -258,6 +258,7 @@ def test_the_set_on_disk_reads_back_as_the_generator_meant_it(tmp_path):
     """The reference's processed layout (mmCIF dicts, alignment shards, super.index) read back
     gives every chain's raw features exactly as generated (coordinates are float32 both ways),
     and the processed example for a seed is the one the former npz files gave."""
+    import datetime
     import json
     import pickle
 
@@ -314,6 +315,24 @@ def test_the_set_on_disk_reads_back_as_the_generator_meant_it(tmp_path):
         assert hit["hit"] == row["sequence"] == disk.sequence_string(m["template_aatype"][t])
         assert row["release_date"] < table[chain]["release_date"]
     assert [h["sum_probs"] for h in hits] == sorted((h["sum_probs"] for h in hits), reverse=True)
+    # the reference's prefilter: a hit of the query's own entry, one released less than 60 days
+    # before the query, a copy of the query, or one aligned over 10% of it or less is dropped
+    query, date = table[chain]["sequence"], table[chain]["release_date"]
+    kept = disk.template_hits(tmp_path, hits, query, pdb_id, date, 4)
+    assert len(kept) == 2 and np.array_equal(kept[0][0], m["template_aatype"][0])
+    assert disk.template_hits(tmp_path, hits, query, hits[0]["name"][:4], date, 4) == []
+    assert disk.template_hits(tmp_path, hits, query, pdb_id, "2021-02-01", 4) == []
+    latest = datetime.date.fromisoformat(date) - datetime.timedelta(days=60)
+    assert disk.acceptable_hit(hits[1], table, {}, query, pdb_id, latest) is not None
+    assert disk.acceptable_hit({**hits[1], "hit": query}, table, {}, query, pdb_id, latest) is None
+    # an obsolete id is read as its successor's (obsolete.dat's fixed columns)
+    template = hits[0]["name"]
+    moved = {**hits[0], "name": "9zzz" + template[4:]}
+    assert disk.template_hits(tmp_path, [moved], query, pdb_id, date, 4) == []
+    (tmp_path / disk.MMCIF_DIR / "obsolete.dat").write_text(f"OBSLTE    31-JUL-94 9ZZZ     {template[:4].upper()}\n")
+    assert len(disk.template_hits(tmp_path, [moved], query, pdb_id, date, 4)) == 1
+    few = {**hits[1], "aligned_cols": len(query) // 10}
+    assert len(disk.template_hits(tmp_path, [few, hits[0]], query, pdb_id, date, 4)) == 1
 
 
 def test_a_damaged_or_missing_file_names_itself(tmp_path):
@@ -325,6 +344,12 @@ def test_a_damaged_or_missing_file_names_itself(tmp_path):
 
     data.generate(tmp_path, atoms, 1, 1, 8, 8, 4, 1, seed=1)
     chain = data.list_chains(tmp_path, "train")[0]
+    # hits under 10 residues are dropped, as the reference's prefilter drops them: the chain
+    # has no template, and processing pads one, masked out
+    raw = data.read_raw(tmp_path, chain, 1)
+    assert raw["template_aatype"].shape == (0, 8) and raw["template_all_atom_positions"].shape == (0, 8, 37, 3)
+    example = data.process(raw, np.random.default_rng(0), 8, 2, 2, 1, train=True, atoms=atoms)
+    assert example["template_mask"].tolist() == [0.0] and example["template_torsion_angles_mask"].shape == (1, 8, 7)
     shard = tmp_path / disk.ALIGNMENTS_DIR / disk.super_index(tmp_path)[chain]["db"]
     with open(shard, "r+b") as f:
         f.truncate(100)

@@ -203,6 +203,9 @@ def synthetic_features(
     # templates: the structure built for the template's residues (30% mutated) with 0.3 rad of
     # torsion noise, each residue shifted by 1 A
     t_aatype = np.where(rng.random((templates, length)) < 0.3, rng.integers(0, 20, (templates, length)), aatype)
+    # a template identical to the query is a duplicate the reference's template prefilter drops:
+    # one residue changed keeps it (no draw, so the rest of the set is unchanged)
+    t_aatype[(t_aatype == aatype).all(1), 0] = (aatype[0] + 1) % 20
     t_pos, t_mask = [], []
     for t in range(templates):
         torsions = chain["torsions"] + rng.normal(0, 0.3, chain["torsions"].shape)
@@ -367,7 +370,7 @@ def read_raw(root, pdb_chain_id: str, max_templates: int = 4) -> dict:
         seqs, dels = [sequence], [np.zeros(n, np.int64)]
     if any(len(x) != n for x in seqs):
         raise CorruptFileError(where, f"alignments of {pdb_chain_id} have rows not {n} columns long")
-    templates = disk.template_hits(root, hits, sequence, row["release_date"], max_templates)
+    templates = disk.template_hits(root, hits, sequence, row["pdb_id"], row["release_date"], max_templates)
     t_aatype, t_pos, t_mask, t_probs = (
         (np.stack(x) for x in zip(*templates))
         if templates
@@ -516,8 +519,10 @@ def process(
         "template_pseudo_beta": t_pb.astype(np.float32),
         "template_pseudo_beta_mask": t_pb_mask.astype(np.float32),
         **{
-            "template_" + k: np.stack([t[k][sl] for t in templ]).astype(np.float32)
-            for k in ("torsion_angles_sin_cos", "alt_torsion_angles_sin_cos", "torsion_angles_mask")
+            "template_" + k: (np.stack([t[k][sl] for t in templ]) if templ else np.zeros((0, length, *shape))).astype(
+                np.float32
+            )
+            for k, shape in TEMPLATE_TORSIONS.items()
         },
         "all_atom_positions": pos.astype(np.float32),
         "all_atom_mask": amask.astype(np.float32),
@@ -528,7 +533,18 @@ def process(
         "seq_length": np.int64(n),
         "use_clamped_fape": np.float32(rng.random() < clamped_fape_probability if train else 1.0),
     }
-    return pad(f, crop if train else length)
+    return pad(pad_templates(f, n_templ), crop if train else length)
+
+
+def pad_templates(f: dict, n_templ: int) -> dict:
+    """Zero templates up to n_templ, masked out (template_mask 0), as the reference pads a chain
+    with fewer hits."""
+    missing = n_templ - len(f["template_mask"])
+    if missing <= 0:
+        return f
+    return {
+        k: np.pad(v, [(0, missing)] + [(0, 0)] * (v.ndim - 1)) if k.startswith("template_") else v for k, v in f.items()
+    }
 
 
 # the atom-level features of the chain the loader passes on (reference names)
@@ -552,6 +568,11 @@ CHAIN_ATOM_FEATURES = (
     "chi_angles_sin_cos",
     "chi_mask",
 )
+TEMPLATE_TORSIONS = {
+    "torsion_angles_sin_cos": (7, 2),
+    "alt_torsion_angles_sin_cos": (7, 2),
+    "torsion_angles_mask": (7,),
+}
 TEMPLATE_ATOMS = ("template_aatype", "template_all_atom_positions", "template_all_atom_mask")
 
 # residue axis of each feature (the others are per chain)

@@ -64,7 +64,15 @@ TRAIN_MAX_PDB_RELEASE_DATE = "2021-09-16"
 VAL_CAMEO_DATES = ("2021-09-17", "2021-12-11")
 VAL_MAX_SEQUENCE_LENGTH = 700
 SPLIT_DATES = {"train": ("0000-01-01", TRAIN_MAX_PDB_RELEASE_DATE), "validation": VAL_CAMEO_DATES}
-TEMPLATE_DAYS_BEFORE_RELEASE = 60  # a template must be released this long before its query
+TEMPLATE_DAYS_BEFORE_RELEASE = 60
+# the reference's template prefilter (templates.py): aligned columns over query length must
+# exceed MIN_ALIGN_RATIO; a hit that is a subsequence of the query covering more than
+# MAX_SUBSEQUENCE_RATIO of it is a duplicate; hits shorter than MIN_TEMPLATE_LENGTH are dropped
+MIN_ALIGN_RATIO, MAX_SUBSEQUENCE_RATIO, MIN_TEMPLATE_LENGTH = (
+    0.1,
+    0.95,
+    10,
+)  # a template must be released this long before its query
 LAYOUT = (
     f"{CHAINS_CSV}, {MMCIF_DIR / 'dicts'}/<pdb_id[1:3]>, {MMCIF_DIR / 'obsolete.dat'}, "
     f"{SUPER_INDEX} and its *.db shards (docs/mlperf-hpc.md, OpenFold data)"
@@ -369,10 +377,16 @@ def parse_hhr(text: str) -> list[dict]:
     hits = []
     for a, b in zip(starts, starts[1:]):
         block = lines[a:b]
-        m = re.search(r"Sum_probs=([^\s]+)", block[2]) if len(block) > 2 else None
+        m = re.search(r"Aligned_cols=(\S+).*Sum_probs=(\S+)", block[2]) if len(block) > 2 else None
         if m is None or not block[1].startswith(">"):
             raise ValueError(f"hit block at line {a + 1} lacks its >name and Probab ... Sum_probs= lines")
-        hit = {"name": block[1][1:].split()[0], "sum_probs": float(m.group(1)), "query": "", "hit": ""}
+        hit = {
+            "name": block[1][1:].split()[0],
+            "aligned_cols": int(float(m.group(1))),
+            "sum_probs": float(m.group(2)),
+            "query": "",
+            "hit": "",
+        }
         idx = {"query": [], "hit": []}
         for line in block[3:]:
             kind = "query" if line.startswith("Q ") else "hit" if line.startswith("T ") else None
@@ -391,29 +405,61 @@ def parse_hhr(text: str) -> list[dict]:
     return hits
 
 
-def template_hits(root, hits: list[dict], query: str, release_date: str, limit: int) -> list[tuple]:
-    """(aatype, positions, mask, sum_probs) of up to `limit` hits, best sum_probs first, whose
-    chains are in the set and released at least 60 days before the query; each hit's residues
-    must be its mmCIF sequence's (the reference realigns those that are not: not needed here)."""
+@_cached(4)
+def _obsolete(path: Path) -> dict[str, str]:
+    """obsolete.dat: {obsolete pdb_id: its successor} from its 'OBSLTE  date  old  new' lines."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(path, f"cannot read the obsolete entries: {exc}") from None
+    return {
+        line[20:24].lower(): line[29:33].lower()
+        for line in map(str.strip, lines)
+        if line.startswith("OBSLTE") and len(line) > 30
+    }
+
+
+def acceptable_hit(hit: dict, table: dict, obsolete: dict, query: str, query_pdb_id: str, latest) -> dict | None:
+    """The hit's chains.csv row if the reference would keep it: a chain of the set (obsolete ids
+    replaced), not of the query's entry, released by `latest`, aligned over more than 10% of
+    the query, not a copy of (most of) the query, and at least 10 residues long."""
+    m = re.match(r"[a-zA-Z\d]{4}_[a-zA-Z0-9.]+", hit["name"])
+    if m is None:
+        return None
+    pdb_id, chain = m.group(0).split("_")
+    if f"{pdb_id}_{chain}" not in table:
+        pdb_id = obsolete.get(pdb_id.lower(), pdb_id)
+    row = table.get(f"{pdb_id}_{chain}")
+    sequence = hit["hit"].replace("-", "")
+    if (
+        row is None
+        or pdb_id.lower() == query_pdb_id.lower()
+        or datetime.date.fromisoformat(row["release_date"]) > latest
+        or hit["aligned_cols"] / len(query) <= MIN_ALIGN_RATIO
+        or (sequence in query and len(sequence) / len(query) > MAX_SUBSEQUENCE_RATIO)
+        or len(sequence) < MIN_TEMPLATE_LENGTH
+    ):
+        return None
+    return row
+
+
+def template_hits(root, hits: list[dict], query: str, query_pdb_id: str, release_date: str, limit: int) -> list:
+    """(aatype, positions, mask, sum_probs) of up to `limit` hits, best sum_probs first, among
+    those the reference's prefilter keeps (acceptable_hit); a hit whose residues are not its
+    chain's mmCIF sequence is skipped (the reference realigns it first: not implemented)."""
     table = chains_table(root)
+    obsolete = _obsolete(Path(root) / MMCIF_DIR / "obsolete.dat")
     latest = datetime.date.fromisoformat(release_date) - datetime.timedelta(days=TEMPLATE_DAYS_BEFORE_RELEASE)
+    kept = [(h, row) for h in hits if (row := acceptable_hit(h, table, obsolete, query, query_pdb_id, latest))]
     out = []
-    for hit in sorted(hits, key=lambda h: -h["sum_probs"]):
-        m = re.match(r"[a-zA-Z\d]{4}_[a-zA-Z0-9.]+", hit["name"])
-        row = table.get(m.group(0)) if m else None
-        if row is None or datetime.date.fromisoformat(row["release_date"]) > latest:
-            continue
+    for hit, row in sorted(kept, key=lambda k: -k[0]["sum_probs"]):
         _, sequence, pos, mask = read_chain_atoms(root, row["pdb_id"], row["author_chain_id"])
         n = len(query)
         t_aatype, t_pos, t_mask = np.full(n, GAP, np.int32), np.zeros((n, 37, 3), np.float32), np.zeros((n, 37), bool)
         pairs = [(q, h, c) for q, h, c in zip(hit["query_index"], hit["hit_index"], hit["hit"]) if q >= 0 and h >= 0]
+        if any(h >= len(sequence) or sequence[h] != c for _, h, c in pairs):
+            continue
         for q, h, c in pairs:
-            if h >= len(sequence) or sequence[h] != c:
-                raise CorruptFileError(
-                    Path(root) / ALIGNMENTS_DIR,
-                    f"hit {hit['name']} residue {h + 1} is {c}, its mmCIF sequence has "
-                    f"{sequence[h] if h < len(sequence) else 'none'} (realignment is not supported)",
-                )
             t_aatype[q], t_pos[q], t_mask[q] = sequence_ids(c)[0], pos[h], mask[h]
         out.append((t_aatype, t_pos, t_mask, np.float32(hit["sum_probs"])))
         if len(out) == limit:
