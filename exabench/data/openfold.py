@@ -187,6 +187,18 @@ def homolog(
     return mutated, wobble + rng.normal(0, extra_wobble, wobble.shape)
 
 
+def _distinct_rows(msa: np.ndarray) -> None:
+    """Change, in place and without a draw, one residue at a time of a row that repeats an
+    earlier one until it does not: the reference's loader keeps only the first of equal rows."""
+    seen: set[bytes] = set()
+    for r, row in enumerate(msa):
+        col = r % msa.shape[1]
+        while row.tobytes() in seen:
+            row[col] = (row[col] + 1) % 20
+            col = (col + 1) % msa.shape[1]
+        seen.add(row.tobytes())
+
+
 def synthetic_features(
     rng: np.random.Generator, atoms, aatype: np.ndarray, wobble: np.ndarray, msa_depth: int, templates: int
 ) -> dict:
@@ -198,6 +210,7 @@ def synthetic_features(
     homologs = np.where(mutated, rng.integers(0, 20, (msa_depth - 1, length)), aatype)
     homologs = np.where(rng.random(homologs.shape) < 0.05, GAP, homologs)
     msa = np.concatenate([aatype[None], homologs]).astype(np.int32)
+    _distinct_rows(msa)
     deletions = (rng.random(msa.shape) < 0.03) * rng.integers(1, 6, msa.shape)
     deletions[0] = 0
     # templates: the structure built for the template's residues (30% mutated) with 0.3 rad of
@@ -344,6 +357,7 @@ def list_chains(root, split: str) -> list[str]:
         raise CorruptFileError(
             Path(root) / disk.CHAINS_CSV, f"no chains with alignments released {low}..{high} (split {split!r})"
         )
+    disk.require_files(root, chains)
     return chains
 
 
@@ -357,12 +371,13 @@ def read_raw(root, pdb_chain_id: str, max_templates: int = 4) -> dict:
     n = len(sequence)
     seqs, dels = [], []
     try:
-        for k, name in enumerate(disk.A3M_FILES):
-            s, d = disk.parse_a3m(files.get(name, ""))
-            if k > 0 and s and s[0] == sequence:  # the query each search tool's output starts with
-                s, d = s[1:], d[1:]
-            seqs += s
-            dels += d
+        seen = set()
+        for name in disk.A3M_FILES:  # every distinct aligned sequence once, first come first kept
+            for seq, d in zip(*disk.parse_a3m(files.get(name, ""))):
+                if seq not in seen:
+                    seen.add(seq)
+                    seqs.append(seq)
+                    dels.append(d)
         hits = disk.parse_hhr(files.get(disk.HHR_FILE, ""))
     except ValueError as exc:
         raise CorruptFileError(where, f"alignments of {pdb_chain_id}: {exc}") from None

@@ -293,6 +293,17 @@ def super_index(root) -> dict:
     return _super_index(Path(root) / SUPER_INDEX)
 
 
+def require_files(root, pdb_chain_ids: list[str]) -> None:
+    """A CorruptFileError naming the first mmCIF dicts file or alignment shard these chains need
+    that is not there (found before a run starts rather than when its chain comes up)."""
+    table, index = chains_table(root), super_index(root)
+    needed = {Path(root) / MMCIF_DIR / "dicts" / table[c]["pdb_id"][1:3] for c in pdb_chain_ids}
+    needed |= {Path(root) / ALIGNMENTS_DIR / index[c]["db"] for c in pdb_chain_ids}
+    for path in sorted(needed):
+        if not path.is_file():
+            raise CorruptFileError(path, f"missing; want {LAYOUT}")
+
+
 def read_alignments(root, pdb_chain_id: str) -> dict[str, str]:
     """The chain's alignment files {name: text}, read from its shard as super.index places them."""
     entry = super_index(root).get(pdb_chain_id)
