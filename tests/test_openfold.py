@@ -268,7 +268,7 @@ def test_the_set_on_disk_reads_back_as_the_generator_meant_it(tmp_path):
     args = (atoms, 3, 2, 20, 24, 12, 2)
     data.generate(tmp_path, *args, seed=3, families=1)
     meant = {c: (split, raw) for c, split, raw in data.synthetic_set(*args, seed=3, families=1)}
-    assert not list(tmp_path.rglob("*.npz"))
+    assert not list(tmp_path.rglob("*.npz")) and not list(tmp_path.rglob("*.tmp"))
     table = disk.chains_table(tmp_path)
     index = json.loads((tmp_path / disk.SUPER_INDEX).read_text())
     assert set(index) == set(meant)  # template chains are in the mmCIF dicts, without alignments

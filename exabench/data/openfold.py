@@ -245,12 +245,16 @@ def synthetic_features(
     }
 
 
-def _pdb_id(kind: str, i: int) -> str:
-    """A 4-character PDB id: a kind digit, then i in base 36."""
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    return kind + "".join(digits[i // 36**k % 36] for k in (2, 1, 0))
+def _pdb_id(c: int) -> str:
+    """The c-th synthetic entry's 4-character PDB id, base 36, its two most significant digits
+    at [1:3] (the dicts file name): entries in order fill one dicts file after another."""
+    if not 0 <= c < 36**4:
+        raise ValueError(f"{c + 1} entries are more than 4-character PDB ids can name")
+    d = [_BASE36[c // 36**k % 36] for k in (3, 2, 1, 0)]
+    return d[2] + d[0] + d[1] + d[3]
 
 
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 TEMPLATE_CHAINS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 RELEASE_DATES = {"train": "2021-09-01", "validation": "2021-10-01", "template": "2021-01-01"}
 
@@ -280,11 +284,18 @@ def synthetic_set(
         return synthetic_sequence(rng, n), rng.normal(0, wobble / np.sqrt(3), (n, 3))
 
     bases = [new_chain() for _ in range(families)]
+    q = 0
     for split, n in zip(SPLITS, (n_train, n_validation)):
         for i in range(n):
             aatype, steps = homolog(rng, *bases[i % families]) if families else new_chain()
-            pdb_id = _pdb_id("1" if split == "train" else "2", i)
-            yield f"{pdb_id}_A", split, synthetic_features(rng, atoms, aatype, steps, msa_depth, templates)
+            # entry 2q holds chain q, entry 2q + 1 its templates
+            yield f"{_pdb_id(2 * q)}_A", split, synthetic_features(rng, atoms, aatype, steps, msa_depth, templates)
+            q += 1
+
+
+def _entry_number(pdb_id: str) -> int:
+    """_pdb_id's inverse."""
+    return sum(_BASE36.index(pdb_id[i]) * 36**k for i, k in zip((1, 2, 0, 3), (3, 2, 1, 0)))
 
 
 def _on_disk(pdb_chain_id: str, split: str, raw: dict) -> tuple[list[dict], dict[str, str]]:
@@ -299,7 +310,7 @@ def _on_disk(pdb_chain_id: str, split: str, raw: dict) -> tuple[list[dict], dict
         float(raw["resolution"]),
         {"A": (raw["aatype"], raw["all_atom_positions"], raw["all_atom_mask"])},
     )
-    template_id = ("3" if split == "train" else "4") + pdb_id[1:]
+    template_id = _pdb_id(_entry_number(pdb_id) + 1)
     chains = TEMPLATE_CHAINS[: len(raw["template_aatype"])]
     template_entry = disk.mmcif_dict(
         template_id,
@@ -328,12 +339,14 @@ def _on_disk(pdb_chain_id: str, split: str, raw: dict) -> tuple[list[dict], dict
 def generate(root, atoms, *args, **kwargs) -> dict:
     """Write a synthetic set (synthetic_set's arguments) under root in the reference's processed
     layout (exabench.data.openfold_disk); `atoms` is exabench.models.alphafold.atoms."""
-    entries, alignments, counts = [], {}, dict.fromkeys(SPLITS, 0)
-    for pdb_chain_id, split, raw in synthetic_set(atoms, *args, **kwargs):
-        chain_entries, alignments[pdb_chain_id] = _on_disk(pdb_chain_id, split, raw)
-        entries += chain_entries
-        counts[split] += 1
-    disk.write_set(root, entries, alignments)
+    counts = dict.fromkeys(SPLITS, 0)
+    with disk.SetWriter(root) as writer:
+        for pdb_chain_id, split, raw in synthetic_set(atoms, *args, **kwargs):
+            entries, files = _on_disk(pdb_chain_id, split, raw)
+            for entry in entries:
+                writer.add_entry(entry)
+            writer.add_alignments(pdb_chain_id, files)
+            counts[split] += 1
     return counts
 
 

@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 
 from exabench.data.tfrecord import CorruptFileError
-from exabench.io import atomic_write_many, atomic_write_text
 
 MMCIF_DIR = Path("pdb_mmcif") / "processed"
 ALIGNMENTS_DIR = Path("open_protein_set") / "processed" / "pdb_alignments"
@@ -163,64 +162,104 @@ def hhr_text(query_name: str, query: str, hits: list[tuple[str, str, float]]) ->
     return "\n".join(lines) + "\n"
 
 
-def write_set(root, entries: list[dict], alignments: dict[str, dict[str, str]], shards: int = 4) -> None:
-    """Write the layout under root: entries are mmCIF dicts, alignments {pdb_chain_id: {file
-    name: text}}. chains.csv goes last (its presence marks a complete set)."""
-    root = Path(root)
-    rows = [
-        {
-            "pdb_chain_id": f"{e['pdb_id']}_{c}",
-            "pdb_id": e["pdb_id"],
-            "author_chain_id": c,
-            "mmcif_chain_ids": c,
-            "release_date": e["release_date"],
-            "resolution": repr(e["resolution"]),
-            "pdb_cluster_id": -1,
-            "sequence_length": len(e["sequences"][c]),
-            "sequence": e["sequences"][c],
-        }
-        for e in entries
-        for c in e["author_chain_ids"]
-    ]
-    groups: dict[str, dict] = {}
-    for e in entries:
-        groups.setdefault(e["pdb_id"][1:3], {})[e["pdb_id"]] = e
-    for name, group in sorted(groups.items()):
-        _write_bytes(root / MMCIF_DIR / "dicts" / name, pickle.dumps(group))
-    texts: dict[Path, str] = {MMCIF_DIR / "obsolete.dat": " LIST OF OBSOLETE COORDINATE ENTRIES AND SUCCESSORS\n"}
-    blobs: list[list[bytes]] = [[] for _ in range(shards)]
-    sizes = [0] * shards
-    index = {}
-    for i, (chain_id, files) in enumerate(alignments.items()):
-        shard = i % shards
+class SetWriter:
+    """Writes the layout under root as entries and alignments come, holding little in memory:
+    alignment files go straight to their shard, and a dicts file is written once the entries
+    stop coming to it (entries must come grouped by pdb_id[1:3]). Everything is written to
+    temp files renamed into place on close, chains.csv last (its presence marks a complete
+    set); on an error nothing is left behind."""
+
+    def __init__(self, root, shards: int = 4):
+        self.root = Path(root)
+        self.rows: list[dict] = []
+        self.index: dict[str, dict] = {}
+        self.done: list[tuple[str, Path]] = []  # (temp file, final path)
+        self.group_key, self.group, self.groups_seen = None, {}, set()
+        (self.root / ALIGNMENTS_DIR).mkdir(parents=True, exist_ok=True)
+        self.shards = [self._temp(self.root / ALIGNMENTS_DIR / f"{s}.db") for s in range(shards)]
+        self.sizes = [0] * shards
+
+    def _temp(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        self.done.append((tmp, path))
+        return os.fdopen(fd, "wb")
+
+    def _flush_group(self) -> None:
+        if self.group:
+            with self._temp(self.root / MMCIF_DIR / "dicts" / self.group_key) as f:
+                pickle.dump(self.group, f)
+            self.groups_seen.add(self.group_key)
+        self.group = {}
+
+    def add_entry(self, entry: dict) -> None:
+        """An mmCIF dict (mmcif_dict) and a chains.csv row per chain of it."""
+        key = entry["pdb_id"][1:3]
+        if key != self.group_key:
+            self._flush_group()
+            if key in self.groups_seen:
+                raise ValueError(f"entry {entry['pdb_id']} comes after its dicts file {key} was written")
+            self.group_key = key
+        self.group[entry["pdb_id"]] = entry
+        for c in entry["author_chain_ids"]:
+            self.rows.append(
+                {
+                    "pdb_chain_id": f"{entry['pdb_id']}_{c}",
+                    "pdb_id": entry["pdb_id"],
+                    "author_chain_id": c,
+                    "mmcif_chain_ids": c,
+                    "release_date": entry["release_date"],
+                    "resolution": repr(entry["resolution"]),
+                    "pdb_cluster_id": -1,
+                    "sequence_length": len(entry["sequences"][c]),
+                    "sequence": entry["sequences"][c],
+                }
+            )
+
+    def add_alignments(self, pdb_chain_id: str, files: dict[str, str]) -> None:
+        """The chain's alignment files {name: text}, back to back in shard (chains in turn)."""
+        shard = len(self.index) % len(self.shards)
         entry = {"db": f"{shard}.db", "files": []}
         for name, text in files.items():
             data = text.encode()
-            entry["files"].append([name, sizes[shard], len(data)])
-            blobs[shard].append(data)
-            sizes[shard] += len(data)
-        index[chain_id] = entry
-    texts.update({ALIGNMENTS_DIR / f"{s}.db": b"".join(b).decode() for s, b in enumerate(blobs)})
-    texts[SUPER_INDEX] = json.dumps(index)
-    atomic_write_many([(root / k, v, 0o644) for k, v in texts.items()])
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CHAIN_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(root / CHAINS_CSV, out.getvalue())
+            self.shards[shard].write(data)
+            entry["files"].append([name, self.sizes[shard], len(data)])
+            self.sizes[shard] += len(data)
+        self.index[pdb_chain_id] = entry
 
+    def close(self) -> None:
+        self._flush_group()
+        for f in self.shards:
+            f.close()
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=CHAIN_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.rows)
+        for path, text in (
+            (SUPER_INDEX, json.dumps(self.index)),
+            (MMCIF_DIR / "obsolete.dat", " LIST OF OBSOLETE COORDINATE ENTRIES AND SUCCESSORS\n"),
+            (CHAINS_CSV, out.getvalue()),
+        ):
+            with self._temp(self.root / path) as f:
+                f.write(text.encode())
+        for tmp, path in self.done:
+            os.replace(tmp, path)
+        self.done = []
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Through a temp file beside `path` and a rename: readers see all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    def abort(self) -> None:
+        for f in self.shards:
+            f.close()
+        for tmp, _ in self.done:
+            Path(tmp).unlink(missing_ok=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, *_):
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
 
 
 # ---- reading ---------------------------------------------------------------------------------
