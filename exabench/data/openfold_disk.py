@@ -63,15 +63,12 @@ TRAIN_MAX_PDB_RELEASE_DATE = "2021-09-16"
 VAL_CAMEO_DATES = ("2021-09-17", "2021-12-11")
 VAL_MAX_SEQUENCE_LENGTH = 700
 SPLIT_DATES = {"train": ("0000-01-01", TRAIN_MAX_PDB_RELEASE_DATE), "validation": VAL_CAMEO_DATES}
-TEMPLATE_DAYS_BEFORE_RELEASE = 60
-# the reference's template prefilter (templates.py): aligned columns over query length must
-# exceed MIN_ALIGN_RATIO; a hit that is a subsequence of the query covering more than
+# the reference's template prefilter (templates.py, datasets.py): a template must be released
+# TEMPLATE_DAYS_BEFORE_RELEASE before its query; aligned columns over query length must exceed
+# MIN_ALIGN_RATIO; a hit that is a subsequence of the query covering more than
 # MAX_SUBSEQUENCE_RATIO of it is a duplicate; hits shorter than MIN_TEMPLATE_LENGTH are dropped
-MIN_ALIGN_RATIO, MAX_SUBSEQUENCE_RATIO, MIN_TEMPLATE_LENGTH = (
-    0.1,
-    0.95,
-    10,
-)  # a template must be released this long before its query
+TEMPLATE_DAYS_BEFORE_RELEASE = 60
+MIN_ALIGN_RATIO, MAX_SUBSEQUENCE_RATIO, MIN_TEMPLATE_LENGTH = 0.1, 0.95, 10
 LAYOUT = (
     f"{CHAINS_CSV}, {MMCIF_DIR / 'dicts'}/<pdb_id[1:3]>, {MMCIF_DIR / 'obsolete.dat'}, "
     f"{SUPER_INDEX} and its *.db shards (docs/mlperf-hpc.md, OpenFold data)"
