@@ -361,7 +361,7 @@ def test_a_damaged_or_missing_file_names_itself(tmp_path):
         data.read_raw(tmp_path, chain)
     # a data_dir that is not a processed set: a ConfigError naming the file and the layout
     dicts.unlink()
-    with pytest.raises(ConfigError, match=f"{dicts}: missing; want .*chains.csv"):
+    with pytest.raises(ConfigError, match=f"{dicts}: missing; valid: .*chains.csv"):
         data_chains(tmp_path)
     (tmp_path / disk.SUPER_INDEX).unlink()
     with pytest.raises(ConfigError, match="data_dir") as err:

@@ -71,7 +71,7 @@ TEMPLATE_DAYS_BEFORE_RELEASE = 60
 MIN_ALIGN_RATIO, MAX_SUBSEQUENCE_RATIO, MIN_TEMPLATE_LENGTH = 0.1, 0.95, 10
 LAYOUT = (
     f"{CHAINS_CSV}, {MMCIF_DIR / 'dicts'}/<pdb_id[1:3]>, {MMCIF_DIR / 'obsolete.dat'}, "
-    f"{SUPER_INDEX} and its *.db shards (docs/mlperf-hpc.md, OpenFold data)"
+    f"{SUPER_INDEX} and its *.db shards (docs/mlperf-hpc.md, 'Data on disk')"
 )
 
 RESTYPES = "ARNDCQEGHILKMFPSTWYV"
@@ -271,7 +271,7 @@ def _cached(files: int):
             try:
                 mtime = path.stat().st_mtime_ns
             except OSError as exc:
-                raise CorruptFileError(path, f"missing ({exc.strerror}); want {LAYOUT}") from None
+                raise CorruptFileError(path, f"missing ({exc.strerror})") from None
             return cached(path, mtime)
 
         return get
@@ -285,7 +285,7 @@ def _chains_csv(path: Path) -> dict[str, dict]:
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise CorruptFileError(path, f"cannot read the chain table ({exc}); want {LAYOUT}") from None
+        raise CorruptFileError(path, f"cannot read the chain table ({exc})") from None
     missing = set(CHAIN_COLUMNS) - set(rows[0] if rows else CHAIN_COLUMNS)
     if missing:
         raise CorruptFileError(path, f"lacks the columns {sorted(missing)}; want {', '.join(CHAIN_COLUMNS)}")
@@ -319,7 +319,7 @@ def _super_index(path: Path) -> dict:
     try:
         index = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise CorruptFileError(path, f"not JSON ({exc}); want {LAYOUT}") from None
+        raise CorruptFileError(path, f"not JSON ({exc})") from None
     if not isinstance(index, dict) or not all(_index_entry_ok(e) for e in index.values()):
         raise CorruptFileError(path, "not an alignment index {pdb_chain_id: {db, files: [[name, start, size]]}}")
     return index
@@ -337,7 +337,7 @@ def require_files(root, pdb_chain_ids: list[str]) -> None:
     needed |= {Path(root) / ALIGNMENTS_DIR / index[c]["db"] for c in pdb_chain_ids}
     for path in sorted(needed):
         if not path.is_file():
-            raise CorruptFileError(path, f"missing; want {LAYOUT}")
+            raise CorruptFileError(path, "missing")
 
 
 def read_alignments(root, pdb_chain_id: str) -> dict[str, str]:
