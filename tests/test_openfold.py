@@ -1,6 +1,6 @@
 """OpenFold (AlphaFold2): the reference's parameter count, geometry and loss pieces by hand,
 the side-chain geometry and FAPE against numbers of the reference's own functions, the
-synthetic feature files read back with the reference's shapes, and tiny training runs whose
+synthetic set written and read back in the reference's processed on-disk format, and tiny training runs whose
 loss falls and lDDT-Ca rises, with a compliant MLPerf-HPC log."""
 
 from __future__ import annotations
@@ -194,8 +194,8 @@ def test_synthetic_chains_read_back_with_the_references_shapes(tmp_path):
     from exabench.data import openfold as data
 
     assert data.generate(tmp_path, atoms, 3, 2, 20, 24, 12, 2, seed=3, families=1) == {"train": 3, "validation": 2}
-    files = data.list_chains(tmp_path, "train")
-    raw = data.read_raw(files[0])
+    chains = data.list_chains(tmp_path, "train")
+    raw = data.read_raw(tmp_path, chains[0])
     n = len(raw["aatype"])
     assert raw["msa"].shape == (12, n) and raw["template_all_atom_positions"].shape == (2, n, 37, 3)
     ca = raw["all_atom_positions"][:, 1]
@@ -249,21 +249,126 @@ def test_synthetic_chains_read_back_with_the_references_shapes(tmp_path):
     )
     assert np.array_equal(f["chi_mask"], residues.CHI_MASK[f["aatype"]])
     # validation chains are whole, padded to nothing
-    v = data.read_raw(data.list_chains(tmp_path, "validation")[0])
+    v = data.read_raw(tmp_path, data.list_chains(tmp_path, "validation")[0])
     f = data.process(v, np.random.default_rng(0), len(v["aatype"]), 8, 4, 2, train=False, atoms=atoms)
     assert f["seq_mask"].all()
 
 
-def test_damaged_feature_file_names_itself(tmp_path):
+def test_the_set_on_disk_reads_back_as_the_generator_meant_it(tmp_path):
+    """The reference's processed layout (mmCIF dicts, alignment shards, super.index) read back
+    gives every chain's raw features exactly as generated (coordinates are float32 both ways),
+    and the processed example for a seed is the one the former npz files gave."""
+    import datetime
+    import json
+    import pickle
+
     from exabench.data import openfold as data
+    from exabench.data import openfold_disk as disk
+
+    args = (atoms, 3, 2, 20, 24, 12, 2)
+    data.generate(tmp_path, *args, seed=3, families=1)
+    meant = {c: (split, raw) for c, split, raw in data.synthetic_set(*args, seed=3, families=1)}
+    assert not list(tmp_path.rglob("*.npz")) and not list(tmp_path.rglob("*.tmp"))
+    table = disk.chains_table(tmp_path)
+    index = json.loads((tmp_path / disk.SUPER_INDEX).read_text())
+    assert set(index) == set(meant)  # template chains are in the mmCIF dicts, without alignments
+    assert len(table) == len(meant) * (1 + 2)  # every query and its 2 template chains
+    for split in data.SPLITS:
+        assert data.list_chains(tmp_path, split) == [c for c, (s, _) in meant.items() if s == split]
+    for chain, (split, m) in meant.items():
+        raw = data.read_raw(tmp_path, chain, max_templates=2)
+        for key in data.RAW_KEYS:
+            assert raw[key].dtype == np.asarray(m[key]).dtype and np.array_equal(raw[key], m[key]), (chain, key)
+        # the old path: the same features through an npz file
+        npz = tmp_path / "old.npz"
+        np.savez(npz, **m)
+        with np.load(npz) as f:
+            old = {k: f[k] for k in data.RAW_KEYS}
+        train = split == "train"
+        new_example = data.process(raw, np.random.default_rng(7), 16, 8, 4, 2, train=train, atoms=atoms)
+        old_example = data.process(old, np.random.default_rng(7), 16, 8, 4, 2, train=train, atoms=atoms)
+        assert new_example.keys() == old_example.keys()
+        for key in old_example:
+            assert np.array_equal(new_example[key], old_example[key]), (chain, key)
+    # what the files hold, as the reference's readers expect it
+    chain = next(iter(meant))
+    files = dict(disk.read_alignments(tmp_path, chain))
+    assert sorted(files) == sorted([*disk.A3M_FILES, disk.HHR_FILE])
+    a3m = files["uniref90_hits.a3m"].splitlines()
+    assert a3m[0] == f">{chain}" and a3m[1] == table[chain]["sequence"]
+    m = meant[chain][1]
+    seqs, dels = disk.parse_a3m(files["uniref90_hits.a3m"])  # the query and the first third of the rest
+    assert len(seqs) == 1 + (len(m["msa"]) - 1 + 2) // 3
+    assert np.array_equal(np.stack(dels), m["deletion_matrix"][: len(seqs)])  # lower-case letters count
+    assert [disk.sequence_string(r) for r in m["msa"][: len(seqs)]] == seqs
+    lower = sum(c.islower() for name in disk.A3M_FILES for line in files[name].splitlines()[1::2] for c in line)
+    assert lower == m["deletion_matrix"].sum() > 0  # every deleted residue is a lower-case letter
+    for name in disk.A3M_FILES[1:]:  # the other two begin with the query too, as the tools write them
+        assert disk.parse_a3m(files[name])[0][0] == table[chain]["sequence"]
+    hits = disk.parse_hhr(files[disk.HHR_FILE])
+    pdb_id = chain.split("_")[0]
+    with open(tmp_path / disk.MMCIF_DIR / "dicts" / pdb_id[1:3], "rb") as f:
+        entry = pickle.load(f)[pdb_id]
+    assert entry["sequences"]["A"] == table[chain]["sequence"] and isinstance(entry["resolution"], float)
+    for hit, t in zip(hits, range(2)):
+        row = table[hit["name"]]
+        assert hit["hit"] == row["sequence"] == disk.sequence_string(m["template_aatype"][t])
+        assert row["release_date"] < table[chain]["release_date"]
+    assert [h["sum_probs"] for h in hits] == sorted((h["sum_probs"] for h in hits), reverse=True)
+    # the reference's prefilter: a hit of the query's own entry, one released less than 60 days
+    # before the query, a copy of the query, or one aligned over 10% of it or less is dropped
+    query, date = table[chain]["sequence"], table[chain]["release_date"]
+    kept = disk.template_hits(tmp_path, hits, query, pdb_id, date, 4)
+    assert len(kept) == 2 and np.array_equal(kept[0][0], m["template_aatype"][0])
+    assert disk.template_hits(tmp_path, hits, query, hits[0]["name"][:4], date, 4) == []
+    assert disk.template_hits(tmp_path, hits, query, pdb_id, "2021-02-01", 4) == []
+    latest = datetime.date.fromisoformat(date) - datetime.timedelta(days=60)
+    assert disk.acceptable_hit(hits[1], table, {}, query, pdb_id, latest) is not None
+    assert disk.acceptable_hit({**hits[1], "hit": query}, table, {}, query, pdb_id, latest) is None
+    # an obsolete id is read as its successor's (obsolete.dat's fixed columns)
+    template = hits[0]["name"]
+    moved = {**hits[0], "name": "9zzz" + template[4:]}
+    assert disk.template_hits(tmp_path, [moved], query, pdb_id, date, 4) == []
+    (tmp_path / disk.MMCIF_DIR / "obsolete.dat").write_text(f"OBSLTE    31-JUL-94 9ZZZ     {template[:4].upper()}\n")
+    assert len(disk.template_hits(tmp_path, [moved], query, pdb_id, date, 4)) == 1
+    few = {**hits[1], "aligned_cols": len(query) // 10}
+    assert len(disk.template_hits(tmp_path, [few, hits[0]], query, pdb_id, date, 4)) == 1
+
+
+def test_a_damaged_or_missing_file_names_itself(tmp_path):
+    from exabench.benchmarks.mlperf.openfold import data_chains
+    from exabench.data import openfold as data
+    from exabench.data import openfold_disk as disk
     from exabench.data.tfrecord import CorruptFileError
+    from exabench.errors import ConfigError
 
     data.generate(tmp_path, atoms, 1, 1, 8, 8, 4, 1, seed=1)
-    path = data.list_chains(tmp_path, "train")[0]
-    with open(path, "r+b") as f:
+    chain = data.list_chains(tmp_path, "train")[0]
+    # hits under 10 residues are dropped, as the reference's prefilter drops them: the chain
+    # has no template, and processing pads one, masked out
+    raw = data.read_raw(tmp_path, chain, 1)
+    assert raw["template_aatype"].shape == (0, 8) and raw["template_all_atom_positions"].shape == (0, 8, 37, 3)
+    example = data.process(raw, np.random.default_rng(0), 8, 2, 2, 1, train=True, atoms=atoms)
+    assert example["template_mask"].tolist() == [0.0] and example["template_torsion_angles_mask"].shape == (1, 8, 7)
+    shard = tmp_path / disk.ALIGNMENTS_DIR / disk.super_index(tmp_path)[chain]["db"]
+    with open(shard, "r+b") as f:
         f.truncate(100)
-    with pytest.raises(CorruptFileError, match=path.replace(".", r"\.")):
-        data.read_raw(path)
+    with pytest.raises(CorruptFileError, match=str(shard).replace(".", r"\.")):
+        data.read_raw(tmp_path, chain)
+    dicts = tmp_path / disk.MMCIF_DIR / "dicts" / chain[1:3]
+    dicts.write_bytes(b"not a pickle")
+    with pytest.raises(CorruptFileError, match=str(dicts).replace(".", r"\.")):
+        data.read_raw(tmp_path, chain)
+    # a data_dir that is not a processed set: a ConfigError naming the file and the layout
+    dicts.unlink()
+    with pytest.raises(ConfigError, match=f"{dicts}: missing; valid: .*chains.csv"):
+        data_chains(tmp_path)
+    (tmp_path / disk.SUPER_INDEX).unlink()
+    with pytest.raises(ConfigError, match="data_dir") as err:
+        data_chains(tmp_path)
+    assert str(tmp_path / disk.SUPER_INDEX) in str(err.value) and "pdb_mmcif/processed/chains.csv" in str(err.value)
+    with pytest.raises(ConfigError, match="chains.csv: missing"):
+        data_chains(tmp_path / "elsewhere")
 
 
 def test_tiny_preset_learns_from_scratch(tmp_path):
@@ -413,7 +518,7 @@ def test_the_sidechain_fape_weight_reaches_the_loss_and_is_open_division_only(tm
 
     cls = get("openfold")
     data.generate(tmp_path, atoms, 1, 1, 16, 16, 24, 2, seed=5, families=1)
-    raw = data.read_raw(data.list_chains(tmp_path, "train")[0])
+    raw = data.read_raw(tmp_path, data.list_chains(tmp_path, "train")[0])
     example = data.process(raw, np.random.default_rng(0), 16, 8, 16, 2, train=True, atoms=atoms)
     batch = {k: torch.from_numpy(np.asarray(v)) for k, v in data.collate([example]).items()}
     torch.manual_seed(0)

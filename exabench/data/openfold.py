@@ -2,9 +2,9 @@
 turns one chain into the model's features, with the shapes and dtypes of the MLCommons HPC
 reference's processed features (openfold/openfold/config.py FEATURE_SHAPES).
 
-On disk, beside `chains.csv` (one row per chain: pdb_chain_id, split, sequence, release_date,
-resolution), `features/<pdb_chain_id>.npz` holds the chain's raw features under the
-reference's raw feature names: aatype, residue_index, msa, deletion_matrix (primary),
+On disk, a set is the reference's processed layout (exabench.data.openfold_disk): each chain's
+atoms in its mmCIF dict, its MSA and template hits in alignment files; read_raw turns them into
+the reference's raw features: aatype, residue_index, msa, deletion_matrix (primary),
 template_aatype, template_all_atom_positions, template_all_atom_mask, template_sum_probs
 (templates), all_atom_positions, all_atom_mask (atom37: every heavy atom), resolution,
 is_distillation (supervised).
@@ -32,17 +32,12 @@ residue types.
 
 from __future__ import annotations
 
-import csv
-import io
-import os
-import tempfile
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from exabench.data import openfold_disk as disk
 from exabench.data.tfrecord import CorruptFileError
-from exabench.io import atomic_write_text
 
 RESTYPES = "ARNDCQEGHILKMFPSTWYV"  # AlphaFold's order; 20 = X (unknown), 21 = gap, 22 = BERT mask token
 GAP, MASK_TOKEN, MSA_CLASSES = 21, 22, 23
@@ -192,6 +187,18 @@ def homolog(
     return mutated, wobble + rng.normal(0, extra_wobble, wobble.shape)
 
 
+def _distinct_rows(msa: np.ndarray) -> None:
+    """Change, in place and without a draw, one residue at a time of a row that repeats an
+    earlier one until it does not: the reference's loader keeps only the first of equal rows."""
+    seen: set[bytes] = set()
+    for r, row in enumerate(msa):
+        col = r % msa.shape[1]
+        while row.tobytes() in seen:
+            row[col] = (row[col] + 1) % 20
+            col = (col + 1) % msa.shape[1]
+        seen.add(row.tobytes())
+
+
 def synthetic_features(
     rng: np.random.Generator, atoms, aatype: np.ndarray, wobble: np.ndarray, msa_depth: int, templates: int
 ) -> dict:
@@ -203,11 +210,15 @@ def synthetic_features(
     homologs = np.where(mutated, rng.integers(0, 20, (msa_depth - 1, length)), aatype)
     homologs = np.where(rng.random(homologs.shape) < 0.05, GAP, homologs)
     msa = np.concatenate([aatype[None], homologs]).astype(np.int32)
+    _distinct_rows(msa)
     deletions = (rng.random(msa.shape) < 0.03) * rng.integers(1, 6, msa.shape)
     deletions[0] = 0
     # templates: the structure built for the template's residues (30% mutated) with 0.3 rad of
     # torsion noise, each residue shifted by 1 A
     t_aatype = np.where(rng.random((templates, length)) < 0.3, rng.integers(0, 20, (templates, length)), aatype)
+    # a template identical to the query is a duplicate the reference's template prefilter drops:
+    # one residue changed keeps it (no draw, so the rest of the set is unchanged)
+    t_aatype[(t_aatype == aatype).all(1), 0] = (aatype[0] + 1) % 20
     t_pos, t_mask = [], []
     for t in range(templates):
         torsions = chain["torsions"] + rng.normal(0, 0.3, chain["torsions"].shape)
@@ -216,6 +227,8 @@ def synthetic_features(
         t_pos.append((pos + rng.normal(0, 1.0, (length, 1, 3))) * mask[..., None])
         t_mask.append(mask)
     t_pos, t_mask = np.stack(t_pos).astype(np.float32), np.stack(t_mask)
+    # best hits first, as the reference ranks them (nothing downstream reads the values)
+    sum_probs = np.sort(rng.uniform(50, 200, (templates, 1)), axis=0)[::-1]
     return {
         "aatype": aatype.astype(np.int32),
         "residue_index": np.arange(length, dtype=np.int32),
@@ -224,7 +237,7 @@ def synthetic_features(
         "template_aatype": t_aatype.astype(np.int32),
         "template_all_atom_positions": t_pos,
         "template_all_atom_mask": t_mask,
-        "template_sum_probs": rng.uniform(50, 200, (templates, 1)).astype(np.float32),
+        "template_sum_probs": sum_probs.astype(np.float32),
         "all_atom_positions": chain["all_atom_positions"],
         "all_atom_mask": chain["all_atom_mask"],
         "resolution": np.float32(rng.uniform(1.0, 2.5)),
@@ -232,19 +245,21 @@ def synthetic_features(
     }
 
 
-def _write_npz(path: Path, arrays: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _pdb_id(c: int) -> str:
+    """The c-th synthetic entry's 4-character PDB id, base 36, its two most significant digits
+    at [1:3] (the dicts file name): entries in order fill one dicts file after another."""
+    if not 0 <= c < 36**4:
+        raise ValueError(f"{c + 1} entries are more than 4-character PDB ids can name")
+    d = [_BASE36[c // 36**k % 36] for k in (3, 2, 1, 0)]
+    return d[2] + d[0] + d[1] + d[3]
 
 
-def generate(
-    root,
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+TEMPLATE_CHAINS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+RELEASE_DATES = {"train": "2021-09-01", "validation": "2021-10-01", "template": "2021-01-01"}
+
+
+def synthetic_set(
     atoms,
     n_train: int,
     n_validation: int,
@@ -255,74 +270,159 @@ def generate(
     seed: int = 0,
     families: int = 0,
     wobble: float = 0.05,
-) -> dict:
-    """Write root/features/<chain>.npz and, last, root/chains.csv (its presence marks a complete set);
-    `atoms` is exabench.models.alphafold.atoms.
+):
+    """(pdb_chain_id, split, raw features) of every synthetic chain, in order.
 
     families = 0: every chain has its own random sequence; families = k: every chain is a
     homolog of one of k random chains (validation chains too, as new members of the families)."""
+    if templates > len(TEMPLATE_CHAINS):
+        raise ValueError(f"at most {len(TEMPLATE_CHAINS)} templates per chain, not {templates}")
     rng = np.random.default_rng(seed)
-    features = Path(root) / "features"
-    features.mkdir(parents=True, exist_ok=True)
 
     def new_chain():
         n = int(rng.integers(min_length, max_length + 1))
         return synthetic_sequence(rng, n), rng.normal(0, wobble / np.sqrt(3), (n, 3))
 
     bases = [new_chain() for _ in range(families)]
-    rows = []
+    q = 0
     for split, n in zip(SPLITS, (n_train, n_validation)):
         for i in range(n):
-            chain_id = f"{'t' if split == 'train' else 'v'}{i:04d}_A"
             aatype, steps = homolog(rng, *bases[i % families]) if families else new_chain()
-            raw = synthetic_features(rng, atoms, aatype, steps, msa_depth, templates)
-            _write_npz(features / f"{chain_id}.npz", raw)
-            rows.append(
-                {
-                    "pdb_chain_id": chain_id,
-                    "split": split,
-                    "sequence": "".join(RESTYPES[a] for a in raw["aatype"]),
-                    "release_date": "2021-09-01" if split == "train" else "2021-10-01",
-                    "resolution": f"{float(raw['resolution']):.2f}",
-                }
-            )
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(Path(root) / "chains.csv", out.getvalue())
-    return {s: sum(r["split"] == s for r in rows) for s in SPLITS}
+            # entry 2q holds chain q, entry 2q + 1 its templates
+            yield f"{_pdb_id(2 * q)}_A", split, synthetic_features(rng, atoms, aatype, steps, msa_depth, templates)
+            q += 1
+
+
+def _entry_number(pdb_id: str) -> int:
+    """_pdb_id's inverse."""
+    return sum(_BASE36.index(pdb_id[i]) * 36**k for i, k in zip((1, 2, 0, 3), (3, 2, 1, 0)))
+
+
+def _on_disk(pdb_chain_id: str, split: str, raw: dict) -> tuple[list[dict], dict[str, str]]:
+    """The chain's mmCIF dict, its templates' (one entry, a chain per template) and its
+    alignment files: the MSA split over the three a3m files (each starts with the query, as
+    the search tools' output does), the templates as pdb70 hits aligned residue for residue
+    with sequences that are their mmCIF sequences (so no realignment is needed)."""
+    pdb_id = pdb_chain_id.split("_")[0]
+    entry = disk.mmcif_dict(
+        pdb_id,
+        RELEASE_DATES[split],
+        float(raw["resolution"]),
+        {"A": (raw["aatype"], raw["all_atom_positions"], raw["all_atom_mask"])},
+    )
+    template_id = _pdb_id(_entry_number(pdb_id) + 1)
+    chains = TEMPLATE_CHAINS[: len(raw["template_aatype"])]
+    template_entry = disk.mmcif_dict(
+        template_id,
+        RELEASE_DATES["template"],
+        2.0,
+        {
+            c: (raw["template_aatype"][t], raw["template_all_atom_positions"][t], raw["template_all_atom_mask"][t])
+            for t, c in enumerate(chains)
+        },
+    )
+    msa, dels = raw["msa"], raw["deletion_matrix"]
+    names = [pdb_chain_id] + [f"{pdb_chain_id}_homolog{r}" for r in range(1, len(msa))]
+    files = {}
+    for name, rows in zip(disk.A3M_FILES, np.array_split(np.arange(1, len(msa)), 3)):
+        rows = np.concatenate([[0], rows]).astype(int)
+        files[name] = disk.a3m_text([names[r] for r in rows], msa[rows], dels[rows])
+    query = disk.sequence_string(raw["aatype"])
+    hits = [
+        (f"{template_id}_{c}", template_entry["sequences"][c], float(raw["template_sum_probs"][t, 0]))
+        for t, c in enumerate(chains)
+    ]
+    files[disk.HHR_FILE] = disk.hhr_text(pdb_chain_id, query, hits)
+    return [entry, template_entry], files
+
+
+def generate(root, atoms, *args, **kwargs) -> dict:
+    """Write a synthetic set (synthetic_set's arguments) under root in the reference's processed
+    layout (exabench.data.openfold_disk); `atoms` is exabench.models.alphafold.atoms."""
+    counts = dict.fromkeys(SPLITS, 0)
+    with disk.SetWriter(root) as writer:
+        for pdb_chain_id, split, raw in synthetic_set(atoms, *args, **kwargs):
+            entries, files = _on_disk(pdb_chain_id, split, raw)
+            for entry in entries:
+                writer.add_entry(entry)
+            writer.add_alignments(pdb_chain_id, files)
+            counts[split] += 1
+    return counts
+
+
+DATA_MARKER = str(disk.CHAINS_CSV)  # written last: its presence marks a complete set
 
 
 def list_chains(root, split: str) -> list[str]:
-    """Paths of the split's feature files, in chains.csv order."""
-    index = Path(root) / "chains.csv"
-    try:
-        with open(index, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as exc:
-        raise CorruptFileError(index, f"cannot read the chain index: {exc}") from exc
-    if rows and not {"pdb_chain_id", "split"} <= set(rows[0]):
-        raise CorruptFileError(index, f"columns {sorted(rows[0])}; want pdb_chain_id and split")
-    paths = [str(Path(root) / "features" / f"{r['pdb_chain_id']}.npz") for r in rows if r["split"] == split]
-    if not paths:
-        raise CorruptFileError(index, f"no chains in split {split!r}")
-    return paths
-
-
-def read_raw(path) -> dict:
-    try:
-        with np.load(path) as f:
-            raw = {k: f[k] for k in RAW_KEYS}
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise CorruptFileError(path, f"not an OpenFold feature file with {', '.join(RAW_KEYS)}: {exc}") from exc
-    n = raw["aatype"].shape[0]
-    if raw["msa"].shape[1:] != (n,) or raw["all_atom_positions"].shape != (n, ATOM_TYPES, 3):
+    """pdb_chain_ids of the split, in chains.csv order: chains with alignments released up to
+    the training cutoff (train) or in the validation window, at most 700 residues (validation)."""
+    table = disk.chains_table(str(root))
+    index = disk.super_index(str(root))
+    low, high = disk.SPLIT_DATES[split]
+    chains = [
+        c
+        for c, row in table.items()
+        if c in index
+        and low <= row["release_date"] <= high
+        and (split == "train" or int(row["sequence_length"]) <= disk.VAL_MAX_SEQUENCE_LENGTH)
+    ]
+    if not chains:
         raise CorruptFileError(
-            path,
-            f"msa {raw['msa'].shape}, all_atom_positions {raw['all_atom_positions'].shape} do not match {n} residues",
+            Path(root) / disk.CHAINS_CSV, f"no chains with alignments released {low}..{high} (split {split!r})"
         )
-    return raw
+    disk.require_files(root, chains)
+    return chains
+
+
+def read_raw(root, pdb_chain_id: str, max_templates: int = 4) -> dict:
+    """The raw features (RAW_KEYS) of one chain, from its mmCIF dict and its alignments."""
+    root = str(root)
+    row = disk.chains_table(root)[pdb_chain_id]
+    entry, sequence, pos, mask = disk.read_chain_atoms(root, row["pdb_id"], row["author_chain_id"])
+    files = disk.read_alignments(root, pdb_chain_id)
+    where = Path(root) / disk.ALIGNMENTS_DIR / disk.super_index(root)[pdb_chain_id]["db"]
+    n = len(sequence)
+    seqs, dels = [], []
+    try:
+        seen = set()
+        for name in disk.A3M_FILES:  # every distinct aligned sequence once, first come first kept
+            for seq, d in zip(*disk.parse_a3m(files.get(name, ""))):
+                if seq not in seen:
+                    seen.add(seq)
+                    seqs.append(seq)
+                    dels.append(d)
+        hits = disk.parse_hhr(files.get(disk.HHR_FILE, ""))
+    except ValueError as exc:
+        raise CorruptFileError(where, f"alignments of {pdb_chain_id}: {exc}") from None
+    if not seqs:
+        seqs, dels = [sequence], [np.zeros(n, np.int64)]
+    if any(len(x) != n for x in seqs):
+        raise CorruptFileError(where, f"alignments of {pdb_chain_id} have rows not {n} columns long")
+    templates = disk.template_hits(root, hits, sequence, row["pdb_id"], row["release_date"], max_templates)
+    t_aatype, t_pos, t_mask, t_probs = (
+        (np.stack(x) for x in zip(*templates))
+        if templates
+        else (
+            np.zeros((0, n), np.int32),
+            np.zeros((0, n, ATOM_TYPES, 3), np.float32),
+            np.zeros((0, n, ATOM_TYPES)),
+            np.zeros(0),
+        )
+    )
+    return {
+        "aatype": disk.sequence_ids(sequence),
+        "residue_index": np.arange(n, dtype=np.int32),
+        "msa": np.stack([disk.sequence_ids(x) for x in seqs]),
+        "deletion_matrix": np.stack(dels).astype(np.float32),
+        "template_aatype": t_aatype.astype(np.int32),
+        "template_all_atom_positions": t_pos.astype(np.float32),
+        "template_all_atom_mask": t_mask.astype(np.float32),
+        "template_sum_probs": t_probs.astype(np.float32).reshape(-1, 1),
+        "all_atom_positions": pos.astype(np.float32),
+        "all_atom_mask": mask.astype(np.float32),
+        "resolution": np.float32(entry["resolution"]),
+        "is_distillation": np.float32(0.0),
+    }
 
 
 # ---- feature processing ------------------------------------------------------------------
@@ -447,8 +547,10 @@ def process(
         "template_pseudo_beta": t_pb.astype(np.float32),
         "template_pseudo_beta_mask": t_pb_mask.astype(np.float32),
         **{
-            "template_" + k: np.stack([t[k][sl] for t in templ]).astype(np.float32)
-            for k in ("torsion_angles_sin_cos", "alt_torsion_angles_sin_cos", "torsion_angles_mask")
+            "template_" + k: (np.stack([t[k][sl] for t in templ]) if templ else np.zeros((0, length, *shape))).astype(
+                np.float32
+            )
+            for k, shape in TEMPLATE_TORSIONS.items()
         },
         "all_atom_positions": pos.astype(np.float32),
         "all_atom_mask": amask.astype(np.float32),
@@ -459,7 +561,18 @@ def process(
         "seq_length": np.int64(n),
         "use_clamped_fape": np.float32(rng.random() < clamped_fape_probability if train else 1.0),
     }
-    return pad(f, crop if train else length)
+    return pad(pad_templates(f, n_templ), crop if train else length)
+
+
+def pad_templates(f: dict, n_templ: int) -> dict:
+    """Zero templates up to n_templ, masked out (template_mask 0), as the reference pads a chain
+    with fewer hits."""
+    missing = n_templ - len(f["template_mask"])
+    if missing <= 0:
+        return f
+    return {
+        k: np.pad(v, [(0, missing)] + [(0, 0)] * (v.ndim - 1)) if k.startswith("template_") else v for k, v in f.items()
+    }
 
 
 # the atom-level features of the chain the loader passes on (reference names)
@@ -483,6 +596,11 @@ CHAIN_ATOM_FEATURES = (
     "chi_angles_sin_cos",
     "chi_mask",
 )
+TEMPLATE_TORSIONS = {
+    "torsion_angles_sin_cos": (7, 2),
+    "alt_torsion_angles_sin_cos": (7, 2),
+    "torsion_angles_mask": (7,),
+}
 TEMPLATE_ATOMS = ("template_aatype", "template_all_atom_positions", "template_all_atom_mask")
 
 # residue axis of each feature (the others are per chain)

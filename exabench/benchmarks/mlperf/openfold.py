@@ -10,8 +10,8 @@ recycling iterations drawn uniformly from 0..num_recycling_iters per step, one c
 per step (random crop of train_sequence_crop_size residues, max_msa_clusters MSA clusters,
 max_extra_msa extra sequences, max_templates templates), validation on whole chains after
 every val_every_iters steps: one "epoch" of the log is one such train-validation cycle, as
-the reference's. Data come from `data_dir` (chains.csv and features/, exabench.data.openfold)
-or are generated synthetically, untimed.
+the reference's. Data come from `data_dir`, a processed data set in the reference's layout
+(exabench.data.openfold_disk), or are generated synthetically in that layout, untimed.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from pathlib import Path
 
 from exabench.benchmarks.base import Benchmark, Outcome, param
 from exabench.benchmarks.registry import register
+from exabench.data.openfold_disk import TRAIN_MAX_PDB_RELEASE_DATE, VAL_CAMEO_DATES, VAL_MAX_SEQUENCE_LENGTH
 from exabench.training import devices
 
-# Facts of the v3.0 closed division the log declares (mlperf_logging hpc_3.0.0 closed_openfold.yaml).
-TRAIN_MAX_PDB_RELEASE_DATE = "2021-09-16"
-VAL_CAMEO_DATES = ("2021-09-17", "2021-12-11")
-VAL_MAX_SEQUENCE_LENGTH = 700
+# Facts of the v3.0 closed division the log declares (mlperf_logging hpc_3.0.0 closed_openfold.yaml);
+# the split dates and validation length, by which the data stage selects its chains, are
+# exabench.data.openfold_disk's (imported above).
 REFERENCE_TRAIN_SAMPLES, REFERENCE_EVAL_SAMPLES = 594595, 180
 # The tiny network's weight average after training from scratch on the tiny preset's synthetic
 # set to lDDT-Ca 0.787 without the side-chain FAPE (config/openfold_tiny_checkpoint.yaml, how
@@ -71,7 +71,11 @@ class OpenFoldParams:
     val_every_iters: int = param(40, "training steps between validations (one log epoch)", minimum=1)
     max_cycles: int = param(50, "stop after this many train-validation cycles if the target is not reached", minimum=1)
     target_lddt_ca: float = param(0.8, "average validation lDDT-Ca to reach (MLPerf: 0.8)", minimum=0.0, maximum=1.0)
-    data_dir: str = param("", "data set root (chains.csv, features/); empty: generate a synthetic one")
+    data_dir: str = param(
+        "",
+        "processed data set root in the reference's layout (pdb_mmcif/processed/, "
+        "open_protein_set/processed/pdb_alignments/); empty: generate a synthetic one",
+    )
     n_train: int = param(1024, "training chains to generate (synthetic data only)", minimum=1)
     n_validation: int = param(180, "validation chains to generate (synthetic data only)", minimum=1)
     min_length: int = param(256, "shortest generated chain (synthetic data only)", minimum=4)
@@ -119,6 +123,22 @@ def closed_rules(p: OpenFoldParams) -> None:
         return n("train"), n("validation")
 
     require_closed_rules(p, CLOSED_PARAMS, (REFERENCE_TRAIN_SAMPLES, REFERENCE_EVAL_SAMPLES), count)
+
+
+def data_chains(root: Path) -> dict[str, list[str]]:
+    """The chains of each split of the data set at root; a ConfigError on data_dir, naming the
+    file and what it lacks, when root is not a processed set in the reference's layout."""
+    from exabench.data import openfold as data
+    from exabench.data import openfold_disk as disk
+    from exabench.data.tfrecord import CorruptFileError
+    from exabench.errors import ConfigError
+
+    try:
+        return {split: data.list_chains(root, split) for split in data.SPLITS}
+    except CorruptFileError as exc:
+        raise ConfigError(
+            "(params)", "data_dir", str(root), f"a processed OpenFold set: {disk.LAYOUT}", str(exc)
+        ) from None
 
 
 def loss_weights(p: OpenFoldParams):
@@ -265,11 +285,12 @@ class OpenFold(Benchmark):
                     seed=p.data_seed,
                     families=p.families,
                 ),
-                "chains.csv",
+                data.DATA_MARKER,
             )
             tr.begin_init()
             root = tr.stage(root, [str(f) for f in root.rglob("*") if f.is_file()])
-            tr.shard(data.list_chains(root, "train"), data.list_chains(root, "validation"))
+            chains = data_chains(root)
+            tr.shard(chains["train"], chains["validation"])
             torch.manual_seed(p.seed)
             model = AlphaFold(network_config(p))
             if p.init_checkpoint:
@@ -343,7 +364,7 @@ class OpenFold(Benchmark):
                     batch = to_device(
                         [
                             data.process(
-                                data.read_raw(f),
+                                data.read_raw(root, f, p.max_templates),
                                 rng,
                                 p.crop_size,
                                 p.max_msa_clusters,
@@ -379,7 +400,7 @@ class OpenFold(Benchmark):
                 rng = np.random.default_rng([p.seed, 0])
                 with torch.no_grad():
                     for f in tr.my_val:
-                        raw = data.read_raw(f)
+                        raw = data.read_raw(root, f, p.max_templates)
                         batch = to_device(
                             [
                                 data.process(
