@@ -46,7 +46,7 @@ def _print_table(rows: list[dict], first: str) -> None:
 
 def _print_bundles(bundles, site, campaign: str, with_runs: bool) -> None:
     """Bundle mode's plan: one row per allocation, the totals, and (with_runs) each bundle's runs."""
-    from exabench.campaign.bundles import bundle_overview, over_user_limits
+    from exabench.campaign.bundles import bundle_overview, bundles_per_queue, over_user_limits
     if not bundles:
         return
     _print_table(bundle_overview(bundles), "bundle")
@@ -58,10 +58,7 @@ def _print_bundles(bundles, site, campaign: str, with_runs: bool) -> None:
           f"on site {site.name}: {hours:,.1f} node-hours requested, {idle:,.1f} of them idle on nodes a narrower run "
           f"leaves unused{split}")
     if site.queues:
-        counts: dict[str, int] = {}
-        for b in bundles:
-            counts[b.queue] = counts.get(b.queue, 0) + 1
-        print("bundles in queue: " + ", ".join(f"{q} ({n})" for q, n in counts.items()))
+        print("bundles in queue: " + ", ".join(f"{q} ({n})" for q, n in bundles_per_queue(bundles).items()))
         for queue, (n, limit) in over_user_limits(bundles, site).items():
             print(f"queue {queue}: {n} bundles, but one user may have only {limit} there at once "
                   f"(queues[].max_queued_per_user, {site.path or site.name}): submit the rest as earlier ones end")

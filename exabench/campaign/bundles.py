@@ -132,10 +132,15 @@ def over_user_limits(bundles: list[Bundle], site: Site) -> dict[str, tuple[int, 
         if q.max_queued_per_user:
             name = q.submit_as or q.name
             limits[name] = min(limits.get(name, q.max_queued_per_user), q.max_queued_per_user)
+    return {q: (n, limits[q]) for q, n in bundles_per_queue(bundles).items() if q in limits and n > limits[q]}
+
+
+def bundles_per_queue(bundles: list[Bundle]) -> dict[str, int]:
+    """How many bundles each queue gets, in the order the bundles first use it."""
     counts: dict[str, int] = {}
     for b in bundles:
         counts[b.queue] = counts.get(b.queue, 0) + 1
-    return {q: (n, limits[q]) for q, n in counts.items() if q in limits and n > limits[q]}
+    return counts
 
 
 def bundle_overview(bundles: list[Bundle]) -> list[dict]:

@@ -39,8 +39,8 @@ import numpy as np
 from exabench.data import openfold_disk as disk
 from exabench.data.tfrecord import CorruptFileError
 
-RESTYPES = "ARNDCQEGHILKMFPSTWYV"  # AlphaFold's order; 20 = X (unknown), 21 = gap, 22 = BERT mask token
-GAP, MASK_TOKEN, MSA_CLASSES = 21, 22, 23
+RESTYPES, GAP = disk.RESTYPES, disk.GAP  # AlphaFold's order; 20 = X (unknown), 21 = gap
+MASK_TOKEN, MSA_CLASSES = 22, 23  # the BERT mask token the loader puts into MSA rows
 GLYCINE = RESTYPES.index("G")
 ATOM_TYPES = 37  # atom37: N, CA, C, CB, O, ...
 RAW_KEYS = (

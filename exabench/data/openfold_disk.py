@@ -74,8 +74,8 @@ LAYOUT = (
     f"{SUPER_INDEX} and its *.db shards (docs/mlperf-hpc.md, 'Data on disk')"
 )
 
-RESTYPES = "ARNDCQEGHILKMFPSTWYV"
-UNKNOWN, GAP = 20, 21
+RESTYPES = "ARNDCQEGHILKMFPSTWYV"  # AlphaFold's order of the residue types
+UNKNOWN, GAP = 20, 21  # X, and the gap of an alignment
 # a3m letters to residue indices (AlphaFold's order, X unknown, - gap); B, Z, U count as D, E, C
 _LETTER_TO_ID = np.full(256, UNKNOWN, np.int32)
 for _i, _a in enumerate(RESTYPES):
