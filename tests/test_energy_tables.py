@@ -1,0 +1,58 @@
+"""Energy in the tables: the tidy table's energy columns, the MLPerf Time To Solution's Energy
+(averaged over the runs the time score keeps, by the result summarizer's own code), and the
+energy-to-solution figure."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from exabench.analysis import mlperf_scores as scores
+from exabench.analysis.plots import plot_energy_to_solution
+from exabench.records.tidy import ENERGY_COLUMNS, tidy_table
+from test_mlperf_scores import _log
+
+
+def _record(run_id, energy):
+    return {"run_id": run_id, "benchmark": "resnet50", "status": "ok", "energy": energy,
+            "metrics": {"throughput": {"value": 100.0, "unit": "images/s"}}}
+
+
+def test_the_tidy_table_carries_the_timed_regions_energy_or_the_reason():
+    measured = {"format": "exabench.energy/1", "measured": True, "reason": None,
+                "timed": {"joules": 500.0, "watts": 250.0, "seconds": 2.0, "covers": ["gpu", "cpu_package"],
+                          "reason": None}, "run": None, "sources": [], "unavailable": {}}
+    none = {"format": "exabench.energy/1", "measured": False, "timed": None, "run": None, "sources": [],
+            "reason": "no energy source on this machine: powercap: no /sys/class/powercap", "unavailable": {}}
+    df = tidy_table([_record("a", measured), _record("b", none), _record("c", None)]).set_index("run_id")
+    assert set(ENERGY_COLUMNS) <= set(df.columns)
+    assert (df.loc["a", "energy_j"], df.loc["a", "power_w"], df.loc["a", "energy_covers"]) == (500.0, 250.0,
+                                                                                               "gpu+cpu_package")
+    assert math.isnan(df.loc["b", "energy_j"]) and df.loc["b", "energy_note"].startswith("no energy source")
+    assert df.loc["c", "energy_note"].startswith("no energy section")
+
+
+def test_time_to_solution_energy_is_averaged_over_the_runs_the_time_score_keeps(tmp_path):
+    sleeps = [0.05, 0.25, 0.15, 0.35, 0.1]
+    runs = [scores.read_log(_log(tmp_path / f"run{i}.log", [s, s], [0.1, 0.03], seed=i)) for i, s in enumerate(sleeps)]
+    for run, joules in zip(runs, (1000.0, 5000.0, 3000.0, 7000.0, 2000.0)):
+        run.energy_j = joules
+    tts = scores.time_to_solution(runs, tmp_path / "sub")
+    # Sorted by time the runs are 0.05, 0.1, 0.15, 0.25, 0.35 s: the fastest and slowest are dropped.
+    assert tts.olympic_energy_j == pytest.approx((2000.0 + 3000.0 + 5000.0) / 3)
+    assert "| energy (J) |" in "\n".join(scores.tts_markdown([tts]))
+    runs[2].energy_j = None
+    tts = scores.time_to_solution(runs, tmp_path / "sub2")
+    assert tts.olympic_energy_j is None and "no measured energy for 1 of the counted runs" in tts.energy_note
+    assert "n/a (no measured energy for 1" in "\n".join(scores.tts_markdown([tts]))
+
+
+def test_the_energy_to_solution_figure_draws_measured_runs_only(tmp_path):
+    runs = pd.DataFrame([{"benchmark": "cosmoflow", "site": "s", "metric": "time_to_train", "status": "ok",
+                          "value": v, "unit": "s", "energy_j": e} for v, e in ((100, 5e4), (110, 5.5e4), (105, math.nan))])
+    drawn = plot_energy_to_solution(runs, tmp_path / "energy.png")
+    empty = plot_energy_to_solution(runs.assign(energy_j=math.nan), tmp_path / "none.png")
+    assert drawn.stat().st_size > 0 and empty.stat().st_size > 0
+    assert drawn.read_bytes() != empty.read_bytes()
