@@ -56,3 +56,32 @@ def test_the_energy_to_solution_figure_draws_measured_runs_only(tmp_path):
     empty = plot_energy_to_solution(runs.assign(energy_j=math.nan), tmp_path / "none.png")
     assert drawn.stat().st_size > 0 and empty.stat().st_size > 0
     assert drawn.read_bytes() != empty.read_bytes()
+
+
+def test_regression_verdicts_judge_energy_like_any_metric(tmp_path):
+    """Three campaigns of five repeats: the third uses 30 % more energy for the same work, which the
+    history's regression verdict flags (energy: lower is better), while its time is unchanged."""
+    import json
+
+    from exabench.analysis import history
+    from exabench.records import store
+    from helpers_compare import RECORDS
+
+    # A golden record (it has no system description, hence same_system=False below).
+    template = json.loads((RECORDS / "local" / "kmeans.prec.tiny.float32.init-kmeans.n1r1t1.json").read_text())
+    db = tmp_path / "history.duckdb"
+    for k, joules in enumerate((100.0, 101.0, 130.0)):
+        folder = tmp_path / f"c{k}" / "records"
+        folder.mkdir(parents=True)
+        for rep in range(1, 6):
+            rec = json.loads(json.dumps(template))
+            rec.update(run_id=f"{template['run_id']}.rep{rep}", repeat=rep, campaign=f"energy-{k}")
+            rec["provenance"]["start_time"] = f"2026-0{k + 1}-01T00:00:0{rep}+00:00"
+            j = joules + 0.2 * rep
+            rec["metrics"]["energy"] = {"value": j, "unit": "J", "samples": [j], "higher_is_better": False}
+            (folder / f"{rec['run_id']}.json").write_text(json.dumps(rec))
+        store.ingest([tmp_path / f"c{k}"], db)
+    verdicts = history.regressions(db, current="latest", metric="all", same_system=False).set_index("metric")
+    assert verdicts.loc["energy", "verdict"] == "regressed"
+    assert verdicts.loc["energy", "change"] == pytest.approx(0.29, abs=0.02)
+    assert verdicts.loc["time", "verdict"] == "unchanged"
