@@ -175,8 +175,9 @@ def test_a_cray_counter_that_is_not_joules_is_a_reason(tmp_path):
 def test_nvml_and_amdsmi_without_their_library_are_a_reason(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml now raises ImportError
     monkeypatch.setitem(sys.modules, "amdsmi", None)
-    got = nvml.open_reader()
-    assert got == Unavailable("nvml", "nvidia-ml-py (pynvml) is not installed")
+    got = nvml.open_reader(library=str(Path("/nonexistent/libnvidia-ml.so.1")))  # and no driver library
+    assert got == Unavailable("nvml", "nvidia-ml-py (pynvml) is not installed and there is no "
+                                      "/nonexistent/libnvidia-ml.so.1 (no NVIDIA driver here)")
     assert amd.open_reader() == Unavailable("amdsmi", "amdsmi (ROCm's Python package) is not installed")
 
 

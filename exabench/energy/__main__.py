@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m exabench.energy", description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=2.0, help="how long to meter (default 2)")
     args = ap.parse_args(argv)
-    meter = open_meter()
+    meter = open_meter(every_gpu=True)
     with meter.region("run"), meter.region("timed"):
         time.sleep(max(0.0, args.seconds))
     meter.close()

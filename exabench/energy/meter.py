@@ -153,11 +153,13 @@ class Meter:
                 "unavailable": {u.source: u.reason for u in self.unavailable}}
 
 
-# One reader per device per node: GPUs are read by each rank (the GPUs it may use, named by UUID, so
-# that shared ones are counted once); node-wide counters by the node's first rank only.
-def open_meter(local_rank: int = 0, powercap_root=powercap.ROOT, cray_root=cray.ROOT, environ=None) -> Meter:
-    """A meter with every source this rank should read; the others are listed with the reason."""
-    opened = [nvml.open_reader(environ), amd.open_reader()]
+# One reader per device per node: each rank reads the NVIDIA GPU it computes on (named by UUID, so a
+# GPU two ranks share counts once); node-wide counters by the node's first rank only.
+def open_meter(local_rank: int = 0, powercap_root=powercap.ROOT, cray_root=cray.ROOT, environ=None,
+               every_gpu: bool = False) -> Meter:
+    """A meter with every source this rank should read; the others are listed with the reason.
+    `every_gpu`: every visible NVIDIA GPU rather than the rank's own (a machine-wide reading)."""
+    opened = [nvml.open_reader(environ, local_rank=None if every_gpu else local_rank), amd.open_reader()]
     if local_rank == 0:
         opened += [powercap.open_reader(powercap_root), cray.open_reader(cray_root)]
     else:

@@ -1,4 +1,5 @@
-"""NVIDIA GPUs through NVML (the nvidia-ml-py package, imported as `pynvml`).
+"""NVIDIA GPUs through NVML (the nvidia-ml-py package, imported as `pynvml`; without it, the
+driver's libnvidia-ml.so.1 through ctypes: nvml_ctypes).
 
 Method: nvmlDeviceGetTotalEnergyConsumption, the board's energy in millijoules since the driver
 loaded (Volta and later), read at the region's edges. Where a GPU lacks that counter, its power
@@ -8,13 +9,17 @@ averages only about a quarter of each update period (arXiv:2312.02741), so sampl
 peaks; the counter does not.
 
 The GPUs read are those this process may use: CUDA_VISIBLE_DEVICES (indices or UUIDs) when set,
-else every GPU NVML sees. Each GPU is named by its UUID, so ranks that share a GPU count it once."""
+else every GPU NVML sees; a rank of a run reads the one it computes on (the visible GPU at its
+local rank mod their count, as training.devices picks it; NVML numbers GPUs in PCI bus order, as
+CUDA does on a node of one GPU model). Each GPU is named by its UUID, so ranks that share a GPU
+count it once."""
 
 from __future__ import annotations
 
 import os
 import time
 
+from exabench.energy.nvml_ctypes import LIBRARY, Nvml
 from exabench.energy.source import Channel, SourceError, Unavailable
 
 SOURCE = "nvml"
@@ -89,11 +94,26 @@ class NvmlReader:
             pass
 
 
-def open_reader(environ=None) -> NvmlReader | Unavailable:
+def _library(library: str):
+    """pynvml where nvidia-ml-py is installed, else the driver's library through ctypes, else why not."""
     try:
-        import pynvml as nvml
+        import pynvml
+        return pynvml
     except ImportError:
-        return Unavailable(SOURCE, "nvidia-ml-py (pynvml) is not installed")
+        pass
+    try:
+        return Nvml(library)
+    except OSError:
+        return None
+
+
+def open_reader(environ=None, library: str = LIBRARY, local_rank: int | None = None) -> NvmlReader | Unavailable:
+    """The GPUs this process may use; with `local_rank`, the one GPU a rank computes on, as
+    training.devices picks it (the visible GPU at local rank mod their count)."""
+    nvml = _library(library)
+    if nvml is None:
+        return Unavailable(SOURCE, f"nvidia-ml-py (pynvml) is not installed and there is no {library} "
+                                   "(no NVIDIA driver here)")
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
@@ -102,6 +122,8 @@ def open_reader(environ=None) -> NvmlReader | Unavailable:
         all_handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
         uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in all_handles]
         chosen = visible(all_handles, uuids, environ)
+        if chosen and local_rank is not None:
+            chosen = [chosen[local_rank % len(chosen)]]
         if not chosen:
             nvml.nvmlShutdown()
             return Unavailable(SOURCE, "NVML sees no GPU this process may use")
