@@ -63,8 +63,9 @@ class Meter:
                     continue
                 try:
                     values = reader.read()
-                except SourceError as exc:
-                    self.failed[reader.source] = str(exc)
+                except Exception as exc:  # noqa: BLE001 - a meter never fails a run: the figure becomes null
+                    self.failed[reader.source] = str(exc) if isinstance(exc, SourceError) else \
+                        f"{type(exc).__name__}: {exc}"
                     continue
                 for ch in reader.channels:
                     key = ch.key()
@@ -125,7 +126,10 @@ class Meter:
         if self._thread is not None:
             self._thread.join()
         for reader in self.readers:
-            reader.close()
+            try:
+                reader.close()
+            except Exception:  # noqa: BLE001 - closing a vendor library must not fail a finished run
+                pass
 
     # -- what this rank measured ---------------------------------------------------------------
     def report(self, rank: int = 0, host: str | None = None) -> dict:
@@ -134,7 +138,10 @@ class Meter:
         channels = []
         for reader in self.readers:
             failed = self.failed.get(reader.source)
-            facts = reader.facts()
+            try:
+                facts = reader.facts()
+            except Exception as exc:  # noqa: BLE001 - facts are extras: a vanished file costs only them
+                facts = {"error": str(exc)}
             for ch in reader.channels:
                 key = ch.key()
                 entry = {"source": ch.source, "domain": ch.domain, "device": ch.device, "method": ch.method,
@@ -159,14 +166,24 @@ def open_meter(local_rank: int = 0, powercap_root=powercap.ROOT, cray_root=cray.
                every_gpu: bool = False) -> Meter:
     """A meter with every source this rank should read; the others are listed with the reason.
     `every_gpu`: every visible NVIDIA GPU rather than the rank's own (a machine-wide reading)."""
-    opened = [nvml.open_reader(environ, local_rank=None if every_gpu else local_rank), amd.open_reader()]
+    opened = [_opened(nvml.SOURCE, nvml.open_reader, environ, local_rank=None if every_gpu else local_rank),
+              _opened(amd.SOURCE, amd.open_reader)]
     if local_rank == 0:
-        opened += [powercap.open_reader(powercap_root), cray.open_reader(cray_root)]
+        opened += [_opened(powercap.SOURCE, powercap.open_reader, powercap_root),
+                   _opened(cray.SOURCE, cray.open_reader, cray_root)]
     else:
         opened += [Unavailable(s, f"read by the node's local rank 0, not rank-local {local_rank}")
                    for s in (powercap.SOURCE, cray.SOURCE)]
     return Meter([r for r in opened if not isinstance(r, Unavailable)],
                  [r for r in opened if isinstance(r, Unavailable)])
+
+
+def _opened(source: str, open_reader, *args, **kwargs):
+    """A reader, or why not: whatever a vendor library raises while opening becomes a reason."""
+    try:
+        return open_reader(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - a meter never fails a run
+        return Unavailable(source, f"opening it failed: {type(exc).__name__}: {exc}")
 
 
 _ACTIVE: Meter | None = None
