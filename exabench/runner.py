@@ -14,13 +14,20 @@ import json
 import os
 import socket
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exabench import benchmarks
+from exabench import benchmarks, energy
+from exabench.benchmarks.base import Metric
+from exabench.energy.summary import energy_metrics, summarise
 from exabench.training.distributed import Collectives, World, detect_world, set_run_timeout
-from exabench.records.record import base_record, now_iso, provenance, write_record
+from exabench.records.record import base_record, headline_metric, now_iso, provenance, write_record
+
+# How long rank 0 waits for the other ranks' energy readings (plain srun/torchrun: files in the run
+# directory) before it writes the record without them, naming the ranks that are missing.
+ENERGY_WAIT_S = 60.0
 
 
 @dataclass
@@ -83,9 +90,18 @@ def run(spec: dict, world: World | None = None) -> dict | None:
     cls = benchmarks.get(spec["benchmark"])
     params = cls.Params(**spec["params"])
     host_file = _write_host(ctx)
-    outcome = cls().run(params, ctx)
+    meter = energy.open_meter(world.local_rank)
+    energy.activate(meter)  # the benchmark's timed_region() reports to it
+    meter.begin("run")
+    try:
+        outcome = cls().run(params, ctx)
+    finally:
+        meter.end("run")
+        energy.deactivate()
+        meter.close()
     end = now_iso()
     hosts = _hosts(ctx, host_file)
+    reports, missing = _energy_reports(ctx, meter.report(world.rank), host_file)
     if world.rank != 0:
         return None
     failed = outcome.failed_checks
@@ -98,7 +114,44 @@ def run(spec: dict, world: World | None = None) -> dict | None:
         "info": outcome.info,
         "provenance": provenance(start, end, hosts, env_names=tuple(spec.get("env", {}))),
     })
+    _add_energy(record, reports, missing, hosts)
     return record
+
+
+def _energy_reports(ctx: Context, report: dict, host_file: Path | None) -> tuple[list[dict], list[int]]:
+    """Every rank's energy readings on rank 0 (others get []), and the ranks whose readings did not
+    come. Over MPI a collective; otherwise (no process group left, see _hosts) each rank writes its
+    readings beside its host file and rank 0 waits up to ENERGY_WAIT_S for them."""
+    if ctx.world.size == 1:
+        return [report], []
+    if host_file is None:
+        return ctx.collectives.allgather(report), []
+    folder = ctx.run_dir / "energy"
+    folder.mkdir(parents=True, exist_ok=True)
+    mine = folder / f"rank{ctx.world.rank}.json"
+    tmp = mine.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report))
+    tmp.replace(mine)  # whole or absent: rank 0 never reads half a file
+    if ctx.world.rank != 0:
+        return [], []
+    deadline = time.monotonic() + ENERGY_WAIT_S
+    paths = [folder / f"rank{r}.json" for r in range(ctx.world.size)]
+    while not all(p.exists() for p in paths) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return ([json.loads(p.read_text()) for p in paths if p.exists()],
+            [r for r, p in enumerate(paths) if not p.exists()])
+
+
+def _add_energy(record: dict, reports: list[dict], missing: list[int], hosts: list[str]) -> None:
+    """The record's `energy` section, and its measured figures as metrics (energy, power, the
+    headline per joule)."""
+    section = summarise(reports, hosts)
+    if missing:
+        section["ranks_missing"] = missing
+    record["energy"] = section
+    for name, m in energy_metrics(section, record["metrics"], headline_metric(record)).items():
+        record["metrics"][name] = Metric(m["value"], m["unit"], m["samples"], higher_is_better=m["higher_is_better"],
+                                         description=m["description"]).to_dict()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,7 @@ PACKAGE = REPO / "exabench"
 STAGES = [
     ("errors",),
     ("config", "io", "markdown"),
+    ("energy",),
     ("containers",),
     ("models", "data", "training"),
     ("benchmarks",),

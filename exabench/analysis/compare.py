@@ -34,8 +34,22 @@ SITE_KEYS = ["site", "benchmark", "framework", "point", *LAYOUT, "precision", "m
 
 
 def site_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every configuration of every site with its headline figure."""
-    return cells(runs, SITE_KEYS)
+    """Every configuration of every site with its headline figure, and its energy where measured."""
+    return with_energy(cells(runs, SITE_KEYS), runs, SITE_KEYS)
+
+
+def with_energy(table: pd.DataFrame, runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Beside each cell, the median over its ok runs of the timed region's energy (J) and of the headline
+    per joule (empty where no source measured them: docs/energy.md)."""
+    if runs.empty or "energy_j" not in runs:
+        return table.assign(energy_j=math.nan, per_joule=math.nan, per_joule_unit="")
+    ok = runs[runs["status"] == "ok"]
+    folded = ok.groupby(keys, dropna=False, sort=False).agg(
+        energy_j=("energy_j", "median"), per_joule=("per_joule", "median"),
+        per_joule_unit=("per_joule_unit", "first")).reset_index()
+    out = table.merge(folded, on=keys, how="left")
+    out["per_joule_unit"] = out["per_joule_unit"].fillna("")
+    return out
 
 
 def cross_site_table(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
@@ -244,7 +258,8 @@ def markdown_matrix(df: pd.DataFrame, title: str) -> str:
 TABLES = {
     # name: (title, Markdown columns); matrices render as grids
     "site": ("Per site: headline figure of every configuration",
-             ["site", "benchmark", "point", "precision", "metric", "value", "unit", "n_runs", "status", "run_ids"]),
+             ["site", "benchmark", "point", "precision", "metric", "value", "unit", "energy_j", "per_joule",
+              "per_joule_unit", "n_runs", "status", "run_ids"]),
     "cross_site": ("Across sites: speedup over the baseline site",
                    ["benchmark", "workload", "metric", "site", "nodes", "devices", "value", "baseline_value",
                     "speedup", "speedup_per_node", "speedup_per_device", "status", "baseline_status", "run_ids",

@@ -53,6 +53,7 @@ class LogRun:
     staging_ms: tuple[float, float] | None = None
     compliant: bool | None = None       # None: no checker for this ruleset in mlperf-logging
     checker: str = ""
+    energy_j: float | None = None       # run_start..run_stop, from the run's record (docs/energy.md)
 
     @property
     def staging(self) -> str:
@@ -146,6 +147,8 @@ class TimeToSolution:
     olympic_minutes: float | None = None
     complete: bool = False
     rcp: str = ""
+    olympic_energy_j: float | None = None  # the summarizer's Energy: averaged over the runs the time score keeps
+    energy_note: str = ""
 
 
 def rcp_verdict(folder: Path, ruleset: str, batch: int | None) -> str:
@@ -181,12 +184,29 @@ def time_to_solution(runs: list[LogRun], root: Path) -> TimeToSolution:
         dropped = len(runs) - len(minutes)
         score = rs._compute_olympic_average(list(minutes.values()), dropped, 1) if dropped <= 1 else None
     for i, r in enumerate(runs):
-        tts.runs.append({"log": r.path, "seed": r.seed, "minutes": r.minutes, "status": r.status,
-                         "checker": r.checker, "counted": f"result_{i}.txt" in minutes, "staging": r.staging})
+        tts.runs.append({"log": r.path, "seed": r.seed, "minutes": r.minutes, "energy_j": r.energy_j,
+                         "status": r.status, "checker": r.checker, "counted": f"result_{i}.txt" in minutes, "staging": r.staging})
     tts.olympic_minutes = score
+    tts.olympic_energy_j, tts.energy_note = olympic_energy(
+        [(minutes[f"result_{i}.txt"], r.energy_j) for i, r in enumerate(runs) if f"result_{i}.txt" in minutes],
+        len(runs) - len(minutes))
     tts.complete = len(runs) >= tts.required and score is not None
     tts.rcp = rcp_verdict(folder, first.ruleset, first.global_batch_size) if counted else "no converged run"
     return tts
+
+
+def olympic_energy(counted: list[tuple[float, float | None]], dropped: int) -> tuple[float | None, str]:
+    """(minutes, joules) of the counted runs -> the summarizer's energy score: the joules averaged
+    over the runs its time score keeps (sorted by time, best and worst dropped), with its own code;
+    None and why where a counted run has no measured energy (never an estimate)."""
+    from mlperf_logging.result_summarizer import result_summarizer as rs
+    missing = sum(j is None for _, j in counted)
+    if not counted or missing:
+        return None, f"no measured energy for {missing or 'any'} of the counted runs (docs/energy.md)"
+    if dropped > 1:
+        return None, "too few counted runs"
+    order = [i for i, _ in sorted(enumerate(m for m, _ in counted), key=lambda x: x[1])]
+    return rs._index_olympic_average([j for _, j in counted], order, dropped, 1), ""
 
 
 # ---- Throughput ------------------------------------------------------------------------------
@@ -238,7 +258,9 @@ def logs_of_records(records: list[dict]) -> list[LogRun]:
         info = rec.get("info") or {}
         log = info.get("mlperf_log")
         if log and Path(log).exists():
-            out.append(read_log(log, info.get("mlperf_ruleset", HPC_RULESET)))
+            run = read_log(log, info.get("mlperf_ruleset", HPC_RULESET))
+            run.energy_j = ((rec.get("metrics") or {}).get("energy") or {}).get("value")
+            out.append(run)
     return out
 
 
@@ -257,18 +279,21 @@ def tts_markdown(scores: list[TimeToSolution]) -> list[str]:
     lines = ["## Time To Solution", "",
              "Olympic average of the runs' minutes (run_start to run_stop; best and worst dropped) "
              "by mlperf-logging's result summarizer; RCP by its RCP checker; checker = its compliance "
-             "checker on each log.", ""]
+             "checker on each log. Energy: joules over run_start..run_stop from the run's record, averaged "
+             "over the same runs as the time (the summarizer's Energy column; docs/energy.md).", ""]
     rows = []
     for s in scores:
         for r in s.runs:
-            rows.append([s.benchmark, s.global_batch_size, s.scale, r["seed"], _fmt(r["minutes"], ".4f"), r["status"],
-                         r["checker"], "yes" if r["counted"] else "no", r["staging"], "", "", ""])
+            rows.append([s.benchmark, s.global_batch_size, s.scale, r["seed"], _fmt(r["minutes"], ".4f"),
+                         _fmt(r.get("energy_j"), ".4g"), r["status"], r["checker"], "yes" if r["counted"] else "no",
+                         r["staging"], "", "", ""])
         runs = f"{len(s.runs)} of {s.required}" + ("" if len(s.runs) >= s.required else " (partial)")
         olympic = _fmt(s.olympic_minutes, ".4f") or "n/a (too few counted runs)"
-        rows.append([s.benchmark, s.global_batch_size, s.scale, "**olympic**", olympic, "",
+        energy = _fmt(s.olympic_energy_j, ".4g") or f"n/a ({s.energy_note})"
+        rows.append([s.benchmark, s.global_batch_size, s.scale, "**olympic**", olympic, energy, "",
                      "", "", "", runs, s.rcp, s.ruleset])
-    lines += markdown.table(["benchmark", "global batch", "S", "seed", "minutes", "run_stop", "checker", "counted",
-                             "staging", "runs", "RCP", "ruleset"], rows)
+    lines += markdown.table(["benchmark", "global batch", "S", "seed", "minutes", "energy (J)", "run_stop", "checker",
+                             "counted", "staging", "runs", "RCP", "ruleset"], rows)
     return lines
 
 

@@ -1,6 +1,6 @@
 """Plots from the comparison tables and records (matplotlib, Agg): scaling curves with their
-ideal lines, throughput by precision, allreduce bandwidth by message size, and per-node
-distributions. Each function writes one PNG; with nothing to show it writes a figure that
+ideal lines, throughput by precision, allreduce bandwidth by message size, per-node
+distributions, and MLPerf runs' energy to solution. Each function writes one PNG; with nothing to show it writes a figure that
 says so, so a report never has a broken image. Output is byte-stable for the same input and
 matplotlib version (no timestamps), so a reproduced plot can be compared with its original."""
 
@@ -209,7 +209,31 @@ def plot_nodes(node_rows: list[dict], path) -> Path:
     return _save(fig, path)
 
 
-PLOTS = ("scaling", "precision", "allreduce", "nodes")
+def plot_energy_to_solution(runs: pd.DataFrame, path) -> Path:
+    """MLPerf runs (headline time_to_train): energy to solution against time to solution, one point per
+    run, one panel per benchmark and site. Only measured energy is drawn (docs/energy.md)."""
+    title = "Energy to solution (MLPerf runs)"
+    need = {"metric", "energy_j", "value", "status"}
+    pts = runs[(runs["metric"] == "time_to_train") & (runs["status"] == "ok")] if need <= set(runs.columns) else runs[:0]
+    have = pts[pts["energy_j"] == pts["energy_j"]] if len(pts) else pts
+    if have.empty:
+        why = ("no MLPerf run in the records" if pts.empty else
+               f"{len(pts)} MLPerf runs, none with measured energy (the record's energy section says why)")
+        return _empty(path, title, why)
+    groups = list(have.groupby(["benchmark", "site"], sort=True))
+    fig, axes = _grid(len(groups), 4.5, 3.4)
+    for ax, ((bench, site), g) in zip(axes, groups):
+        ax.plot(g["value"], g["energy_j"] / 1e3, "o", color="C2")
+        ax.set_xlabel(f"time to train ({g['unit'].iloc[0]})")
+        ax.set_ylabel("energy to train (kJ)")
+        ax.set_title(f"{bench} on {site}: {len(g)} of {len(pts[(pts['benchmark'] == bench)])} runs measured",
+                     fontsize=9)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+PLOTS = ("scaling", "precision", "allreduce", "nodes", "energy")
 
 
 def all_plots(runs: pd.DataFrame, records: list[dict], node_records: list[dict], out_dir) -> list[Path]:
@@ -219,7 +243,8 @@ def all_plots(runs: pd.DataFrame, records: list[dict], node_records: list[dict],
     return [plot_scaling(scaling_table(runs), out_dir / "scaling.png"),
             plot_precision(runs, out_dir / "precision.png"),
             plot_allreduce(records, out_dir / "allreduce.png"),
-            plot_nodes(node_outliers(node_records), out_dir / "nodes.png")]
+            plot_nodes(node_outliers(node_records), out_dir / "nodes.png"),
+            plot_energy_to_solution(runs, out_dir / "energy.png")]
 
 
 def write_plots(records: list[str], nodes: list[str], plan: str | None, site: str | None, out_dir) -> str:

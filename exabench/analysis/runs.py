@@ -48,6 +48,7 @@ def _run_row(run_id, benchmark, framework, site, preset, repeat, params, layout,
     metric = headline_metric({"metrics": metrics, "workload": workload})
     tta = metrics.get("time_to_accuracy") or {}
     m = metrics.get(metric) or {}
+    energy, per_joule = metrics.get("energy") or {}, metrics.get(f"{metric}_per_joule") or {}
     precision = m.get("precision") or next((str(params[k]) for k in PRECISION_PARAMS if k in params), "")
     return {"run_id": run_id, "point": REPEAT_TOKEN.sub("", run_id), "workload": LAYOUT_TOKEN.sub("", run_id),
             "benchmark": benchmark, "task": facts["task"], "scaling": facts["scaling"], "framework": framework,
@@ -61,7 +62,11 @@ def _run_row(run_id, benchmark, framework, site, preset, repeat, params, layout,
             "higher_is_better": bool(m.get("higher_is_better", True)),
             # for the framework comparison: what averaged the gradients, and the time-to-accuracy
             "collectives": str((info or {}).get("backend") or ""),
-            "time_to_accuracy": float(tta["value"]) if status == "ok" and "value" in tta else math.nan}
+            "time_to_accuracy": float(tta["value"]) if status == "ok" and "value" in tta else math.nan,
+            # the timed region's energy and the headline per joule, where a source measured them (docs/energy.md)
+            "energy_j": float(energy["value"]) if status == "ok" and "value" in energy else math.nan,
+            "per_joule": float(per_joule["value"]) if status == "ok" and "value" in per_joule else math.nan,
+            "per_joule_unit": per_joule.get("unit", "")}
 
 
 def run_table(records: list[dict], plan: list[dict] | None = None, site: str | None = None) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from exabench.benchmarks.base import Check, Metric
+from exabench.energy import timed_region
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
@@ -83,12 +84,13 @@ def timed_samples(fn: Callable[[], object], dev: Device, warmup: int, samples: i
         fn()
     dev.sync()
     out = []
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        dev.sync()
-        out.append((time.perf_counter() - t0) / inner)
+    with timed_region():  # the energy meter's timed region: the timed samples, not the warm-up
+        for _ in range(samples):
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            dev.sync()
+            out.append((time.perf_counter() - t0) / inner)
     return out
 
 

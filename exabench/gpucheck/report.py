@@ -88,8 +88,26 @@ def write(results: list[tuple[Part, dict, float]], skipped: list[tuple[Part, str
     not_run += [(p.key, f"{r['status']}: see the note above") for p, r, _ in results if r["status"] != "ok"]
     lines += ["", "## Not run, or not ok", ""]
     lines += table(["part", "why"], not_run) if not_run else ["Every part ran and is ok."]
+    lines += ["", "## Energy", ""] + table(["part", "timed region (J)", "average (W)", "per joule", "covers",
+                                            "method", "or why none"], energy_rows(results))
     lines += ["", "Ratios: figure / anchor. ResNet-50 anchors are NVIDIA's per-GPU figures on real ImageNet "
               "through DALI; here the data are synthetic, so the input pipeline costs nothing. GEMM, convolution "
               "and LSTM anchors are datasheet peaks (the ratio is the fraction of peak). The allreduce anchor is "
               "GPU 0's link bandwidth as nvidia-smi reports it.", ""]
     return "\n".join(lines)
+
+
+def energy_rows(results: list[tuple[Part, dict, float]]) -> list[list[str]]:
+    """Each part's energy over its timed region, from its record (docs/energy.md), or why there is none."""
+    out = []
+    for part, record, _ in results:
+        energy = record.get("energy") or {}
+        timed = energy.get("timed") or {}
+        metrics = record.get("metrics") or {}
+        per_j = next((m for name, m in metrics.items() if name.endswith("_per_joule")), None)
+        methods = sorted({s["method"] for s in energy.get("sources") or []})
+        why = timed.get("reason") or energy.get("reason") or ("" if energy else "the record has no energy section")
+        out.append([part.key, _number(timed.get("joules")), _number(timed.get("watts")),
+                    f"{per_j['value']:.4g} {per_j['unit']}" if per_j else "-", "+".join(timed.get("covers") or []),
+                    ", ".join(methods), why.replace("|", "/")])
+    return out

@@ -14,9 +14,14 @@ import pandas as pd
 from exabench import markdown
 from exabench.records.record import LAYOUT, RecordError, corrupt_record, read_record, workload_of
 
+# The run's energy over its timed region (exabench/energy), on every row of the run: joules and watts
+# summed over its nodes, what they cover (node, or the parts: gpu, cpu_package, dram), and why they are
+# empty where they are. The same figures are also metric rows (energy, power, <headline>_per_joule).
+ENERGY_COLUMNS = ["energy_j", "power_w", "energy_covers", "energy_note"]
 COLUMNS = ["run_id", "benchmark", "suite", "framework", "site", "preset", "repeat", "nodes", "ranks_per_node",
            "threads_per_rank", "gpus_per_rank", "ranks", "params", "swept", "status", "error", "metric", "value",
-           "unit", "precision", "median", "std", "iqr", "n_samples", "higher_is_better", "headline", "communication"]
+           "unit", "precision", "median", "std", "iqr", "n_samples", "higher_is_better", "headline", "communication",
+           *ENERGY_COLUMNS]
 
 
 def records_to_rows(records: list[dict]) -> list[dict]:
@@ -29,7 +34,8 @@ def records_to_rows(records: list[dict]) -> list[dict]:
                 "params": json.dumps(rec.get("params", {}), sort_keys=True),
                 "swept": json.dumps(rec.get("swept", {}), sort_keys=True),
                 "status": rec["status"], "error": rec.get("error"), "headline": workload_of(rec)["headline"],
-                "communication": json.dumps(workload_of(rec)["communication"], sort_keys=True)}
+                "communication": json.dumps(workload_of(rec)["communication"], sort_keys=True),
+                **energy_columns(rec)}
         metrics = rec.get("metrics") or {}
         if not metrics:
             rows.append({**base, "metric": None, "value": None})
@@ -40,6 +46,18 @@ def records_to_rows(records: list[dict]) -> list[dict]:
                          "iqr": st.get("iqr"), "n_samples": st.get("n", 0),
                          "higher_is_better": m.get("higher_is_better")})
     return rows
+
+
+def energy_columns(rec: dict) -> dict:
+    """The run's ENERGY_COLUMNS: the timed region's figures, else the reason there are none."""
+    energy = rec.get("energy")
+    if not energy:
+        return {"energy_j": None, "power_w": None, "energy_covers": None,
+                "energy_note": "no energy section (a record from before exabench.energy/1, or a run that failed)"}
+    timed = energy.get("timed") or {}
+    return {"energy_j": timed.get("joules"), "power_w": timed.get("watts"),
+            "energy_covers": "+".join(timed.get("covers") or []) or None,
+            "energy_note": timed.get("reason") or energy.get("reason")}
 
 
 def load_records(paths) -> list[dict]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from exabench.errors import ConfigError
 from exabench.benchmarks.base import Benchmark, Metric, param
+from exabench.energy import timed_region
 
 SUITE = "coral2-bdas"
 COLS = 250  # num_global_cols of the suite
@@ -175,17 +176,20 @@ def timed_repeats(fit_once, repeats: int, warmup: int, tcomm: TimedComm, collect
     max over ranks, of the timed repeats, and the result of the last one."""
     samples = {"time": [], "compute_time": [], "comm_time": []}
     result = None
-    for rep in range(warmup + repeats):
-        tcomm.seconds = 0.0
-        tcomm.barrier()
-        t0 = time.perf_counter()
-        result = fit_once(rep)
-        local = time.perf_counter() - t0
-        if rep < warmup:
-            continue
-        per_rank = collectives.allgather((local, local - tcomm.seconds, tcomm.seconds))
-        for i, name in enumerate(samples):
-            samples[name].append(max(r[i] for r in per_rank))
+    with contextlib.ExitStack() as region:  # the energy meter's timed region: from the first timed repeat
+        for rep in range(warmup + repeats):
+            tcomm.seconds = 0.0
+            tcomm.barrier()
+            if rep == warmup:
+                region.enter_context(timed_region())
+            t0 = time.perf_counter()
+            result = fit_once(rep)
+            local = time.perf_counter() - t0
+            if rep < warmup:
+                continue
+            per_rank = collectives.allgather((local, local - tcomm.seconds, tcomm.seconds))
+            for i, name in enumerate(samples):
+                samples[name].append(max(r[i] for r in per_rank))
     return samples, result
 
 
