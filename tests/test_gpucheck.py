@@ -30,20 +30,54 @@ def gpucheck(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 def test_dry_run_plans_every_cuda_path_within_ten_minutes_on_one_gpu(tmp_path):
     proc = gpucheck("--out", str(tmp_path / "one"), "--dry-run", "--assume-gpu", H100, "--gpus", "1")
     assert proc.returncode == 0, proc.stderr
-    assert "17 runs, at most 590 s in all" in proc.stdout
+    assert "23 runs, budgets 800 s in all; bounded at 600 s (parts that no longer fit are skipped" in proc.stdout
     for key in ("resnet50-fp32", "resnet50-tf32", "resnet50-fp16-nhwc", "resnet50-bf16", "gemm-bf16",
                 "conv-heuristic", "conv-benchmark", "conv-deterministic", "rnn-lstm", "allreduce-nccl-1gpu",
-                "cosmoflow", "deepcam"):
+                "cosmoflow", "deepcam", "bare-fp32", "bare-bf16-nhwc"):
         assert f"  {key} " in proc.stdout
     assert "ddp-nccl-2gpu          skipped: needs 2 GPUs, this machine has 1" in proc.stdout
-    assert plan.budget_s([p for p in plan.parts(1, H100) if p.min_gpus == 1]) <= 600
+    keys = [p.key for p in plan.parts(1, H100)]
+    for prec in ("fp32", "tf32", "fp16", "bf16", "fp16-nhwc", "bf16-nhwc"):  # each bare loop right after its part
+        assert keys.index(f"bare-{prec}") == keys.index(f"resnet50-{prec}") + 1
+    assert "python -m exabench.gpucheck.bare --precision fp16 --channels-last --batch 256" in proc.stdout
+
+
+def test_quick_mode_plans_within_four_minutes(tmp_path):
+    proc = gpucheck("--out", str(tmp_path / "q"), "--dry-run", "--quick", "--assume-gpu", H100, "--gpus", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "8 runs" not in proc.stdout and "7 runs, budgets 240 s in all; bounded at 240 s" in proc.stdout
+    planned = [line.split()[0] for line in proc.stdout.splitlines()[1:] if line.startswith("  ") and
+               not line.startswith("      ") and "skipped" not in line]
+    assert planned == [k for k in plan.QUICK_PARTS if k != "allreduce-nccl-across"]
+    two = gpucheck("--out", str(tmp_path / "q2"), "--dry-run", "--quick", "--assume-gpu", H100, "--gpus", "2")
+    assert "8 runs, budgets 270 s in all; bounded at 240 s (parts that no longer fit are skipped" in two.stdout
+
+
+def test_parts_that_no_longer_fit_the_bound_are_skipped_and_named():
+    gemm = next(p for p in plan.parts(1, H100) if p.key == "gemm-fp16")
+    assert plan.left_for(gemm, 500.0, 600.0) == ""  # 100 s left, budget 30 s
+    assert plan.left_for(gemm, 580.0, 600.0) == ("no longer fits: 20 s left of the check's 600 s bound, its "
+                                                 "budget is 30 s")
+    assert "0 s left" in plan.left_for(gemm, 700.0, 600.0)
+
+
+def test_cpu_rehearsal_skips_what_the_bound_leaves_no_room_for(tmp_path):
+    out = tmp_path / "bounded"
+    proc = gpucheck("--out", str(out), "--cpu-rehearsal", "--assume-gpu", H100, "--only",
+                    "gemm-fp32,allreduce-nccl-1gpu", "--bound", "20")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = (out / "gpu-check.md").read_text()
+    assert re.search(r"\| gemm-fp32 \| no longer fits: \d+ s left of the check's 20 s bound, its budget is 30 s",
+                     report)
+    assert re.search(r"\| allreduce-nccl-1gpu \| no longer fits: .* its budget is 25 s", report)
+    assert not list((out / "results" / "records").glob("*.json"))  # nothing was started
 
 
 def test_dry_run_on_two_gpus_adds_the_cross_gpu_runs_with_their_launch_lines(tmp_path):
     out = tmp_path / "two"
     proc = gpucheck("--out", str(out), "--dry-run", "--assume-gpu", H100, "--gpus", "2")
     assert proc.returncode == 0, proc.stderr
-    assert "19 runs" in proc.stdout and "skipped" not in proc.stdout
+    assert "25 runs" in proc.stdout and "skipped:" not in proc.stdout
     specs = {p.parent.name: json.loads(p.read_text()) for p in (out / "results" / "runs").glob("*/spec.json")}
     ddp = next(s for name, s in specs.items() if "ddp-nccl-2gpu" in name)
     assert ddp["params"]["backend"] == "nccl" and ddp["params"]["batch_size"] == 256
@@ -72,7 +106,7 @@ def test_the_documented_dry_run_through_the_script(tmp_path):
     proc = subprocess.run(f"{command} --out {tmp_path / 'out'}", shell=True, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHON": sys.executable})
     assert proc.returncode == 0, proc.stderr
-    assert "19 runs" in proc.stdout and "ddp-nccl-2gpu" in proc.stdout
+    assert "25 runs" in proc.stdout and "ddp-nccl-2gpu" in proc.stdout
 
 
 def test_assumed_gpu_needs_dry_run_or_rehearsal(tmp_path):
