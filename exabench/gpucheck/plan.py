@@ -58,6 +58,9 @@ BARE_BUDGET_S = 35
 # others finish early, as they do).
 QUICK_PARTS = ("resnet50-fp32", "bare-fp32", "resnet50-fp16-nhwc", "bare-fp16-nhwc", "gemm-fp16",
                "conv-heuristic", "allreduce-nccl-1gpu", "allreduce-nccl-across")
+# A CPU rehearsal's runs are tiny, but each starts Python and torch on a CPU that may be shared:
+# 27 s for `import torch, torchvision` alone on a loaded 2-core machine. Its budgets are at least this.
+REHEARSAL_MIN_BUDGET_S = 180
 # A CPU rehearsal of a bare part: tiny, fp32 (bf16 autocast on a CPU takes a minute for two steps).
 BARE_REHEARSAL = {"batch": 2, "image_size": 32, "warmup": 1, "steps": 2, "precision": "fp32", "device": "cpu"}
 # Precisions that need an Ampere or later GPU (compute capability 8.0): TF32 and bf16 tensor cores.
@@ -110,8 +113,13 @@ def parts(gpus: int, device_name: str) -> list[Part]:
     return out
 
 
-def budget_s(chosen: list[Part]) -> int:
-    return sum(p.timeout_s for p in chosen)
+def budget_of(part: Part, rehearsal: bool = False) -> int:
+    """The part's time limit: its GPU budget, or for a CPU rehearsal at least REHEARSAL_MIN_BUDGET_S."""
+    return max(part.timeout_s, REHEARSAL_MIN_BUDGET_S) if rehearsal else part.timeout_s
+
+
+def budget_s(chosen: list[Part], rehearsal: bool = False) -> int:
+    return sum(budget_of(p, rehearsal) for p in chosen)
 
 
 def site_document(info: dict) -> dict:
@@ -134,7 +142,7 @@ def config_document(part: Part, rehearsal: bool) -> dict:
              "sweep": {"ranks_per_node": [part.ranks], "gpus_per_rank": [1]}}
     if part.key != part.benchmark:
         entry["label"] = part.key  # run ids then say which part they are
-    return {"campaign": "gpu-check", "preset": preset, "repeats": 1, "timeout_s": part.timeout_s,
+    return {"campaign": "gpu-check", "preset": preset, "repeats": 1, "timeout_s": budget_of(part, rehearsal),
             "benchmarks": [entry]}
 
 
@@ -182,10 +190,10 @@ def bare_params(part: Part, rehearsal: bool) -> dict:
     return {**part.params, **(part.rehearsal if rehearsal else {})}
 
 
-def left_for(part: Part, elapsed_s: float, bound_s: float) -> str:
+def left_for(part: Part, elapsed_s: float, bound_s: float, rehearsal: bool = False) -> str:
     """Why `part` no longer fits in the check's bound after `elapsed_s` (empty: it fits)."""
     left = bound_s - elapsed_s
-    if left >= part.timeout_s:
+    budget = budget_of(part, rehearsal)
+    if left >= budget:
         return ""
-    return (f"no longer fits: {max(0.0, left):.0f} s left of the check's {bound_s:g} s bound, its budget is "
-            f"{part.timeout_s} s")
+    return f"no longer fits: {max(0.0, left):.0f} s left of the check's {bound_s:g} s bound, its budget is {budget} s"

@@ -68,7 +68,7 @@ def rows(results: list[tuple[Part, dict, float]], info: dict) -> list[list[str]]
         out.append([part.key, part.what, record["status"],
                     f"{_number(value)} {unit}".strip() if value is not None else "-", metric,
                     f"{_number(anchor.value)} {anchor.unit}" if anchor else "no anchor", ratio,
-                    f"{seconds:.0f} / {part.timeout_s}", anchor.source if anchor else "", note])
+                    f"{seconds:.0f} / {record.get('budget_s', part.timeout_s)}", anchor.source if anchor else "", note])
     return out
 
 
