@@ -134,7 +134,10 @@ def test_anchors_are_only_given_where_published():
     assert anchors.resnet50_images_per_s("NVIDIA A100-SXM4-80GB", "fp16").value == 2470.0
     assert anchors.resnet50_images_per_s("NVIDIA A100-SXM4-80GB", "tf32").value == 938.0
     assert anchors.resnet50_images_per_s("Tesla V100-SXM2-16GB", "fp32").value == 367.0
-    assert anchors.resnet50_images_per_s("NVIDIA H100 80GB HBM3", "fp16") is None
+    h100 = anchors.resnet50_images_per_s("NVIDIA H100 80GB HBM3", "fp16")  # derived from MLPerf Training v3.0
+    assert h100.value == 4600.0 and "training_results_v3.0" in h100.source and "/ 64" in h100.source
+    assert anchors.resnet50_images_per_s("NVIDIA H100 80GB HBM3", "fp32") is None  # nothing published
+    assert anchors.resnet50_images_per_s("NVIDIA H200", "fp16") is None
     nvlink = anchors.link_bandwidth({"nvlink_GBps": [26.562] * 18, "pcie_gen": 5, "pcie_width": 16})
     assert nvlink.value == 478.1 and "18 active links" in nvlink.source
     assert anchors.link_bandwidth({"nvlink_GBps": [], "pcie_gen": 4, "pcie_width": 16}).value == 31.5
