@@ -126,6 +126,7 @@ def test_cli_references_merge_writes_a_valid_file(tmp_path):
     assert sum(r.benchmark == "resnet50" and r.lower == 0.2 for r in refs) == 2  # published kept
     assert acc.load_pending(out) == acc.load_pending(published)
     assert "--merge" in yaml.safe_load(out.read_text())["source"]
+    assert acc.references_label(out) == "references.yaml (published, with entries derived from measured runs)"
 
 
 def default_runs(name):

@@ -495,6 +495,9 @@ def references_label(path: str | Path, name: str | None = None) -> str:
         data = yaml.safe_load(path.read_text()) or {}
         source = str(data.get("source") or "") if isinstance(data, dict) else ""
     kind = "derived from the results history" if "--from-history" in source else "static"
+    if "--merge" in source:  # a site's published entries, with those its from_history list asked for
+        kind = "published, with entries " + ("derived from the results history" if "--from-history" in source
+                                             else "derived from measured runs")
     return f"{name or path.name} ({kind})"
 
 
