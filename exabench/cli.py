@@ -121,8 +121,8 @@ def cmd_accept_check(args) -> int:
 
 
 def cmd_references(args) -> int:
-    from exabench.analysis.acceptance import TOLERANCES, derive_references, references_yaml
-    from exabench.io import atomic_write_text
+    from exabench.analysis.acceptance import (TOLERANCES, derive_references, efficiency_references,
+                                              stored_records)
     tol = dict(TOLERANCES)
     if args.tolerance:
         lo, hi = (float(x) for x in args.tolerance.split(","))
@@ -137,16 +137,32 @@ def cmd_references(args) -> int:
         command = (f"exabench references --from-history --store {args.store} --site-name {args.site_name} "
                    f"--last {args.last} --band {args.band} --out {args.out}")
         command += (f" --select {args.select}" if args.select else "") + (" --any-system" if args.any_system else "")
-        atomic_write_text(args.out, references_yaml(refs, args.site_name, command))
-        print(f"{len(refs)} references from {len(ids)} stored campaign(s) -> {args.out}")
-        return 0
+        refs += efficiency_references(stored_records(args.store, ids), band)
+        return _write_references(args, refs, command, f"from {len(ids)} stored campaign(s)")
     if not args.source:
         raise ExabenchError("give --from RECORDS... or --from-history")
-    refs = derive_references(_read_records(args.source), tolerances=tol)
+    records = _read_records(args.source)
+    refs = derive_references(records, tolerances=tol) + efficiency_references(records)
     command = "exabench references --from " + " ".join(args.source) + f" --site-name {args.site_name} --out {args.out}"
     command += f" --tolerance {args.tolerance}" if args.tolerance else ""
+    return _write_references(args, refs, command, "")
+
+
+def _write_references(args, refs: list[dict], command: str, where: str) -> int:
+    """Write the derived references, or (--merge) the published file with those it lists as
+    `from_history` added."""
+    from exabench.analysis.acceptance import merge_references, merged_yaml, references_yaml
+    from exabench.io import atomic_write_text
+    where = f" {where}" if where else ""
+    if args.merge:
+        command += f" --merge {args.merge}"
+        data, added = merge_references(args.merge, refs)
+        atomic_write_text(args.out, merged_yaml(data, args.merge, command))
+        print(f"{len(data['references']) - len(added)} published + {len(added)} derived references{where} "
+              f"-> {args.out}")
+        return 0
     atomic_write_text(args.out, references_yaml(refs, args.site_name, command))
-    print(f"{len(refs)} references -> {args.out}")
+    print(f"{len(refs)} references{where} -> {args.out}")
     return 0
 
 
@@ -440,6 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="references.yaml to write")
     p.add_argument("--tolerance", default=None,
                    help="LOWER,UPPER fractions for every entry (default: 0.8,1.0 for rates, 0.5,4.0 for times)")
+    p.add_argument("--merge", default=None, metavar="REFERENCES_YAML",
+                   help="keep this file's published entries and add the derived ones its from_history list asks for")
     p.set_defaults(fn=cmd_references)
     p = sub.add_parser("nodes", help="flag nodes outside tolerance or outliers among peers (every-node records)")
     p.add_argument("--references", default=None)

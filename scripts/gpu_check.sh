@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Prove every CUDA path of exabench on this GPU machine, in under 10 minutes, with no network and
+# Prove every CUDA path of exabench on this GPU machine, within 10 minutes (4 with --quick), with no network and
 # no scheduler: real runs, real records, and gpu-check.md beside the published figures.
-# See docs/gpu-check.md. Arguments go to `python -m exabench.gpucheck` (--out, --only, --dry-run).
+# See docs/gpu-check.md. Arguments go to `python -m exabench.gpucheck` (--out, --only, --quick, --dry-run).
 #
 # Uses the machine's own Python and torch (PYTHON=..., default python3); where that Python lacks
 # what exabench needs beyond torch, a venv over it is filled from .gpu-wheels/ (scripts/gpu_wheels.sh).
 set -euo pipefail
+# The check's time bound (600 s, 240 s with --quick) counts from here, set-up included.
+export GPU_CHECK_STARTED=$(date +%s)
 here=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 case " $* " in *" --dry-run "*|*" --cpu-rehearsal "*) rehearsal=1 ;; *) rehearsal=0 ;; esac

@@ -5,6 +5,7 @@ and the refusal on a machine without a GPU. The CUDA runs themselves need a GPU 
 from __future__ import annotations
 
 import ast
+import math
 import json
 import os
 import re
@@ -30,20 +31,55 @@ def gpucheck(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 def test_dry_run_plans_every_cuda_path_within_ten_minutes_on_one_gpu(tmp_path):
     proc = gpucheck("--out", str(tmp_path / "one"), "--dry-run", "--assume-gpu", H100, "--gpus", "1")
     assert proc.returncode == 0, proc.stderr
-    assert "17 runs, at most 590 s in all" in proc.stdout
+    assert "23 runs, budgets 800 s in all; bounded at 600 s (parts that no longer fit are skipped" in proc.stdout
     for key in ("resnet50-fp32", "resnet50-tf32", "resnet50-fp16-nhwc", "resnet50-bf16", "gemm-bf16",
                 "conv-heuristic", "conv-benchmark", "conv-deterministic", "rnn-lstm", "allreduce-nccl-1gpu",
-                "cosmoflow", "deepcam"):
+                "cosmoflow", "deepcam", "bare-fp32", "bare-bf16-nhwc"):
         assert f"  {key} " in proc.stdout
     assert "ddp-nccl-2gpu          skipped: needs 2 GPUs, this machine has 1" in proc.stdout
-    assert plan.budget_s([p for p in plan.parts(1, H100) if p.min_gpus == 1]) <= 600
+    keys = [p.key for p in plan.parts(1, H100)]
+    for prec in ("fp32", "tf32", "fp16", "bf16", "fp16-nhwc", "bf16-nhwc"):  # each bare loop right after its part
+        assert keys.index(f"bare-{prec}") == keys.index(f"resnet50-{prec}") + 1
+    assert "python -m exabench.gpucheck.bare --precision fp16 --channels-last --batch 256" in proc.stdout
+
+
+def test_quick_mode_plans_within_four_minutes(tmp_path):
+    proc = gpucheck("--out", str(tmp_path / "q"), "--dry-run", "--quick", "--assume-gpu", H100, "--gpus", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "8 runs" not in proc.stdout and "7 runs, budgets 240 s in all; bounded at 240 s" in proc.stdout
+    planned = [line.split()[0] for line in proc.stdout.splitlines()[1:] if line.startswith("  ") and
+               not line.startswith("      ") and "skipped" not in line]
+    assert planned == [k for k in plan.QUICK_PARTS if k != "allreduce-nccl-across"]
+    two = gpucheck("--out", str(tmp_path / "q2"), "--dry-run", "--quick", "--assume-gpu", H100, "--gpus", "2")
+    assert "8 runs, budgets 270 s in all; bounded at 240 s (parts that no longer fit are skipped" in two.stdout
+
+
+def test_parts_that_no_longer_fit_the_bound_are_skipped_and_named():
+    gemm = next(p for p in plan.parts(1, H100) if p.key == "gemm-fp16")
+    assert plan.left_for(gemm, 500.0, 600.0) == ""  # 100 s left, budget 30 s
+    assert plan.left_for(gemm, 580.0, 600.0) == ("no longer fits: 20 s left of the check's 600 s bound, its "
+                                                 "budget is 30 s")
+    assert "0 s left" in plan.left_for(gemm, 700.0, 600.0)
+
+
+def test_cpu_rehearsal_skips_what_the_bound_leaves_no_room_for(tmp_path):
+    out = tmp_path / "bounded"
+    proc = gpucheck("--out", str(out), "--cpu-rehearsal", "--assume-gpu", H100, "--only",
+                    "gemm-fp32,allreduce-nccl-1gpu", "--bound", "20")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = (out / "gpu-check.md").read_text()
+    # a rehearsal's budgets are at least REHEARSAL_MIN_BUDGET_S (torch starts slowly on a shared CPU)
+    assert re.search(r"\| gemm-fp32 \| no longer fits: \d+ s left of the check's 20 s bound, its budget is 180 s",
+                     report)
+    assert re.search(r"\| allreduce-nccl-1gpu \| no longer fits: .* its budget is 180 s", report)
+    assert not list((out / "results" / "records").glob("*.json"))  # nothing was started
 
 
 def test_dry_run_on_two_gpus_adds_the_cross_gpu_runs_with_their_launch_lines(tmp_path):
     out = tmp_path / "two"
     proc = gpucheck("--out", str(out), "--dry-run", "--assume-gpu", H100, "--gpus", "2")
     assert proc.returncode == 0, proc.stderr
-    assert "19 runs" in proc.stdout and "skipped" not in proc.stdout
+    assert "25 runs" in proc.stdout and "skipped:" not in proc.stdout
     specs = {p.parent.name: json.loads(p.read_text()) for p in (out / "results" / "runs").glob("*/spec.json")}
     ddp = next(s for name, s in specs.items() if "ddp-nccl-2gpu" in name)
     assert ddp["params"]["backend"] == "nccl" and ddp["params"]["batch_size"] == 256
@@ -72,7 +108,7 @@ def test_the_documented_dry_run_through_the_script(tmp_path):
     proc = subprocess.run(f"{command} --out {tmp_path / 'out'}", shell=True, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHON": sys.executable})
     assert proc.returncode == 0, proc.stderr
-    assert "19 runs" in proc.stdout and "ddp-nccl-2gpu" in proc.stdout
+    assert "25 runs" in proc.stdout and "ddp-nccl-2gpu" in proc.stdout
 
 
 def test_assumed_gpu_needs_dry_run_or_rehearsal(tmp_path):
@@ -98,7 +134,10 @@ def test_anchors_are_only_given_where_published():
     assert anchors.resnet50_images_per_s("NVIDIA A100-SXM4-80GB", "fp16").value == 2470.0
     assert anchors.resnet50_images_per_s("NVIDIA A100-SXM4-80GB", "tf32").value == 938.0
     assert anchors.resnet50_images_per_s("Tesla V100-SXM2-16GB", "fp32").value == 367.0
-    assert anchors.resnet50_images_per_s("NVIDIA H100 80GB HBM3", "fp16") is None
+    h100 = anchors.resnet50_images_per_s("NVIDIA H100 80GB HBM3", "fp16")  # derived from MLPerf Training v3.0
+    assert h100.value == 4600.0 and "training_results_v3.0" in h100.source and "/ 64" in h100.source
+    assert anchors.resnet50_images_per_s("NVIDIA H100 80GB HBM3", "fp32") is None  # nothing published
+    assert anchors.resnet50_images_per_s("NVIDIA H200", "fp16") is None
     nvlink = anchors.link_bandwidth({"nvlink_GBps": [26.562] * 18, "pcie_gen": 5, "pcie_width": 16})
     assert nvlink.value == 478.1 and "18 active links" in nvlink.source
     assert anchors.link_bandwidth({"nvlink_GBps": [], "pcie_gen": 4, "pcie_width": 16}).value == 31.5
@@ -138,8 +177,9 @@ def test_the_wheel_list_covers_what_the_check_imports():
     a backend the check does not use (wheels.NOT_USED)."""
     from exabench.benchmarks import registry
 
-    todo = ["exabench.gpucheck.__main__", "exabench.gpucheck.report", "exabench.runner", "exabench.execute"]
-    todo += sorted({registry.index()[p.benchmark] for p in plan.parts(2, H100)})
+    todo = ["exabench.gpucheck.__main__", "exabench.gpucheck.report", "exabench.gpucheck.bare", "exabench.runner",
+            "exabench.execute"]
+    todo += sorted({registry.index()[p.benchmark] for p in plan.parts(2, H100) if p.benchmark != plan.BARE})
     seen, third_party = set(), set()
     while todo:
         name = todo.pop()
@@ -202,3 +242,25 @@ def test_cpu_rehearsal_runs_real_records_and_writes_the_report(tmp_path):
     assert "| gemm-tf32 | needs a GPU of compute capability 8.0" in report
     records = list((out / "results" / "records").glob("*.json"))
     assert len(records) == 2 and all(json.loads(r.read_text())["status"] == "ok" for r in records)
+
+
+def test_cpu_rehearsal_runs_the_bare_loop_beside_resnet50_and_reports_the_ratio(tmp_path):
+    out = tmp_path / "bare"
+    proc = gpucheck("--out", str(out), "--cpu-rehearsal", "--assume-gpu", H100, "--only", "resnet50-fp32,bare-fp32")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = (out / "gpu-check.md").read_text()
+    assert "## Harness overhead: exabench / bare loop" in report
+    row = next(line for line in report.splitlines() if line.startswith("| resnet50-fp32 |") and "images/s" not in
+               line and line.count("|") == 5)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert float(cells[3]) > 0  # exabench / bare, both measured
+    bare = next(line for line in report.splitlines() if line.startswith("| bare-fp32 "))
+    assert "| ok |" in bare and "images/s" in bare and "/ 180 |" in bare  # seconds beside the budget
+    assert re.search(r"The whole check took \d+ s of its 600 s bound", report)
+
+
+def test_bare_loop_is_the_same_step_on_the_cpu():
+    from exabench.gpucheck import bare
+    out = bare.step_loop("fp32", False, batch=2, image_size=32, warmup=1, steps=2, device="cpu")
+    assert out["images_per_s"] > 0 and out["steps"] == 2 and out["device"] == "cpu"
+    assert math.isfinite(out["loss"])

@@ -94,3 +94,33 @@ def test_two_ranks_horovod(tmp_path):
     rec = run_launched(tmp_path, "allreduce", {"backend": "horovod", "max_bytes": 2**12, "iters": 3}, ranks=2)
     assert rec["status"] == "ok", rec["error"]
     assert rec["checks"][0]["passed"]
+
+
+def test_nccl_tests_style_timing_beside_the_per_op_figure_over_gloo(tmp_path):
+    """Both methods in the record, each named: back-to-back ops with one synchronisation, divided
+    (nccl-tests), and the per-op figure; over Gloo on the CPU there are no CUDA graphs, and the
+    record says why."""
+    rec = run_in_process(tmp_path, "allreduce", {"backend": "gloo", "max_bytes": 1024, "iters": 5})
+    assert rec["status"] == "ok", rec["error"]
+    info, m = rec["info"], rec["metrics"]
+    assert set(info["timing_methods"]) == {"per_op", "back_to_back"}
+    assert "nccl-tests" in info["timing_methods"]["back_to_back"]
+    assert "host memory" in info["cuda_graph"] and "one rank" in info["one_rank_note"]
+    for s in info["sizes"]:
+        assert s["time_us_b2b"] > 0 and s["time_us_graph"] is None
+        assert m[f"time_b2b.{s['bytes']}B"]["value"] == pytest.approx(s["time_us_b2b"])
+        assert "back to back" in m[f"time_b2b.{s['bytes']}B"]["description"]
+    assert m["latency_small_b2b"]["value"] == pytest.approx(info["sizes"][0]["time_us_b2b"])
+    assert "latency_small_graph" not in m
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_two_ranks_back_to_back_over_gloo_keeps_exact_sums(tmp_path):
+    rec = run_launched(tmp_path, "allreduce", {"backend": "gloo", "max_bytes": 2**12, "iters": 4, "iters_large": 2},
+                       ranks=2)
+    assert rec["status"] == "ok", rec["error"]
+    assert rec["checks"][0]["passed"]
+    sizes = rec["info"]["sizes"]
+    assert all(s["time_us_b2b"] > 0 and s["busbw_GBps_b2b"] > 0 for s in sizes)
+    assert rec["metrics"]["busbw_b2b"]["value"] == pytest.approx(sizes[-1]["busbw_GBps_b2b"])

@@ -13,6 +13,7 @@ from exabench.benchmarks.micro.conv import SHAPES as CONV_SHAPES
 from exabench.benchmarks.micro.conv import ConvShape, conv_directions
 from exabench.benchmarks.micro.gemm import SHAPES as GEMM_SHAPES
 from exabench.benchmarks.micro.gemm import operands
+from exabench.benchmarks.micro import gemm as gemm_module
 from exabench.benchmarks.micro.rnn import rnn_flop
 from exabench.benchmarks.timing import TOLERANCE, float64_check, relative_error
 
@@ -40,6 +41,18 @@ def test_gemm_operands_honour_transposes():
     a, b = operands(torch, 5, 3, 4, True, True, torch.float32, "cpu", gen)
     assert a.shape == (5, 4) and b.shape == (4, 3)
     assert not a.is_contiguous() and not b.is_contiguous()  # stored transposed, used through a view
+
+
+@pytest.mark.parametrize("a_t,b_t", [(False, False), (True, False), (False, True)])
+def test_gemm_sampled_check_above_the_full_check_size(monkeypatch, a_t, b_t):
+    """Above FULL_CHECK_MAX the check compares sampled entries with their float64 dot products: an
+    exact product passes at fp32 tolerance, one wrong by a little everywhere does not."""
+    monkeypatch.setattr(gemm_module, "FULL_CHECK_MAX", 1000)  # 64 x 48 x 40 is then "large"
+    gen = torch.Generator().manual_seed(3)
+    a, b = operands(torch, 64, 48, 40, a_t, b_t, torch.float32, "cpu", gen)
+    c = a @ b
+    assert gemm_module.product_error(torch, a, b, c, gen) < 1e-6
+    assert gemm_module.product_error(torch, a, b, c * 1.01, gen) == pytest.approx(0.01, rel=1e-3)
 
 
 def test_float64_check_fails_on_a_wrong_result():

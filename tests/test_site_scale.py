@@ -197,7 +197,7 @@ def test_real_site_references_judge_runs_of_the_default_plan_and_the_rest_get_no
     unjudged = {r["run_id"] for r in rows if r["verdict"] == "no-reference"}
     assert unjudged and all(run.run_id in judged | unjudged for run in runs)
     for ref in refs:
-        assert re.search(r"(README\.md|datasheet)", ref.note), ref.note  # every value names its source
+        assert re.search(r"(README\.md|datasheet|seed document \S+\.txt, line \d+)", ref.note), ref.note  # its source
     if name != "frontier":
         assert {(r.params["precision"], r.value) for r in refs if r.benchmark == "resnet50"} in (
             {("fp32", 367), ("fp16", 1200)}, {("tf32", 938), ("fp16", 2470)})

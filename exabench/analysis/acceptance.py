@@ -20,6 +20,7 @@ from xml.etree import ElementTree as ET
 import yaml
 
 from exabench.analysis.runs import LAYOUT
+from exabench.analysis.scaling import efficiency
 from exabench.records.record import headline_metric, with_plan_entry
 from exabench import markdown
 from exabench.config import load_and_validate
@@ -58,7 +59,16 @@ class Reference:
 
 
 def load_references(path: str | Path) -> list[Reference]:
-    data = load_and_validate(path, "references")
+    return _references(path, load_and_validate(path, "references"))
+
+
+def load_pending(path: str | Path) -> list[dict]:
+    """The file's `from_history` entries: runs whose reference is still to be derived from
+    the site's own history (no published figure could be cited for them)."""
+    return list(load_and_validate(path, "references").get("from_history") or [])
+
+
+def _references(path, data: dict) -> list[Reference]:
     refs = [Reference(**{k: e[k] for k in ("benchmark", "metric", "value", "lower", "upper", "unit", "params",
                                            "expected_fail", "note")}) for e in data["references"]]
     seen = {}
@@ -84,6 +94,8 @@ def applicable(refs: list[Reference], rec: dict) -> dict[str, Reference]:
     for r in refs:
         if r.benchmark != rec["benchmark"] or any(point.get(k) != v for k, v in r.params.items()):
             continue
+        if r.metric == EFFICIENCY and point.get("nodes", 0) <= 1:  # one node is the baseline itself
+            continue
         if r.metric not in best or len(r.params) > len(best[r.metric].params):
             best[r.metric] = r
     return best
@@ -95,6 +107,8 @@ def judge(rec: dict, ref: Reference) -> tuple[str, float, str]:
     value = math.nan
     if rec["status"] != "ok":
         ok, detail = False, f"run {rec['status']}: {rec.get('error') or 'no error recorded'}"
+    elif m is None and ref.metric == EFFICIENCY:
+        ok, detail = False, f"no scaling efficiency: {rec.get('efficiency_missing') or 'not computed'}"
     elif m is None:
         ok, detail = False, f"metric '{ref.metric}' not in the record (has: {', '.join(rec['metrics']) or 'none'})"
     elif m.get("unit") != ref.unit:
@@ -113,8 +127,9 @@ def judge(rec: dict, ref: Reference) -> tuple[str, float, str]:
 
 
 def verdicts(records: list[dict], refs: list[Reference], plan: list[dict] | None = None,
-             site: str = "") -> list[dict]:
-    """One row per run and referenced metric (one row for a run without reference)."""
+             site: str = "", pending: list[dict] | None = None) -> list[dict]:
+    """One row per run and referenced metric (one row for a run without reference; its detail
+    names the `pending` (from_history) entry that covers it, if one does)."""
     by_id = {p["run_id"]: p for p in plan or []}
     # a corrupt record fails its run, judged as the run the plan describes
     recs = [with_plan_entry(r, by_id.get(r["run_id"]), site) if r.get("corrupt_file") else r for r in records]
@@ -125,6 +140,7 @@ def verdicts(records: list[dict], refs: list[Reference], plan: list[dict] | None
                          "workload": p.get("workload"),
                          "layout": p["layout"], "status": "missing", "error": "planned, but no record was written",
                          "metrics": {}, "site": site})
+    recs = with_scaling_efficiency(recs)
     rows = []
     for rec in sorted(recs, key=lambda r: r["run_id"]):
         base = {"run_id": rec["run_id"], "benchmark": rec["benchmark"], "site": rec.get("site", site),
@@ -136,12 +152,77 @@ def verdicts(records: list[dict], refs: list[Reference], plan: list[dict] | None
             bad = rec["status"] != "ok"
             rows.append({**base, "metric": metric, "value": float(m["value"]) if m and not bad else math.nan,
                          "unit": m.get("unit", ""), "reference": "", "verdict": "fail" if bad else "no-reference",
-                         "detail": f"run {rec['status']}: {rec.get('error')}" if bad else "no reference applies"})
+                         "detail": f"run {rec['status']}: {rec.get('error')}" if bad else _no_reference(rec, pending)})
         for metric, ref in sorted(found.items()):
             verdict, value, detail = judge(rec, ref)
             rows.append({**base, "metric": metric, "value": value, "unit": ref.unit, "reference": ref.describe(),
                          "verdict": verdict, "detail": detail})
     return rows
+
+
+def _no_reference(rec: dict, pending: list[dict] | None) -> str:
+    point = _point(rec)
+    for p in pending or []:
+        if p["benchmark"] == rec["benchmark"] and all(point.get(k) == v for k, v in (p.get("params") or {}).items()):
+            return (f"no reference yet: to be derived from this site's history (exabench references "
+                    f"--from-history); {p.get('why', '')}".rstrip("; "))
+    return "no reference applies"
+
+
+# -- scaling efficiency of multi-node runs --------------------------------------------------------
+
+EFFICIENCY = "scaling_efficiency"
+
+
+def _series(rec: dict) -> str:
+    lay = rec.get("layout", {})
+    return json.dumps([rec.get("_campaign_id"), rec["benchmark"], rec.get("params", {}),
+                       {k: lay.get(k, 0) for k in LAYOUT if k != "nodes"}], sort_keys=True)
+
+
+def _efficiency_metric(rec: dict) -> str | None:
+    """The figure efficiency is computed from: `throughput` where the run has one (work per second,
+    whatever the scaling mode), else a time headline; none for bandwidths (allreduce's busbw)."""
+    metrics = rec.get("metrics") or {}
+    if "throughput" in metrics:
+        return "throughput"
+    head = headline_metric(rec)
+    if head in metrics and not metrics[head].get("higher_is_better", True):
+        return head
+    return None
+
+
+def with_scaling_efficiency(records: list[dict]) -> list[dict]:
+    """The records, each ok multi-node run with a `scaling_efficiency` metric against the median of
+    the ok 1-node runs of its series (or, where there is none, an `efficiency_missing` reason)."""
+    base: dict[str, list[float]] = {}
+    for r in records:
+        metric = _efficiency_metric(r) if r["status"] == "ok" else None
+        if metric and r.get("layout", {}).get("nodes") == 1:
+            base.setdefault(_series(r), []).append(float(r["metrics"][metric]["value"]))
+    out = []
+    for r in records:
+        lay = r.get("layout", {})
+        metric = _efficiency_metric(r) if r["status"] == "ok" else None
+        if not metric or lay.get("nodes", 1) <= 1:
+            out.append(r)
+            continue
+        ones = base.get(_series(r))
+        if not ones:
+            out.append({**r, "efficiency_missing": f"no ok 1-node run of the same series ({r['benchmark']}, "
+                                                   "same parameters and per-node layout) among the records"})
+            continue
+        m = r["metrics"][metric]
+        rpn = lay.get("ranks_per_node") or 1
+        mode = (r.get("workload") or {}).get("scaling", "strong")
+        e = efficiency(float(m["value"]), statistics.median(ones), lay["nodes"] * rpn, rpn, mode,
+                       bool(m.get("higher_is_better", True)))
+        metrics = {**r["metrics"], EFFICIENCY: {
+            "value": e, "unit": "1", "samples": [], "higher_is_better": True,
+            "description": f"{metric} per worker over that of the 1-node run ({mode} scaling, median of "
+                           f"{len(ones)} 1-node run(s))"}}
+        out.append({**r, "metrics": metrics})
+    return out
 
 
 def run_verdicts(rows: list[dict]) -> dict[str, str]:
@@ -242,6 +323,89 @@ def derive_references(records: list[dict], metrics: dict[str, str] | None = None
     return out
 
 
+def efficiency_references(records: list[dict], band: tuple[float, float] = (5.0, 95.0),
+                          min_tolerance: float = 0.05) -> list[dict]:
+    """`scaling_efficiency` references of the multi-node runs among `records` (a campaign's, or
+    several campaigns'): per benchmark and point, the median efficiency over the runs, with a band
+    from the `band` percentiles of the runs' efficiencies (at least `min_tolerance` each side; one
+    run gives no spread, so only the minimum). Each note names the runs and the spread."""
+    import numpy as np
+
+    multi = [r for r in with_scaling_efficiency([r for r in records if r["status"] == "ok"])
+             if EFFICIENCY in r.get("metrics", {})]
+    out = []
+    for (bench, key), rs in reference_points(multi).items():
+        values = np.asarray([r["metrics"][EFFICIENCY]["value"] for r in rs], float)
+        med = float(np.median(values))
+        lo, hi = (float(x) for x in np.percentile(values, band))
+        out.append({"benchmark": bench, "metric": EFFICIENCY, "params": json.loads(key),
+                    "value": float(f"{med:.4g}"), "lower": round(max(min_tolerance, 1 - lo / med), 4),
+                    "upper": round(max(min_tolerance, hi / med - 1), 4), "unit": "1",
+                    "note": f"median scaling efficiency of {len(values)} run(s) (spread {values.min():.3g} .. "
+                            f"{values.max():.3g}, band p{band[0]:g}..p{band[1]:g}): "
+                            + ", ".join(sorted(r["run_id"] for r in rs))})
+    return out
+
+
+def stored_records(store: str | Path, campaign_ids: list[str]) -> list[dict]:
+    """The ok records of these stored campaigns, each with its `_campaign_id` (so that a multi-node
+    run's efficiency is computed against the 1-node run of its own campaign)."""
+    import pandas as pd
+
+    from exabench.records.store import connect
+    con = connect(store, read_only=True)
+    try:
+        con.register("wanted", pd.DataFrame({"campaign_id": list(campaign_ids)}))
+        rows = con.execute("SELECT record, campaign_id FROM records WHERE status = 'ok' AND "
+                           "campaign_id IN (SELECT campaign_id FROM wanted)").fetchall()
+    finally:
+        con.close()
+    return [{**json.loads(text), "_campaign_id": cid} for text, cid in rows]
+
+
+# How the notes of derived entries begin (derive_references, efficiency_references, history_references).
+DERIVED_NOTES = ("median of ", "median scaling efficiency of ", "history: ")
+
+
+def merge_references(published: str | Path, derived: list[dict]) -> tuple[dict, list[dict]]:
+    """A site's published references file with `derived` entries added where its `from_history`
+    list asks for them: (the merged file's data, the entries added). Published entries win: a
+    derived entry that repeats one (benchmark, metric, params) is dropped."""
+    data = load_and_validate(published, "references")
+    # entries an earlier merge added are derived anew, not kept as if published
+    refs = [e for e in data["references"] if not str(e.get("note", "")).startswith(DERIVED_NOTES)]
+
+    def key(e):
+        return e["benchmark"], e["metric"], json.dumps(e.get("params") or {}, sort_keys=True)
+
+    have = {key(e) for e in refs}
+    pending = data.get("from_history") or []
+
+    def wanted(e):
+        return any(p["benchmark"] == e["benchmark"] and p.get("metric", "") in ("", e["metric"])
+                   and (p.get("metric") == EFFICIENCY) == (e["metric"] == EFFICIENCY)
+                   and all((e.get("params") or {}).get(k) == v for k, v in (p.get("params") or {}).items())
+                   for p in pending)
+
+    added = [e for e in derived if key(e) not in have and wanted(e)]
+    return {**data, "references": refs + added}, added
+
+
+def merged_yaml(data: dict, published: str | Path, command: str) -> str:
+    """The merged references file: the published file's own header kept, the command added."""
+    lines = Path(published).read_text().splitlines()
+    head = [line for i, line in enumerate(lines) if line.startswith("#") and ADDED not in line
+            and not (i and ADDED in lines[i - 1])]
+    source = str(data.get("source", "")).split("; derived entries: ")[0]
+    body = yaml.safe_dump({"site": data.get("site", ""), "source": f"{source}; derived entries: {command}",
+                           "references": data["references"],
+                           "from_history": data.get("from_history") or []}, sort_keys=False, width=120)
+    return "\n".join(head) + f"\n# {ADDED}\n#   {command}\n" + body
+
+
+ADDED = "Entries added from measured runs by:"
+
+
 def references_yaml(refs: list[dict], site: str, command: str) -> str:
     head = (f"# Performance references of site '{site}' (schema: workflow/schemas/references.schema.yaml).\n"
             f"# A run passes when its figure is within [value x (1 - lower), value x (1 + upper)].\n"
@@ -331,6 +495,9 @@ def references_label(path: str | Path, name: str | None = None) -> str:
         data = yaml.safe_load(path.read_text()) or {}
         source = str(data.get("source") or "") if isinstance(data, dict) else ""
     kind = "derived from the results history" if "--from-history" in source else "static"
+    if "--merge" in source:  # a site's published entries, with those its from_history list asked for
+        kind = "published, with entries " + ("derived from the results history" if "--from-history" in source
+                                             else "derived from measured runs")
     return f"{name or path.name} ({kind})"
 
 
@@ -345,7 +512,8 @@ def write_verdicts(records: list[str], references: str, plan: str | None, site: 
     from exabench.records.record import record_paths
     from exabench.records.tidy import load_records
 
-    rows = verdicts(load_records(record_paths(records)), load_references(references), load_plan(plan), site)
+    rows = verdicts(load_records(record_paths(records)), load_references(references), load_plan(plan), site,
+                    load_pending(references))
     # The file's name only, so a summary rebuilt from an archive is byte-identical.
     atomic_write_text(markdown, summary_markdown(rows, site, references_label(references)))
     atomic_write_text(csv, pd.DataFrame(rows).to_csv(index=False))

@@ -1,6 +1,7 @@
 """`python -m exabench.gpucheck`: plan, run and report the GPU check (scripts/gpu_check.sh runs it).
 
-Exit codes: 0 every planned part ok; 1 a part failed or timed out; 2 bad arguments; 3 no GPU.
+Exit codes: 0 every part run is ok (parts skipped, each named with why, do not fail it); 1 a part
+failed or timed out; 2 bad arguments; 3 no GPU.
 """
 
 from __future__ import annotations
@@ -24,10 +25,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=1, help="GPU count with --assume-gpu")
     p.add_argument("--cpu-rehearsal", action="store_true",
                    help="run the plan at tiny size on the CPU (tests the code path; not GPU figures)")
+    p.add_argument("--quick", action="store_true",
+                   help="a few parts within 4 minutes, for a brief GPU loan (--only narrows them further)")
+    p.add_argument("--bound", type=float, default=None, metavar="SECONDS",
+                   help="stop starting parts that no longer fit in this many seconds (default 600; 240 with "
+                        "--quick)")
     return p
 
 
+def run_bare(part, rehearsal: bool) -> dict:
+    """A bare-loop part, as a record-shaped dict the report reads."""
+    from exabench.gpucheck import bare, plan
+    a = plan.bare_params(part, rehearsal)
+    out = bare.run(a["precision"], a["channels_last"], a["batch"], a["image_size"], a["warmup"], a["steps"],
+                   a["device"], plan.budget_of(part, rehearsal))
+    if "error" in out:
+        status = "timeout" if out["error"].startswith("timeout") else "failed"
+        return {"status": status, "error": out["error"], "metrics": {}}
+    return {"status": "ok", "error": None, "info": out,
+            "metrics": {"throughput_per_device": {"value": out["images_per_s"], "unit": "images/s"}}}
+
+
+def _since_script_start() -> float:
+    """Seconds since scripts/gpu_check.sh started (GPU_CHECK_STARTED, epoch seconds), else 0."""
+    import os
+    try:
+        return max(0.0, time.time() - float(os.environ.get("GPU_CHECK_STARTED", "")))
+    except ValueError:
+        return 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
+    # The bound counts from the start of scripts/gpu_check.sh (its venv set-up is part of the check), or
+    # from here: probing and planning are part of it.
+    started = time.monotonic() - _since_script_start()
     args = build_parser().parse_args(argv)
     from exabench.gpucheck import plan, probe, report
     from exabench.io import atomic_write_text
@@ -50,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args.out)
     only = [x.strip() for x in args.only.split(",") if x.strip()]
+    if args.quick:
+        only = [k for k in plan.QUICK_PARTS if not only or any(k.startswith(o) for o in only)] or ["(none)"]
+    bound = args.bound or (plan.QUICK_S if args.quick else plan.TOTAL_S)
     try:
         planned, skipped = plan.plan(info, out, only, rehearsal=args.cpu_rehearsal)
     except ExabenchError as exc:
@@ -60,9 +94,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu check: --only {args.only!r} matches no part; parts: {names}", file=sys.stderr)
         return 2
     chosen = [part for part, _ in planned]
-    print(f"gpu check on {info['gpus']} x {info.get('name')}: {len(planned)} runs, at most "
-          f"{plan.budget_s(chosen)} s in all" + (" (CPU rehearsal)" if args.cpu_rehearsal else ""))
+    total = plan.budget_s(chosen, args.cpu_rehearsal)
+    if args.cpu_rehearsal and not args.bound:  # a rehearsal's slow CPU start is not the GPU's: bound it on request
+        bound = max(bound, total)
+    print(f"gpu check on {info['gpus']} x {info.get('name')}: {len(planned)} runs, budgets {total} s in all; "
+          f"bounded at {bound:g} s" + (" (parts that no longer fit are skipped, each named)" if total > bound else "")
+          + (" (CPU rehearsal)" if args.cpu_rehearsal else ""))
     for part, run in planned:
+        if run is None:
+            a = plan.bare_params(part, args.cpu_rehearsal)
+            print(f"  {part.key:<22} {plan.budget_of(part, args.cpu_rehearsal):>4} s  bare loop\n      python -m exabench.gpucheck.bare "
+                  f"--precision {a['precision']}{' --channels-last' if a['channels_last'] else ''} "
+                  f"--batch {a['batch']} --steps {a['steps']} --device {a['device']}")
+            continue
         spec = json.loads((out / "results" / "runs" / run.run_id / "spec.json").read_text())
         print(f"  {part.key:<22} {run.timeout_s:>4} s  {run.run_id}\n      {spec['launch_line']}")
     for part, why in skipped:
@@ -73,12 +117,21 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     for part, run in planned:
+        why = plan.left_for(part, time.monotonic() - started, bound, args.cpu_rehearsal)
+        if why:
+            print(f"  {part.key:<22} skipped: {why}", flush=True)
+            skipped.append((part, why))
+            continue
         t0 = time.monotonic()
-        record = execute(out / "results" / "runs" / run.run_id / "spec.json")
+        if run is None:
+            record = run_bare(part, args.cpu_rehearsal)
+        else:
+            record = execute(out / "results" / "runs" / run.run_id / "spec.json")
         seconds = time.monotonic() - t0
+        record = {**record, "budget_s": plan.budget_of(part, args.cpu_rehearsal)}
         print(f"  {part.key:<22} {record['status']:<8} {seconds:6.1f} s", flush=True)
         results.append((part, record, seconds))
-    text = report.write(results, skipped, info, args.cpu_rehearsal)
+    text = report.write(results, skipped, info, args.cpu_rehearsal, bound, time.monotonic() - started)
     atomic_write_text(out / "gpu-check.md", text)
     print(f"\nreport: {out / 'gpu-check.md'}")
     return 0 if all(r["status"] == "ok" for _, r, _ in results) else 1

@@ -1,8 +1,19 @@
 """The runs of a GPU check, planned as an ordinary campaign on a site made for this machine.
 
-Each part is one benchmark at one setting with its own time limit, so one slow or hung part costs
-at most its budget. On one GPU the budgets add up to 590 s, under the 10 minutes the check is
-allowed; a second GPU adds the cross-GPU allreduce and the 2-process DDP run (75 s).
+Each part is one benchmark at one setting with its own time limit (its budget), so one slow or
+hung part costs at most that. The whole check is bounded by the check itself (TOTAL_S, or
+QUICK_S with --quick): before each part it compares the time left with the part's budget and
+skips, naming it, what no longer fits. Beside each ResNet-50 part runs a bare PyTorch loop of
+the same step (exabench.gpucheck.bare), alternated with it, for the exabench / bare ratio.
+
+Budgets, from the first full check on an H100 (420 s in all, of which 120 s were four GEMM
+parts timing out at 30 s): a ResNet-50 part is process start, model build and FLOP count, and
+10 + 30 steps of batch 256 (10,240 images: 12 s at the slowest precision measured, fp32 856
+images/s): 45 s held for all six. The bare loop has no launcher and no FLOP count: 35 s. A GEMM
+part was 28 s of wall for 0.2 s of timed kernels, the rest process start, operands drawn on the
+host and a host float64 check of every shape; with both on the device (sampled entries for the
+largest shapes) its 30 s leaves the margin the first run lacked. The report puts each part's
+seconds beside its budget, so the next GPU run checks these figures.
 """
 
 from __future__ import annotations
@@ -37,6 +48,21 @@ class Part:
 
 
 RESNET = {"batch_size": 256, "warmup_steps": 10, "steps": 30, "data": "synthetic"}
+TOTAL_S = 600  # the whole check: 10 minutes
+QUICK_S = 240  # --quick, for brief GPU loans: 4 minutes
+BARE = "bare"  # the benchmark name of the bare-loop parts (run by exabench.gpucheck.bare, not planned)
+BARE_BUDGET_S = 35
+# --quick: ResNet-50 in fp32 (no tensor cores) and fp16 channels-last, each with its bare twin, one
+# GEMM, one convolution mode, the allreduce on one GPU and across the GPUs where there are several:
+# budgets of 240 s on one GPU, 270 s on several (the bound then skips the last part unless the
+# others finish early, as they do).
+QUICK_PARTS = ("resnet50-fp32", "bare-fp32", "resnet50-fp16-nhwc", "bare-fp16-nhwc", "gemm-fp16",
+               "conv-heuristic", "allreduce-nccl-1gpu", "allreduce-nccl-across")
+# A CPU rehearsal's runs are tiny, but each starts Python and torch on a CPU that may be shared:
+# 27 s for `import torch, torchvision` alone on a loaded 2-core machine. Its budgets are at least this.
+REHEARSAL_MIN_BUDGET_S = 180
+# A CPU rehearsal of a bare part: tiny, fp32 (bf16 autocast on a CPU takes a minute for two steps).
+BARE_REHEARSAL = {"batch": 2, "image_size": 32, "warmup": 1, "steps": 2, "precision": "fp32", "device": "cpu"}
 # Precisions that need an Ampere or later GPU (compute capability 8.0): TF32 and bf16 tensor cores.
 AMPERE = {"tf32": 8.0, "bf16": 8.0}
 
@@ -55,6 +81,11 @@ def parts(gpus: int, device_name: str) -> list[Part]:
                         f"{precision}{', channels-last' if channels_last else ''}", "resnet50",
                         {**RESNET, "precision": precision, "channels_last": channels_last}, 45,
                         min_capability=AMPERE.get(precision, 0.0)))
+        out.append(Part(f"bare-{precision}{nhwc}", f"the same step in a bare PyTorch loop ({precision}"
+                        f"{', channels-last' if channels_last else ''}): the yardstick of exabench's overhead", BARE,
+                        {"precision": precision, "channels_last": channels_last, "batch": 256, "image_size": 224,
+                         "warmup": 10, "steps": 30, "device": "cuda"}, BARE_BUDGET_S,
+                        min_capability=AMPERE.get(precision, 0.0), rehearsal=BARE_REHEARSAL))
     for precision in ("fp32", "tf32", "fp16", "bf16"):
         peak = peak_tflops(device_name, precision)
         out.append(Part(f"gemm-{precision}", f"GEMM at DeepBench's shapes, {precision}", "gemm",
@@ -82,8 +113,13 @@ def parts(gpus: int, device_name: str) -> list[Part]:
     return out
 
 
-def budget_s(chosen: list[Part]) -> int:
-    return sum(p.timeout_s for p in chosen)
+def budget_of(part: Part, rehearsal: bool = False) -> int:
+    """The part's time limit: its GPU budget, or for a CPU rehearsal at least REHEARSAL_MIN_BUDGET_S."""
+    return max(part.timeout_s, REHEARSAL_MIN_BUDGET_S) if rehearsal else part.timeout_s
+
+
+def budget_s(chosen: list[Part], rehearsal: bool = False) -> int:
+    return sum(budget_of(p, rehearsal) for p in chosen)
 
 
 def site_document(info: dict) -> dict:
@@ -106,7 +142,7 @@ def config_document(part: Part, rehearsal: bool) -> dict:
              "sweep": {"ranks_per_node": [part.ranks], "gpus_per_rank": [1]}}
     if part.key != part.benchmark:
         entry["label"] = part.key  # run ids then say which part they are
-    return {"campaign": "gpu-check", "preset": preset, "repeats": 1, "timeout_s": part.timeout_s,
+    return {"campaign": "gpu-check", "preset": preset, "repeats": 1, "timeout_s": budget_of(part, rehearsal),
             "benchmarks": [entry]}
 
 
@@ -136,11 +172,28 @@ def plan(info: dict, out: Path, only: list[str] | None = None, rehearsal: bool =
         if why:
             skipped.append((part, why))
             continue
+        if part.benchmark == BARE:  # no campaign run: the check starts it itself
+            planned.append((part, None))
+            continue
         doc = config_document(part, rehearsal)
         config_path = out / "config" / f"{part.key}.yaml"
         atomic_write_text(config_path, yaml.safe_dump(doc, sort_keys=False))
         config = validate(doc, "config", str(config_path))
         (run,) = expand(config, site, str(config_path))
         planned.append((part, run))
-    write_runs_files([run for _, run in planned], site, out / "results")
+    write_runs_files([run for _, run in planned if run is not None], site, out / "results")
     return planned, skipped
+
+
+def bare_params(part: Part, rehearsal: bool) -> dict:
+    """The arguments of a bare part's loop (tiny and on the CPU for a rehearsal)."""
+    return {**part.params, **(part.rehearsal if rehearsal else {})}
+
+
+def left_for(part: Part, elapsed_s: float, bound_s: float, rehearsal: bool = False) -> str:
+    """Why `part` no longer fits in the check's bound after `elapsed_s` (empty: it fits)."""
+    left = bound_s - elapsed_s
+    budget = budget_of(part, rehearsal)
+    if left >= budget:
+        return ""
+    return f"no longer fits: {max(0.0, left):.0f} s left of the check's {bound_s:g} s bound, its budget is {budget} s"

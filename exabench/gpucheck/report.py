@@ -11,7 +11,7 @@ from exabench.markdown import table
 def _figure(part: Part, record: dict) -> tuple[str, float | None, str]:
     """(metric name, value, unit) a part is judged by."""
     metrics = record.get("metrics") or {}
-    if part.benchmark == "resnet50":
+    if part.benchmark in ("resnet50", "bare"):
         name = "throughput_per_device"
     elif part.benchmark == "allreduce":
         name = "busbw" if part.ranks > 1 else "latency_small"
@@ -56,6 +56,8 @@ def rows(results: list[tuple[Part, dict, float]], info: dict) -> list[list[str]]
         anchor = _anchor(part, info) if record["status"] == "ok" else None
         ratio = f"{value / anchor.value:.2f}" if anchor and value else "-"
         note = _mlperf_verdict(record)
+        if part.benchmark == "allreduce" and record["status"] == "ok":
+            note = _allreduce_methods(record)
         if part.key.startswith("ddp") and value:
             one = single.get("resnet50-fp16-nhwc")
             base = _figure(part, one)[1] if one and one["status"] == "ok" else None
@@ -66,13 +68,45 @@ def rows(results: list[tuple[Part, dict, float]], info: dict) -> list[list[str]]
         out.append([part.key, part.what, record["status"],
                     f"{_number(value)} {unit}".strip() if value is not None else "-", metric,
                     f"{_number(anchor.value)} {anchor.unit}" if anchor else "no anchor", ratio,
-                    f"{seconds:.0f}", anchor.source if anchor else "", note])
+                    f"{seconds:.0f} / {record.get('budget_s', part.timeout_s)}", anchor.source if anchor else "", note])
     return out
 
 
-def write(results: list[tuple[Part, dict, float]], skipped: list[tuple[Part, str]], info: dict, rehearsal: bool) -> str:
+def _allreduce_methods(record: dict) -> str:
+    """The smallest message's time by each method the record holds, the method named."""
+    m = record.get("metrics") or {}
+    parts = [f"{label} {m[key]['value']:.3g} us" for key, label in
+             (("latency_small", "per op"), ("latency_small_b2b", "back to back (nccl-tests)"),
+              ("latency_small_graph", "CUDA graph")) if key in m]
+    info = record.get("info") or {}
+    if "latency_small_graph" not in m and info.get("cuda_graph"):
+        parts.append(f"no graph figure: {info['cuda_graph']}")
+    if info.get("one_rank_note"):
+        parts.append(info["one_rank_note"])
+    return "; ".join(parts)
+
+
+def overhead_rows(results: list[tuple[Part, dict, float]]) -> list[list[str]]:
+    """Per ResNet-50 part with a bare twin that ran: exabench's images/s, the bare loop's, the ratio."""
+    by_key = {p.key: (p, r) for p, r, _ in results}
+    out = []
+    for key, (part, record) in by_key.items():
+        if part.benchmark != "resnet50" or part.ranks != 1:
+            continue
+        twin = by_key.get("bare-" + key.removeprefix("resnet50-"))
+        mine = _figure(part, record)[1] if record["status"] == "ok" else None
+        theirs = _figure(*twin)[1] if twin and twin[1]["status"] == "ok" else None
+        ratio = f"{mine / theirs:.2f}" if mine and theirs else "-"
+        out.append([key, _number(mine), _number(theirs), ratio])
+    return out
+
+
+def write(results: list[tuple[Part, dict, float]], skipped: list[tuple[Part, str]], info: dict, rehearsal: bool,
+          bound_s: float | None = None, elapsed_s: float | None = None) -> str:
     """The report's Markdown text."""
     lines = ["# GPU check", ""]
+    if bound_s is not None and elapsed_s is not None:
+        lines += [f"The whole check took {elapsed_s:.0f} s of its {bound_s:g} s bound.", ""]
     if rehearsal:
         lines += ["**CPU rehearsal: the plan ran at tiny size on the CPU. These are not GPU figures and the "
                   "ratios mean nothing; only the code path was exercised.**", ""]
@@ -82,8 +116,14 @@ def write(results: list[tuple[Part, dict, float]], skipped: list[tuple[Part, str
         ["driver", info.get("driver", "-")], ["CUDA (torch build)", info.get("cuda", "-")],
         ["cuDNN", info.get("cudnn", "-")], ["NCCL", info.get("nccl", "-")], ["torch", info.get("torch", "-")]])
     lines += ["", "## Figures", ""]
-    lines += table(["part", "what", "status", "figure", "metric", "anchor", "ratio", "seconds", "anchor source",
-                    "note"], rows(results, info))
+    lines += table(["part", "what", "status", "figure", "metric", "anchor", "ratio", "seconds / budget",
+                    "anchor source", "note"], rows(results, info))
+    overhead = overhead_rows(results)
+    if overhead:
+        lines += ["", "## Harness overhead: exabench / bare loop", "",
+                  "The same ResNet-50 step in a bare PyTorch loop (exabench.gpucheck.bare), run right after each "
+                  "ResNet-50 part: 1.00 means exabench adds nothing; the goal is 0.98 or more.", ""]
+        lines += table(["part", "exabench (images/s)", "bare loop (images/s)", "exabench / bare"], overhead)
     not_run = [(p.key, why) for p, why in skipped]
     not_run += [(p.key, f"{r['status']}: see the note above") for p, r, _ in results if r["status"] != "ok"]
     lines += ["", "## Not run, or not ok", ""]

@@ -8,7 +8,13 @@ ranks meet at a barrier, and one in-place sum allreduce is timed to completion o
 the device; an iteration's time is the slowest rank's and a size's time the
 median. algbw = bytes / time (GB = 1e9); busbw = algbw x 2(n-1)/n. After the timed
 iterations each rank's buffer must equal the exact sum (small integers are exact
-in float32). `hierarchical` reduces within each node, allreduces between one
+in float32). Beside this per-op figure, each size is also timed as nccl-tests times it
+(`back_to_back`: after the per-op iterations, the ranks meet at a barrier, issue the same
+number of allreduces back to back on one buffer, synchronise once and divide the elapsed
+time; the slowest rank's), and where the ranks drive CUDA GPUs over NCCL, once more with
+those allreduces captured in one CUDA graph and replayed (`cuda_graph`). The per-op figure
+includes a barrier and a synchronisation per op: for small messages it is the method's
+floor, not the collective's latency. `hierarchical` reduces within each node, allreduces between one
 leader per node, then broadcasts within the node (for Horovod it sets
 HOROVOD_HIERARCHICAL_ALLREDUCE=1); with one node it degenerates to reduce +
 broadcast, and the record says so.
@@ -108,6 +114,54 @@ class _Torch:
 
     def barrier(self) -> None:
         self.dist.barrier()
+
+    def graph_time(self, buf, iters: int) -> tuple[float | None, str]:
+        """(seconds per allreduce, why not): `iters` allreduces captured in one CUDA graph, replayed
+        once warm, then once timed (one synchronisation)."""
+        torch = self.torch
+        if self.device.type != "cuda":
+            return None, "no CUDA graphs: the buffers are in host memory"
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):  # capture wants its collectives warmed up on a side stream
+            for _ in range(3):
+                self.allreduce(buf)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:  # the same on every rank of one machine: all capture, or none does
+            with torch.cuda.graph(graph):
+                for _ in range(iters):
+                    self.allreduce(buf)
+        except RuntimeError as exc:
+            return None, f"CUDA graph capture of the allreduce failed: {exc}"[:300]
+        graph.replay()
+        self.sync()
+        self.barrier()
+        t0 = time.perf_counter()
+        graph.replay()
+        self.sync()
+        return (time.perf_counter() - t0) / iters, ""
+
+
+def back_to_back_time(comm, buf, iters: int) -> float:
+    """nccl-tests' timing: one barrier, `iters` allreduces issued back to back, one synchronisation,
+    elapsed / iters (seconds per allreduce on this rank)."""
+    comm.sync()
+    comm.barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        comm.allreduce(buf)
+    comm.sync()
+    return (time.perf_counter() - t0) / iters
+
+
+METHODS = {
+    "per_op": "barrier, then one allreduce to completion per iteration (buffer reset untimed); median over "
+              "iterations of the slowest rank's time",
+    "back_to_back": "nccl-tests: barrier, the iterations issued back to back, one synchronisation, elapsed / "
+                    "iterations; the slowest rank's",
+    "cuda_graph": "as back_to_back, the allreduces captured in one CUDA graph and replayed (NCCL on CUDA only)",
+}
 
 
 class _Mpi:
@@ -266,17 +320,27 @@ class Allreduce(Benchmark):
         got = comm.to_numpy(buf)
         want = expected_sum(count, ctx.world.size)
         bad = int(np.count_nonzero(got != want))
-        return {"count": count, "bytes": count * FLOAT_BYTES, "samples": times, "wrong_elements": bad}
+        # zeros stay zeros however often they are summed: no overflow over back-to-back ops
+        zeros = comm.buffer(np.zeros(count, dtype=np.float32))
+        b2b = back_to_back_time(comm, zeros, iters)
+        graph, no_graph = (comm.graph_time(zeros, iters) if hasattr(comm, "graph_time")
+                           else (None, "no CUDA graphs for this backend"))
+        return {"count": count, "bytes": count * FLOAT_BYTES, "samples": times, "wrong_elements": bad,
+                "back_to_back": b2b, "cuda_graph": graph, "no_graph": no_graph}
 
     @staticmethod
     def _outcome(rows: list[dict], p: AllreduceParams, ctx, hosts, device) -> Outcome:
         n = ctx.world.size
         # The slowest rank sets every iteration's time; wrong elements are summed over ranks.
-        gathered = ctx.collectives.allgather([(r["samples"], r["wrong_elements"]) for r in rows])
+        gathered = ctx.collectives.allgather([(r["samples"], r["wrong_elements"], r["back_to_back"],
+                                               r["cuda_graph"]) for r in rows])
         metrics, table = {}, []
         for i, row in enumerate(rows):
             per_iter = [max(col) for col in zip(*(g[i][0] for g in gathered))]
             wrong = sum(g[i][1] for g in gathered)
+            b2b = max(g[i][2] for g in gathered)
+            graphs = [g[i][3] for g in gathered]
+            graph = max(graphs) if all(x is not None for x in graphs) else None
             t = statistics.median(per_iter)
             algbw = row["bytes"] / t / 1e9
             size = f"{row['bytes']}B"
@@ -285,8 +349,18 @@ class Allreduce(Benchmark):
             metrics[f"busbw.{size}"] = Metric(algbw * bus_factor(n), "GB/s",
                                               [row["bytes"] / x / 1e9 * bus_factor(n) for x in per_iter], "fp32",
                                               description="algbw x 2(n-1)/n (nccl-tests)")
+            metrics[f"time_b2b.{size}"] = Metric(b2b * 1e6, "us", [b2b * 1e6], "fp32", higher_is_better=False,
+                                                 description=f"allreduce of {row['bytes']} bytes, "
+                                                             f"{METHODS['back_to_back']}")
+            if graph is not None:
+                metrics[f"time_graph.{size}"] = Metric(graph * 1e6, "us", [graph * 1e6], "fp32",
+                                                       higher_is_better=False,
+                                                       description=f"allreduce of {row['bytes']} bytes, "
+                                                                   f"{METHODS['cuda_graph']}")
             table.append({"bytes": row["bytes"], "count": row["count"], "time_us": t * 1e6, "algbw_GBps": algbw,
-                          "busbw_GBps": algbw * bus_factor(n), "iterations": len(per_iter), "wrong_elements": wrong})
+                          "busbw_GBps": algbw * bus_factor(n), "iterations": len(per_iter), "wrong_elements": wrong,
+                          "time_us_b2b": b2b * 1e6, "busbw_GBps_b2b": row["bytes"] / b2b / 1e9 * bus_factor(n),
+                          "time_us_graph": graph * 1e6 if graph is not None else None})
         big = table[-1]
         metrics["busbw"] = Metric(big["busbw_GBps"], "GB/s", [], "fp32",
                                   description=f"busbw of the largest message ({big['bytes']} bytes)")
@@ -296,14 +370,32 @@ class Allreduce(Benchmark):
                                       [r["busbw_GBps"] for r in table], "fp32",
                                       description="mean busbw over the sizes (nccl-tests' 'Avg bus bandwidth')")
         metrics["latency_small"] = Metric(table[0]["time_us"], "us", [], "fp32", higher_is_better=False,
-                                          description=f"time of the smallest message ({table[0]['bytes']} bytes)")
+                                          description=f"time of the smallest message ({table[0]['bytes']} bytes), "
+                                                      "per op (with a barrier and a synchronisation each)")
+        metrics["latency_small_b2b"] = Metric(table[0]["time_us_b2b"], "us", [], "fp32", higher_is_better=False,
+                                              description=f"time of the smallest message ({table[0]['bytes']} "
+                                                          f"bytes), {METHODS['back_to_back']}")
+        metrics["busbw_b2b"] = Metric(big["busbw_GBps_b2b"], "GB/s", [], "fp32",
+                                      description=f"busbw of the largest message, {METHODS['back_to_back']}")
+        if table[0]["time_us_graph"] is not None:
+            metrics["latency_small_graph"] = Metric(table[0]["time_us_graph"], "us", [], "fp32",
+                                                    higher_is_better=False,
+                                                    description=f"time of the smallest message, "
+                                                                f"{METHODS['cuda_graph']}")
         bad = [f"{r['bytes']} B: {r['wrong_elements']} wrong" for r in table if r["wrong_elements"]]
         checks = [Check("sums_exact", not bad, f"{len(table)} sizes, every element equal to the exact sum over "
                                                f"{n} ranks" if not bad else "; ".join(bad))]
         nodes = len(set(hosts)) if hosts else None
         info = {"backend": p.backend, "device": device, "ranks": n, "nodes": nodes, "sizes": table,
                 "hierarchical": p.hierarchical, "bus_factor": bus_factor(n),
-                "timing": "barrier, then one allreduce to completion per iteration; buffer reset untimed"}
+                "timing": "barrier, then one allreduce to completion per iteration; buffer reset untimed",
+                "timing_methods": {k: v for k, v in METHODS.items()
+                                   if k != "cuda_graph" or table[0]["time_us_graph"] is not None},
+                "cuda_graph": "timed" if table[0]["time_us_graph"] is not None else rows[0]["no_graph"]}
+        if n == 1:
+            info["one_rank_note"] = ("one rank: an allreduce moves no data between devices; what is timed is the "
+                                     "launch and completion of the collective (its fixed cost), so busbw is 0 "
+                                     "and the back-to-back or graph time is the latency floor of the library")
         if p.hierarchical and nodes == 1:
             info["hierarchical_note"] = "one node: the hierarchy degenerates to an intra-node reduce + broadcast"
         return Outcome(metrics, checks, info)
