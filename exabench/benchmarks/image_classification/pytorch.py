@@ -49,6 +49,8 @@ class ImageClassificationParams:
                            choices=("fp32", "tf32", "fp16", "bf16"))
     channels_last: bool = param(False, "use the channels-last memory format")
     compile: bool = param(False, "torch.compile the model")
+    cudnn_benchmark: bool = param(True, "on GPUs, let cuDNN time its convolution algorithms for the fixed input "
+                                        "shape, as NVIDIA's reference training does; false: its heuristic")
     backend: str = param("auto", "data parallelism: torch DDP over auto (nccl on GPUs, gloo on CPUs), gloo, "
                                  "nccl, mpi; or horovod", choices=("auto", "gloo", "nccl", "mpi", "horovod"))
     fusion_threshold_mb: float = param(64.0, "Horovod tensor fusion buffer (MiB; 0 disables fusion)", minimum=0.0)
@@ -148,6 +150,8 @@ class ImageClassification(Benchmark):
         device, _ = torch_device(world, ctx.threads)
         local_batch, global_batch = batch_sizes(p, world)
         precision = training.precision_for(p.precision, device)
+        if device.type == "cuda":  # a fixed shape every step: the timed algorithm search pays off in warm-up
+            torch.backends.cudnn.benchmark = p.cudnn_benchmark
         dp = training.data_parallel(p.backend, world, ctx.run_dir, device, p.fusion_threshold_mb, p.compression)
         # No try/finally: shutdown is a barrier, and on a failing rank it would wait forever for
         # peers still inside a collective; the runner exits and the launcher stops them.
