@@ -504,12 +504,12 @@ def build_parser() -> argparse.ArgumentParser:
                            ("regress", cmd_history_regress, "regression verdicts of a campaign against its history "
                                                             "(Mann-Whitney U, bootstrap CI, BH/Holm)")):
         q = hsub.add_parser(name, help=text)
-        q.add_argument("--store", default="results/history.duckdb", help=store_help)
-        q.add_argument("--csv", default=None, help="also write the table as CSV here")
-        q.add_argument("--markdown", default=None, help="also write the table as Markdown here")
+        q.add_argument("--store", help="the results store (default: `history --store`, results/history.duckdb)")
+        q.add_argument("--csv", help="also write the table as CSV here")
+        q.add_argument("--markdown", help="also write the table as Markdown here")
         q.set_defaults(fn=fn)
         if name == "list":
-            q.add_argument("--select", default=None, help="only the campaigns of this selection")
+            q.add_argument("--select", help="only the campaigns of this selection")
         if name == "compare":
             q.add_argument("a", help="selection A, the baseline (e.g. latest~1, a campaign id, since:2025-06-01)")
             q.add_argument("b", help="selection B, compared with A (e.g. latest)")
@@ -547,7 +547,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)
+    _inherit_shadowed_options(ap)
     return ap
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    return [child for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for child in dict.fromkeys(action.choices.values())]
+
+
+def _inherit_shadowed_options(parser: argparse.ArgumentParser) -> None:
+    """An option a subcommand repeats from its parent (`history --store X list`, `history list
+    --store X`) must not have its own default: argparse applies the subcommand's defaults after the
+    parent's values, so `--store X` before the subcommand was silently replaced by the default.
+    Such options default to nothing at the subcommand (argparse.SUPPRESS): the parent's value,
+    given or default, stands unless the option is given after the subcommand."""
+    mine = {a.dest for a in parser._actions if a.option_strings}
+    for child in _subparsers(parser):
+        for action in child._actions:
+            if action.option_strings and action.dest in mine and action.dest != "help":
+                action.default = argparse.SUPPRESS
+        _inherit_shadowed_options(child)
 
 
 def main(argv: list[str] | None = None) -> int:
