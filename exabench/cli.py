@@ -236,8 +236,11 @@ def cmd_restore(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    from exabench.records.store import ingest
-    print(ingest(args.sources, args.store).line())
+    from exabench.records.store import StoreError, ingest
+    done = ingest(args.sources, args.store)
+    if done.all_rejected:  # exit 0 would say the records went in
+        raise StoreError("nothing ingested: every record was rejected: " + "; ".join(done.corrupt))
+    print(done.line())
     return 0
 
 
@@ -573,6 +576,10 @@ def _inherit_shadowed_options(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "store", None):  # a command on the results store: its library errors name the store
+            from exabench.records.store import store_errors
+            with store_errors(args.store):
+                return args.fn(args)
         return args.fn(args)
     except ExabenchError as exc:
         print(f"exabench: error: {exc}", file=sys.stderr)
