@@ -202,3 +202,20 @@ def test_cpu_rehearsal_runs_real_records_and_writes_the_report(tmp_path):
     assert "| gemm-tf32 | needs a GPU of compute capability 8.0" in report
     records = list((out / "results" / "records").glob("*.json"))
     assert len(records) == 2 and all(json.loads(r.read_text())["status"] == "ok" for r in records)
+
+
+@pytest.mark.parametrize("only", ["nonsense", "gemm-fp32,nonsense", "zzz,yyy"])
+def test_a_bad_only_is_refused_before_anything_is_written(tmp_path, only):
+    out = tmp_path / "x"
+    proc = gpucheck("--out", str(out), "--dry-run", "--assume-gpu", H100, "--only", only)
+    assert proc.returncode == 2 and "matches no part" in proc.stderr and "Traceback" not in proc.stderr
+    assert "nonsense" in proc.stderr or "zzz" in proc.stderr
+    assert not out.exists()  # no site.yaml or config half-written
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path):
+    out = tmp_path / "taken"
+    out.write_text("mine\n")
+    proc = gpucheck("--out", str(out), "--dry-run", "--assume-gpu", H100)
+    assert proc.returncode == 2 and f"--out {out} is a file" in proc.stderr and "Traceback" not in proc.stderr
+    assert out.read_text() == "mine\n"
