@@ -84,6 +84,20 @@ def cmd_execute(args) -> int:
     return 0
 
 
+def cmd_run(args) -> int:
+    """Check every YAML file the snakemake command line names with exabench's loader, then become
+    that snakemake (exec: its exit status, signals and output are Snakemake's own)."""
+    import os
+    from exabench.config import check_snakemake_config_files
+    argv = list(args.snakemake_args)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    check_snakemake_config_files(argv)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "snakemake", *argv])
+    return 0  # not reached
+
+
 def cmd_aggregate(args) -> int:
     from exabench.records.tidy import aggregate
     aggregate(args.records, args.csv, args.markdown, args.site_name)
@@ -363,6 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_config(sub.add_parser("launch-lines", help="print the launch line (or --script) of every planned run"))
     p.add_argument("--script", action="store_true", help="print each run's whole job script (header, setup, launch)")
     p.set_defaults(fn=cmd_launch_lines)
+    p = sub.add_parser("run", prefix_chars="+", add_help=False, help="check the config and profile files a snakemake command line names (size, "
+                       "UTF-8, duplicate keys, syntax with its line), then run that snakemake",
+                       description="exabench run [snakemake arguments]: e.g. exabench run --profile profiles/local "
+                       "--configfile config/micro.yaml -n")
+    p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="arguments for snakemake, as given to it")
+    p.set_defaults(fn=cmd_run)
     p = sub.add_parser("execute", help="run one rendered job script and ensure its record exists")
     p.add_argument("--spec", required=True)
     p.set_defaults(fn=cmd_execute)

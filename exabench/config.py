@@ -8,6 +8,7 @@ the value and what the schema accepts.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +200,68 @@ def validate(data: Any, schema_name: str, file: str) -> dict:
 
 def load_and_validate(path: str | Path, schema_name: str) -> dict:
     return validate(load_yaml(path), schema_name, str(path))
+
+
+# --- the files a Snakemake command line reads ----------------------------------------------------
+
+def snakemake_config_files(argv: list[str], cwd: str | Path = ".") -> list[tuple[str, Path]]:
+    """(what, path) of every YAML file a `snakemake` command line makes Snakemake parse before the
+    Snakefile can say anything: each --configfile, the --profile's config.yaml and the config files
+    the profile names. Snakemake's own parser gives a traceback, or a message with no file or line,
+    for a directory, a dangling link, a non-UTF-8 byte or a syntax error, and parses a huge file for
+    minutes; exabench's loader (load_yaml) names the file, the line and what is valid."""
+    cwd = Path(cwd)
+    files: list[tuple[str, Path]] = []
+    profile = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if name in ("--configfile", "--configfiles"):
+            values = [value] if eq else []
+            while not eq and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                i += 1
+                values.append(argv[i])
+            files += [("--configfile", cwd / v) for v in values]
+        elif name == "--profile":
+            if eq:
+                profile = value
+            elif i + 1 < len(argv):
+                i += 1
+                profile = argv[i]
+        i += 1
+    if profile is not None:
+        folder = cwd / profile
+        if not folder.is_dir():
+            raise ConfigError("--profile", "--profile", profile, "a folder holding a Snakemake profile's config.yaml "
+                              "(profiles/<site>)", "is not a folder")
+        found = [folder / n for n in ("config.v8+.yaml", "config.yaml") if (folder / n).exists()
+                 or (folder / n).is_symlink()]
+        for path in found[:1]:
+            files.append(("--profile", path))
+            settings = load_yaml(path)
+            if not isinstance(settings, dict):
+                raise ConfigError(str(path), "(top level)", settings, "a mapping of Snakemake options",
+                                  "is not a mapping")
+            named = settings.get("configfile", settings.get("configfiles")) or []
+            for v in [named] if isinstance(named, str) else named if isinstance(named, list) else []:
+                given = cwd / str(v)
+                files.append((f"{path} configfile", given if given.exists() else folder / str(v)))
+    return files
+
+
+def check_snakemake_config_files(argv: list[str], cwd: str | Path = ".") -> list[Path]:
+    """Load every file of snakemake_config_files with exabench's loader (size, UTF-8, folder or
+    dangling link, duplicate keys, syntax with its line) and require a mapping; raise ConfigError
+    naming the first bad one. Returns the files checked."""
+    checked = []
+    for what, path in snakemake_config_files(argv, cwd):
+        if path.is_symlink() and not path.exists():
+            raise ConfigError(str(path), "(file)", str(path), "an existing YAML file",
+                              f"is a link to {os.readlink(path)!r}, which does not exist (given with {what})")
+        data = load_yaml(path)
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError(str(path), "(top level)", data, "a mapping of keys to values (a YAML document of "
+                              "`key: value` lines, not a list)", "is not a mapping")
+        checked.append(path)
+    return checked
