@@ -142,10 +142,23 @@ def _describe_valid(error) -> str:
     if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return f"{v} {error.validator_value}"
     if v == "pattern":
-        return f"a string matching {error.validator_value}"
+        text = f"a string matching {error.validator_value}"
+        types = s.get("type") if isinstance(s.get("type"), list) else []
+        numbers = [t for t in types if t in ("integer", "number")]
+        if numbers:  # the value may also be a number: say so, and that a quoted one is a string
+            low = f" >= {s['minimum']}" if "minimum" in s else ""
+            text = f"{' or '.join(numbers)}{low} (unquoted), or {text}"
+            if isinstance(error.instance, str) and error.instance.strip().lstrip("-").isdigit():
+                text += f"; write the number without quotes: {error.instance.strip()}, not {error.instance!r}"
+        return text
     if v == "type":  # an object's description says its shape (e.g. {value, source})
         shape = s.get("description") if error.validator_value == "object" and s.get("description") else ""
-        return f"type {error.validator_value}" + (f": {shape}" if shape else "")
+        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        quoted = (isinstance(error.instance, str) and error.instance.strip().lstrip("-").isdigit()
+                  and {"integer", "number"} & set(wanted))
+        return (f"type {error.validator_value}" + (f": {shape}" if shape else "")
+                + (f"; write the number without quotes: {error.instance.strip()}, not {error.instance!r}"
+                   if quoted else ""))
     if v == "oneOf":
         return " or ".join(_describe_branch(b) for b in error.validator_value)
     if v in ("minLength", "maxLength"):

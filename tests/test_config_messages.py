@@ -1,0 +1,51 @@
+"""Messages that must not mislead (issue 35, class E): a quoted number where an integer belongs says
+so; a sweep key that is neither a layout key nor a parameter lists both, closest first; distinct
+swept values get distinct run ids, and two values of one entry that still meet say so."""
+
+from __future__ import annotations
+
+import pytest
+
+from exabench.campaign.plan import expand
+from exabench.config import validate
+from exabench.errors import ConfigError
+
+
+def plan(entry: dict, site):
+    cfg = validate({"campaign": "m", "benchmarks": [entry]}, "config", "c.yaml")
+    return expand(cfg, site, "c.yaml")
+
+
+@pytest.mark.parametrize("key,value", [("nodes", "2"), ("ranks_per_node", "2"), ("threads_per_rank", "1"),
+                                       ("gpus_per_rank", "1")])
+def test_a_quoted_count_says_integers_are_valid_and_to_drop_the_quotes(key, value):
+    with pytest.raises(ConfigError) as err:
+        validate({"benchmarks": [{"name": "kmeans", "sweep": {key: [value]}}]}, "config", "c.yaml")
+    assert f"key 'benchmarks[0].sweep.{key}[0]' = '{value}'" in str(err.value)
+    assert "integer" in err.value.valid and f"without quotes: {value}, not '{value}'" in err.value.valid
+
+
+@pytest.mark.parametrize("typo,meant", [("rank_per_node", "ranks_per_node"), ("nodse", "nodes"),
+                                        ("threads_per_ranks", "threads_per_rank"), ("maxiters", "maxiter"),
+                                        ("zzz", None)])
+def test_a_sweep_key_typo_lists_layout_keys_and_parameters_closest_first(two_core_site, typo, meant):
+    with pytest.raises(ConfigError) as err:
+        plan({"name": "kmeans", "sweep": {typo: [1]}}, two_core_site)
+    assert err.value.key == f"benchmarks[0].sweep.{typo}" and "is not a layout key or a parameter" in str(err.value)
+    assert "layout keys: nodes, ranks_per_node" in err.value.valid and "parameters of 'kmeans': " in err.value.valid
+    assert (f"did you mean '{meant}'?" in err.value.valid) if meant else "did you mean" not in err.value.valid
+
+
+@pytest.mark.parametrize("values", [[-1, 1], [-3, 3, 0], [-12, 12, 2]])
+def test_negative_and_positive_swept_values_get_distinct_run_ids(two_core_site, values):
+    key = "seed"
+    runs = plan({"name": "kmeans", "sweep": {key: values, "ranks_per_node": [1]}}, two_core_site)
+    assert len({r.run_id for r in runs}) == len(values)
+
+
+@pytest.mark.parametrize("key,values", [("tolerance", [0.5, 0.50]), ("seed", [7, 7])])
+def test_two_values_of_one_entry_with_one_run_id_are_named_not_blamed_on_labels(two_core_site, key, values):
+    with pytest.raises(ConfigError) as err:
+        plan({"name": "kmeans", "sweep": {key: values, "ranks_per_node": [1]}}, two_core_site)
+    assert err.value.key == "benchmarks[0].sweep" and "for both" in str(err.value)
+    assert "label" not in str(err.value) and "change or drop one" in err.value.valid
