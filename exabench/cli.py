@@ -593,9 +593,37 @@ def _inherit_shadowed_options(parser: argparse.ArgumentParser) -> None:
         _inherit_shadowed_options(child)
 
 
+# Options naming record files or folders that must exist: a path that does not would be read as a
+# `corrupt` record (a table of one CORRUPT row, exit 0) instead of being named.
+RECORD_ARGS = ("records", "source", "nodes", "baseline_records")
+
+
+def _check_inputs(args) -> None:
+    """Refuse what a command would misread: record paths that do not exist, and history's numbers
+    outside their range (--alpha 5, --last -1)."""
+    from pathlib import Path
+    for name in RECORD_ARGS:
+        items = getattr(args, name, None)
+        if isinstance(items, list):
+            missing = [i for i in items if isinstance(i, str) and not Path(i).exists()]
+            if missing:
+                flag = "records" if name == "records" else f"--{name.replace('_', '-')}"
+                raise ExabenchError(f"{', '.join(missing)}: no such file or folder ({flag}: record files or "
+                                    "folders of records, e.g. results/<site>/records)")
+    for name, low, high, what in (("alpha", 0.0, 1.0, "a significance level between 0 and 1, e.g. 0.01"),
+                                  ("min_change", 0.0, None, "a fraction >= 0, e.g. 0.05"),
+                                  ("last", 1, None, "a count of campaigns >= 1")):
+        value = getattr(args, name, None)
+        if value is None or args.command not in ("history", "references"):
+            continue
+        if value < low or (high is not None and value >= high) or (name == "alpha" and value <= 0):
+            raise ExabenchError(f"--{name.replace('_', '-')} {value}: not valid; valid: {what}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _check_inputs(args)
         if getattr(args, "store", None):  # a command on the results store: its library errors name the store
             from exabench.records.store import store_errors
             with store_errors(args.store):

@@ -71,3 +71,24 @@ def test_history_reads_the_store_it_is_given(tmp_path, sub):
                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert str(store) in res.stderr and "results/history.duckdb" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["compare", "--out", "{tmp}/tables", "{tmp}/no-such-records"], "no-such-records: no such file or folder"),
+    (["accept", "--references", "r.yaml", "--site-name", "x", "--markdown", "{tmp}/a.md", "--csv", "{tmp}/a.csv",
+      "--junit", "{tmp}/a.xml", "{tmp}/gone"], "gone: no such file or folder"),
+    (["plots", "--out", "{tmp}/p", "--nodes", "{tmp}/gone-nodes", "--", "{tmp}"], "--nodes: record files"),
+    (["references", "--from", "{tmp}/gone", "--site-name", "x", "--out", "{tmp}/r.yaml"], "--source: record files"),
+    (["history", "regress", "--alpha", "5"], "--alpha 5.0: not valid"),
+    (["history", "regress", "--alpha", "0"], "--alpha 0.0: not valid"),
+    (["history", "regress", "--last", "-1"], "--last -1: not valid"),
+    (["history", "regress", "--min-change", "-0.5"], "--min-change -0.5: not valid"),
+    (["references", "--from-history", "--last", "0", "--site-name", "x", "--out", "{tmp}/r.yaml"], "--last 0"),
+])
+def test_inputs_that_cannot_work_are_refused_before_anything_is_written(tmp_path, argv, says):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-m", "exabench", *argv], capture_output=True, text=True, cwd=tmp_path,
+                         env=env, timeout=120)
+    assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no table, plot or store written
