@@ -90,3 +90,14 @@ def test_a_user_config_is_the_campaign_alone_with_the_clis_time_limit(tmp_path):
     res = exabench_run("--snakefile", ROOT / "Snakefile", "--profile", ROOT / "profiles" / "local", "--config",
                        f"site={ROOT}/profiles/local/site.yaml", "--configfile", nobench, "-n", cwd=tmp_path)
     assert res.returncode != 0 and f"{nobench}: key 'benchmarks'" in res.stdout + res.stderr
+
+
+def test_a_results_store_that_is_a_folder_is_refused_when_the_campaign_is_planned(tmp_path):
+    (tmp_path / "store.duckdb").mkdir()
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump({"campaign": "mine", "benchmarks": [{"name": "kmeans"}],
+                                   "results_store": str(tmp_path / "store.duckdb")}))
+    res = exabench_run("--snakefile", ROOT / "Snakefile", "--profile", ROOT / "profiles" / "local", "--config",
+                       f"site={ROOT}/profiles/local/site.yaml", "--configfile", one, "-n", cwd=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and f"key 'results_store' = '{tmp_path / 'store.duckdb'}' is a folder" in out, out[-2000:]
