@@ -17,6 +17,7 @@ import pytest
 from exabench.campaign.plan import expand
 from exabench.campaign.render import RunPaths, write_run_files
 from exabench.config import validate
+from test_faults import two_runs  # noqa: F401 - the fixture: a campaign of two runs rendered by snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,3 +114,25 @@ def test_a_signalled_execution_says_so_and_exits_non_zero(rank_run):
     assert proc.returncode == 2 and "Traceback" not in err
     assert "its execution got SIGTERM; its ranks were stopped and no record was written" in err
     assert not paths.record.exists()
+
+
+def test_sigkill_of_snakemake_and_of_the_runs_execution_leaves_no_rank_running(two_runs):
+    """The fault matrix's worst case: snakemake and the job process executing the run both die by
+    SIGKILL, so nothing of the run's own code is left to stop the ranks but the watchdog."""
+    from test_faults import snakemake_popen
+    cwd, cfg, runs, (_, slow), _ = two_runs
+    smk = snakemake_popen(cwd, cfg, f"results/local/records/{slow}.json")
+    try:
+        wait_for(runs / slow / "job.pid", smk, timeout=180)
+        job = int((runs / slow / "job.pid").read_text())
+        execution = json.loads((runs / slow / "run.lock").read_text())["pid"]
+        assert execution != smk.pid  # a job process of its own, below snakemake
+        os.kill(execution, signal.SIGKILL)
+        os.kill(smk.pid, signal.SIGKILL)
+        assert gone(job), f"the run's job (PID {job}) runs on after SIGKILL of snakemake and of its execution"
+    finally:
+        if smk.poll() is None:
+            os.killpg(smk.pid, signal.SIGKILL)
+        smk.communicate(timeout=30)
+    record = cwd / "results" / "local" / "records" / f"{slow}.json"
+    assert not record.exists() or json.loads(record.read_text())["status"] != "ok"
