@@ -49,3 +49,37 @@ def test_two_values_of_one_entry_with_one_run_id_are_named_not_blamed_on_labels(
         plan({"name": "kmeans", "sweep": {key: values, "ranks_per_node": [1]}}, two_core_site)
     assert err.value.key == "benchmarks[0].sweep" and "for both" in str(err.value)
     assert "label" not in str(err.value) and "change or drop one" in err.value.valid
+
+
+@pytest.fixture
+def gap_site(tmp_path):
+    """Frontier with only its two smallest queues (up to 183 nodes) left: more nodes fit no queue."""
+    from pathlib import Path
+
+    import yaml
+
+    from exabench.campaign.site import load_site
+    root = Path(__file__).resolve().parents[1] / "profiles" / "frontier"
+    data = yaml.safe_load((root / "site.yaml").read_text())
+    data["queues"] = [q for q in data["queues"] if q["max_nodes"] <= 183]
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_site(path)
+
+
+@pytest.mark.parametrize("nodes", [520, 184, 9000])
+def test_nodes_no_queue_takes_are_blamed_on_the_node_count_not_on_timeout_s(gap_site, nodes):
+    cfg = validate({"campaign": "m", "timeout_s": 600, "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [nodes]}}]},
+                   "config", "c.yaml")
+    with pytest.raises(ConfigError) as err:
+        expand(cfg, gap_site, "c.yaml")
+    assert err.value.key == "benchmarks[0].sweep.nodes" and err.value.value == nodes, str(err.value)
+    assert "is more nodes than any queue" in str(err.value) and "timeout_s" not in err.value.key
+
+
+def test_a_time_limit_no_queue_takes_is_still_blamed_on_timeout_s(gap_site):
+    cfg = validate({"campaign": "m", "timeout_s": 50000, "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [100]}}]},
+                   "config", "c.yaml")
+    with pytest.raises(ConfigError) as err:
+        expand(cfg, gap_site, "c.yaml")
+    assert err.value.key == "timeout_s"

@@ -121,9 +121,17 @@ def check_timeout(config: dict, site: Site, config_file: str) -> None:
                               "asks for)", "does not fit the site's longest job")
 
 
-def check_queue(run_id: str, layout: Layout, timeout_s: int, site: Site, config_file: str) -> None:
-    """A run's job must fit one of the site's queues (nodes and walltime): refused at planning."""
+def check_queue(run_id: str, layout: Layout, timeout_s: int, site: Site, config_file: str,
+                where: str = "") -> None:
+    """A run's job must fit one of the site's queues (nodes and walltime): refused at planning,
+    blaming the node count where no queue takes that many nodes for any time, else timeout_s."""
     minutes = job_minutes(timeout_s)
+    try:
+        check_walltime(site, 1, layout.nodes)
+    except LayoutError as exc:
+        raise ConfigError(config_file, f"{where}.sweep.nodes" if where else "nodes", layout.nodes, exc.limit,
+                          f"(run '{run_id}') is more nodes than any queue of site '{site.name}' "
+                          f"({site.path or site.name}) admits, for any time") from None
     try:
         check_walltime(site, minutes, layout.nodes)
     except LayoutError as exc:
@@ -226,7 +234,7 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
                                       f"plans run '{run_id}' twice")
                 seen[run_id] = (where, {**point, **lay_req})
                 if site.queues:
-                    check_queue(run_id, layout, config["timeout_s"], site, config_file)
+                    check_queue(run_id, layout, config["timeout_s"], site, config_file, where)
                 runs.append(Run(run_id=run_id, benchmark=cls.name, suite=cls.suite, framework=cls.framework,
                                 preset=preset, params=plain(params), layout=layout, swept=swept, repeat=rep,
                                 campaign=config["campaign"], timeout_s=config["timeout_s"],
