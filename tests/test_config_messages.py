@@ -83,3 +83,20 @@ def test_a_time_limit_no_queue_takes_is_still_blamed_on_timeout_s(gap_site):
     with pytest.raises(ConfigError) as err:
         expand(cfg, gap_site, "c.yaml")
     assert err.value.key == "timeout_s"
+
+
+@pytest.mark.parametrize("sockets,per_socket,numa,ok", [(2, 16, 3, False), (2, 16, 1, False), (2, 20, 5, False),
+                                                        (1, 32, 3, False), (2, 16, 4, True), (1, 32, 8, True)])
+def test_a_numa_count_the_node_cannot_have_is_the_sites_error(write_yaml, local_site_dict, sockets, per_socket,
+                                                               numa, ok):
+    from exabench.campaign.site import load_site
+    data = dict(local_site_dict)
+    data["node"] = {**data["node"], "sockets": sockets, "cores_per_socket": per_socket, "numa_domains": numa}
+    path = write_yaml("site.yaml", data)
+    if ok:
+        assert load_site(path).node.numa == numa
+        return
+    with pytest.raises(ConfigError) as err:
+        load_site(path)
+    assert err.value.file == str(path) and err.value.key == "node.numa_domains" and err.value.value == numa
+    assert f"divides the node's {sockets * per_socket} cores evenly" in err.value.valid
