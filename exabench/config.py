@@ -243,11 +243,16 @@ def snakemake_config_files(argv: list[str], cwd: str | Path = ".") -> list[tuple
                 i += 1
                 profile = argv[i]
         i += 1
+    profile = profile if profile is not None else os.environ.get("SNAKEMAKE_PROFILE") or None
     if profile is not None:
-        folder = cwd / profile
+        # where Snakemake looks: the path itself, then its user and system profile folders
+        homes = [cwd, Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "snakemake",
+                 Path("/etc/xdg/snakemake")]
+        folder = next((h / profile for h in homes if (h / profile).is_dir()), cwd / profile)
         if not folder.is_dir():
             raise ConfigError("--profile", "--profile", profile, "a folder holding a Snakemake profile's config.yaml "
-                              "(profiles/<site>)", "is not a folder")
+                              "(profiles/<site>), here or under ~/.config/snakemake or /etc/xdg/snakemake",
+                              "is not a folder")
         found = [folder / n for n in ("config.v8+.yaml", "config.yaml") if (folder / n).exists()
                  or (folder / n).is_symlink()]
         for path in found[:1]:
