@@ -9,10 +9,10 @@ setup:
 	bash scripts/setup.sh
 
 run: setup
-	$(VENV)/bin/snakemake --profile $(PROFILE)
+	$(VENV)/bin/exabench run --profile $(PROFILE)
 
 dry-run: setup
-	$(VENV)/bin/snakemake --profile $(PROFILE) -n
+	$(VENV)/bin/exabench run --profile $(PROFILE) -n
 
 lint: setup
 	$(VENV)/bin/snakemake --profile $(PROFILE) --lint

@@ -4,13 +4,18 @@
 #   snakemake --profile profiles/<site> acceptance   verdicts against profiles/<site>/references.yaml
 #   snakemake --profile profiles/<site> --report results/<site>/report.html   the HTML report
 #   snakemake --profile profiles/<site> study --config study=<name>   a published study (docs/studies.md)
+#   exabench run --profile profiles/<site> ...   the same, config and profile files checked first
 #   exabench history                                  the campaigns in results/history.duckdb (docs/history.md)
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The campaign: config/config.yaml, or the user's --configfile alone (plus --config), never the user's
+# file merged over the default (a config without `benchmarks:` would plan the default campaign).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"

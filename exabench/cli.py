@@ -84,6 +84,20 @@ def cmd_execute(args) -> int:
     return 0
 
 
+def cmd_run(args) -> int:
+    """Check every YAML file the snakemake command line names with exabench's loader, then become
+    that snakemake (exec: its exit status, signals and output are Snakemake's own)."""
+    import os
+    from exabench.config import check_snakemake_config_files
+    argv = list(args.snakemake_args)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    check_snakemake_config_files(argv)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "snakemake", *argv])
+    return 0  # not reached
+
+
 def cmd_aggregate(args) -> int:
     from exabench.records.tidy import aggregate
     aggregate(args.records, args.csv, args.markdown, args.site_name)
@@ -252,8 +266,11 @@ def cmd_restore(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    from exabench.records.store import ingest
-    print(ingest(args.sources, args.store).line())
+    from exabench.records.store import StoreError, ingest
+    done = ingest(args.sources, args.store)
+    if done.all_rejected:  # exit 0 would say the records went in
+        raise StoreError("nothing ingested: every record was rejected: " + "; ".join(done.corrupt))
+    print(done.line())
     return 0
 
 
@@ -376,6 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_config(sub.add_parser("launch-lines", help="print the launch line (or --script) of every planned run"))
     p.add_argument("--script", action="store_true", help="print each run's whole job script (header, setup, launch)")
     p.set_defaults(fn=cmd_launch_lines)
+    p = sub.add_parser("run", prefix_chars="+", add_help=False, help="check the config and profile files a snakemake command line names (size, "
+                       "UTF-8, duplicate keys, syntax with its line), then run that snakemake",
+                       description="exabench run [snakemake arguments]: e.g. exabench run --profile profiles/local "
+                       "--configfile config/micro.yaml -n")
+    p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="arguments for snakemake, as given to it")
+    p.set_defaults(fn=cmd_run)
     p = sub.add_parser("execute", help="run one rendered job script and ensure its record exists")
     p.add_argument("--spec", required=True)
     p.set_defaults(fn=cmd_execute)
@@ -522,12 +545,12 @@ def build_parser() -> argparse.ArgumentParser:
                            ("regress", cmd_history_regress, "regression verdicts of a campaign against its history "
                                                             "(Mann-Whitney U, bootstrap CI, BH/Holm)")):
         q = hsub.add_parser(name, help=text)
-        q.add_argument("--store", default="results/history.duckdb", help=store_help)
-        q.add_argument("--csv", default=None, help="also write the table as CSV here")
-        q.add_argument("--markdown", default=None, help="also write the table as Markdown here")
+        q.add_argument("--store", help="the results store (default: `history --store`, results/history.duckdb)")
+        q.add_argument("--csv", help="also write the table as CSV here")
+        q.add_argument("--markdown", help="also write the table as Markdown here")
         q.set_defaults(fn=fn)
         if name == "list":
-            q.add_argument("--select", default=None, help="only the campaigns of this selection")
+            q.add_argument("--select", help="only the campaigns of this selection")
         if name == "compare":
             q.add_argument("a", help="selection A, the baseline (e.g. latest~1, a campaign id, since:2025-06-01)")
             q.add_argument("b", help="selection B, compared with A (e.g. latest)")
@@ -565,12 +588,64 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)
+    _inherit_shadowed_options(ap)
     return ap
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    return [child for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for child in dict.fromkeys(action.choices.values())]
+
+
+def _inherit_shadowed_options(parser: argparse.ArgumentParser) -> None:
+    """An option a subcommand repeats from its parent (`history --store X list`, `history list
+    --store X`) must not have its own default: argparse applies the subcommand's defaults after the
+    parent's values, so `--store X` before the subcommand was silently replaced by the default.
+    Such options default to nothing at the subcommand (argparse.SUPPRESS): the parent's value,
+    given or default, stands unless the option is given after the subcommand."""
+    mine = {a.dest for a in parser._actions if a.option_strings}
+    for child in _subparsers(parser):
+        for action in child._actions:
+            if action.option_strings and action.dest in mine and action.dest != "help":
+                action.default = argparse.SUPPRESS
+        _inherit_shadowed_options(child)
+
+
+# Options naming record files or folders that must exist: a path that does not would be read as a
+# `corrupt` record (a table of one CORRUPT row, exit 0) instead of being named.
+RECORD_ARGS = ("records", "source", "nodes", "baseline_records")
+
+
+def _check_inputs(args) -> None:
+    """Refuse what a command would misread: record paths that do not exist, and history's numbers
+    outside their range (--alpha 5, --last -1)."""
+    from pathlib import Path
+    for name in RECORD_ARGS:
+        items = getattr(args, name, None)
+        if isinstance(items, list):
+            missing = [i for i in items if isinstance(i, str) and not Path(i).exists()]
+            if missing:
+                flag = "records" if name == "records" else f"--{name.replace('_', '-')}"
+                raise ExabenchError(f"{', '.join(missing)}: no such file or folder ({flag}: record files or "
+                                    "folders of records, e.g. results/<site>/records)")
+    for name, low, high, what in (("alpha", 0.0, 1.0, "a significance level between 0 and 1, e.g. 0.01"),
+                                  ("min_change", 0.0, None, "a fraction >= 0, e.g. 0.05"),
+                                  ("last", 1, None, "a count of campaigns >= 1")):
+        value = getattr(args, name, None)
+        if value is None or args.command not in ("history", "references"):
+            continue
+        if value < low or (high is not None and value >= high) or (name == "alpha" and value <= 0):
+            raise ExabenchError(f"--{name.replace('_', '-')} {value}: not valid; valid: {what}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _check_inputs(args)
+        if getattr(args, "store", None):  # a command on the results store: its library errors name the store
+            from exabench.records.store import store_errors
+            with store_errors(args.store):
+                return args.fn(args)
         return args.fn(args)
     except ExabenchError as exc:
         print(f"exabench: error: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@ the value and what the schema accepts.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -141,10 +142,23 @@ def _describe_valid(error) -> str:
     if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return f"{v} {error.validator_value}"
     if v == "pattern":
-        return f"a string matching {error.validator_value}"
+        text = f"a string matching {error.validator_value}"
+        types = s.get("type") if isinstance(s.get("type"), list) else []
+        numbers = [t for t in types if t in ("integer", "number")]
+        if numbers:  # the value may also be a number: say so, and that a quoted one is a string
+            low = f" >= {s['minimum']}" if "minimum" in s else ""
+            text = f"{' or '.join(numbers)}{low} (unquoted), or {text}"
+            if isinstance(error.instance, str) and error.instance.strip().lstrip("-").isdigit():
+                text += f"; write the number without quotes: {error.instance.strip()}, not {error.instance!r}"
+        return text
     if v == "type":  # an object's description says its shape (e.g. {value, source})
         shape = s.get("description") if error.validator_value == "object" and s.get("description") else ""
-        return f"type {error.validator_value}" + (f": {shape}" if shape else "")
+        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        quoted = (isinstance(error.instance, str) and error.instance.strip().lstrip("-").isdigit()
+                  and {"integer", "number"} & set(wanted))
+        return (f"type {error.validator_value}" + (f": {shape}" if shape else "")
+                + (f"; write the number without quotes: {error.instance.strip()}, not {error.instance!r}"
+                   if quoted else ""))
     if v == "oneOf":
         return " or ".join(_describe_branch(b) for b in error.validator_value)
     if v in ("minLength", "maxLength"):
@@ -199,3 +213,73 @@ def validate(data: Any, schema_name: str, file: str) -> dict:
 
 def load_and_validate(path: str | Path, schema_name: str) -> dict:
     return validate(load_yaml(path), schema_name, str(path))
+
+
+# --- the files a Snakemake command line reads ----------------------------------------------------
+
+def snakemake_config_files(argv: list[str], cwd: str | Path = ".") -> list[tuple[str, Path]]:
+    """(what, path) of every YAML file a `snakemake` command line makes Snakemake parse before the
+    Snakefile can say anything: each --configfile, the --profile's config.yaml and the config files
+    the profile names. Snakemake's own parser gives a traceback, or a message with no file or line,
+    for a directory, a dangling link, a non-UTF-8 byte or a syntax error, and parses a huge file for
+    minutes; exabench's loader (load_yaml) names the file, the line and what is valid."""
+    cwd = Path(cwd)
+    files: list[tuple[str, Path]] = []
+    profile = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if name in ("--configfile", "--configfiles"):
+            values = [value] if eq else []
+            while not eq and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                i += 1
+                values.append(argv[i])
+            files += [("--configfile", cwd / v) for v in values]
+        elif name == "--profile":
+            if eq:
+                profile = value
+            elif i + 1 < len(argv):
+                i += 1
+                profile = argv[i]
+        i += 1
+    profile = profile if profile is not None else os.environ.get("SNAKEMAKE_PROFILE") or None
+    if profile is not None:
+        # where Snakemake looks: the path itself, then its user and system profile folders
+        homes = [cwd, Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "snakemake",
+                 Path("/etc/xdg/snakemake")]
+        folder = next((h / profile for h in homes if (h / profile).is_dir()), cwd / profile)
+        if not folder.is_dir():
+            raise ConfigError("--profile", "--profile", profile, "a folder holding a Snakemake profile's config.yaml "
+                              "(profiles/<site>), here or under ~/.config/snakemake or /etc/xdg/snakemake",
+                              "is not a folder")
+        found = [folder / n for n in ("config.v8+.yaml", "config.yaml") if (folder / n).exists()
+                 or (folder / n).is_symlink()]
+        for path in found[:1]:
+            files.append(("--profile", path))
+            settings = load_yaml(path)
+            if not isinstance(settings, dict):
+                raise ConfigError(str(path), "(top level)", settings, "a mapping of Snakemake options",
+                                  "is not a mapping")
+            named = settings.get("configfile", settings.get("configfiles")) or []
+            for v in [named] if isinstance(named, str) else named if isinstance(named, list) else []:
+                given = cwd / str(v)
+                files.append((f"{path} configfile", given if given.exists() else folder / str(v)))
+    return files
+
+
+def check_snakemake_config_files(argv: list[str], cwd: str | Path = ".") -> list[Path]:
+    """Load every file of snakemake_config_files with exabench's loader (size, UTF-8, folder or
+    dangling link, duplicate keys, syntax with its line) and require a mapping; raise ConfigError
+    naming the first bad one. Returns the files checked."""
+    checked = []
+    for what, path in snakemake_config_files(argv, cwd):
+        if path.is_symlink() and not path.exists():
+            raise ConfigError(str(path), "(file)", str(path), "an existing YAML file",
+                              f"is a link to {os.readlink(path)!r}, which does not exist (given with {what})")
+        data = load_yaml(path)
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError(str(path), "(top level)", data, "a mapping of keys to values (a YAML document of "
+                              "`key: value` lines, not a list)", "is not a mapping")
+        checked.append(path)
+    return checked

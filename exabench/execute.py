@@ -9,17 +9,25 @@ A run in progress holds `run.lock` in its run directory (owner PID, host, start 
 process group): a second execution of the run is refused while the owner lives; an orphan (owner
 dead on this host) is reported, its job stopped if it still runs, and the lock taken over. A run
 is stopped, and writes no record, when a `stop` file appears in its run directory (the workflow's
-SIGINT/SIGTERM handler writes it) or when the snakemake process that started it dies.
+SIGINT/SIGTERM handler writes it), when the snakemake process that started it dies, or when the process
+that started `exabench execute` (a bundle or every-node script, the GPU check) dies.
+
+No path leaves ranks running once their execution is gone (an orphan would overlap, and contaminate,
+the next run): SIGTERM, SIGHUP and SIGINT to the execution stop the job's process group before it
+exits; and a watchdog process, in its own session, stops the group within a second of the execution
+dying even by SIGKILL (or of any process it watches dying), since the execution can then do nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -73,25 +81,46 @@ def _proc_parent(pid: int) -> int | None:
         return None
 
 
+def _proc_state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _alive(pid: int, start: str | None = None) -> bool:
+    """The process runs (a zombie, dead but not yet reaped by its parent, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass
+    if _proc_state(pid) in ("Z", "X"):
+        return False
     got = _proc_start(pid)
     return start is None or got is None or got == start
 
 
 def _group_alive(pgid: int) -> bool:
+    """A process of the group runs. Zombies do not count: where nothing reaps orphans (a container
+    whose PID 1 does not), a group of zombies would look alive for ever."""
     try:
         os.killpg(pgid, 0)
-        return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    if not Path("/proc/self/stat").exists():
+        return True
+    for f in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = f.read_text().rsplit(")", 1)[-1].split()
+        except OSError:  # ended while we looked
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _stop_group(pgid: int) -> None:
@@ -291,8 +320,74 @@ def _stop_reason(run_dir: Path, watch: list[tuple[int, str | None]]) -> str | No
         return "stopped on request (snakemake was interrupted: SIGINT or SIGTERM)"
     for pid, start in watch:
         if not _alive(pid, start):
-            return f"stopped because the snakemake process that started it (PID {pid}) is gone"
+            return f"stopped because the process that started it (PID {pid}) is gone"
     return None
+
+
+def parent_watch() -> list[tuple[int, str | None]]:
+    """This process's parent (PID, start time): the script or snakemake that started the execution.
+    Empty where the parent is already gone (adopted by init or a subreaper before we looked)."""
+    ppid = os.getppid()
+    return [] if ppid <= 1 else [(ppid, _proc_start(ppid))]
+
+
+WATCHDOG_POLL_S = 0.5
+
+
+def _start_watchdog(pgid: int, owners: list[tuple[int, str | None]]) -> subprocess.Popen | None:
+    """A process in its own session that stops the job's group once any of `owners` is gone (the
+    execution itself first of all): it outlives an execution killed by SIGKILL, which cannot clean up."""
+    args = [str(pgid)] + [f"{pid}:{start or ''}" for pid, start in owners]
+    package_root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    try:
+        return subprocess.Popen([sys.executable, "-c", "import sys; from exabench.execute import watch_job; "
+                                 "watch_job(sys.argv[1:])", *args], env=env, start_new_session=True,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:  # no process to spare: the execution's own poll and signal handlers still stop the job
+        return None
+
+
+def watch_job(argv: list[str]) -> None:
+    """The watchdog's loop (argv: PGID, then PID:START of each owner): it ends when the group is gone,
+    and stops the group (SIGTERM, then SIGKILL) when an owner is gone."""
+    pgid = int(argv[0])
+    owners = [(int(pid), start or None) for pid, _, start in (a.partition(":") for a in argv[1:])]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the execution's to handle
+    while _group_alive(pgid):
+        if any(not _alive(pid, start) for pid, start in owners):
+            _stop_group(pgid)
+            return
+        time.sleep(WATCHDOG_POLL_S)
+
+
+class _Signalled(RunInterrupted):
+    """The execution itself got SIGTERM, SIGHUP or SIGINT."""
+
+
+@contextlib.contextmanager
+def _signals_stop_the_run(run_id: str):
+    """SIGTERM, SIGHUP (and SIGINT) raise in the execution, so its cleanup stops the job's process group
+    before it exits. Only the main thread can set handlers (snakemake may run a job in a thread:
+    there the watchdog covers a death by signal)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        for sig in previous:  # a second signal must not cut the cleanup short
+            signal.signal(sig, signal.SIG_IGN)
+        raise _Signalled(f"run {run_id} stopped: its execution got {signal.Signals(signum).name}; its ranks were "
+                         "stopped and no record was written: run it again to resume")
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, prev in previous.items():
+            signal.signal(sig, prev)
 
 
 def _rank_of(path: Path) -> int:
@@ -333,24 +428,27 @@ def _error_from(run_dir: Path, returncode: int, log_tail: str) -> str:
 def execute(spec_path: str | Path, script: str | Path | None = None, log=None,
             watch: list[tuple[int, str | None]] | None = None) -> dict:
     """Run the job script of `spec_path` under the run's lock; returns the record that now exists.
-    `watch`: processes (PID, start time) whose death stops the run (snakemake_ancestors())."""
+    `watch`: processes (PID, start time) whose death stops the run (snakemake_ancestors()); the
+    process that called this is always watched too."""
     spec_path = Path(spec_path)
     spec = json.loads(spec_path.read_text())
     run_dir = Path(spec["paths"]["run_dir"])
+    watch = list(dict.fromkeys(parent_watch() + list(watch or [])))
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
         if log is not None:
             log.write(line + "\n")
 
-    lock = RunLock(spec["run_id"], run_dir)
-    lock.acquire(say)
-    try:
-        (run_dir / STOP_NAME).unlink(missing_ok=True)  # a stop request of an earlier execution
-        return _execute(spec, run_dir, Path(script) if script else run_dir / "job.sh", log, lock, watch or [])
-    finally:
-        (run_dir / STOP_NAME).unlink(missing_ok=True)
-        lock.release()
+    with _signals_stop_the_run(spec["run_id"]):
+        lock = RunLock(spec["run_id"], run_dir)
+        lock.acquire(say)
+        try:
+            (run_dir / STOP_NAME).unlink(missing_ok=True)  # a stop request of an earlier execution
+            return _execute(spec, run_dir, Path(script) if script else run_dir / "job.sh", log, lock, watch)
+        finally:
+            (run_dir / STOP_NAME).unlink(missing_ok=True)
+            lock.release()
 
 
 def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch) -> dict:
@@ -371,7 +469,9 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
     with open(out_path, "w") as out:
         proc = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = t0 + spec["timeout_s"]
+        watchdog = None
         try:
+            watchdog = _start_watchdog(proc.pid, [(os.getpid(), _proc_start(os.getpid())), *watch])
             lock.set_job(proc.pid)
             while True:
                 try:
@@ -389,9 +489,15 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
                         record_path.unlink(missing_ok=True)  # a stopped run has no result: a resume runs it
                         raise RunInterrupted(f"run {spec['run_id']} {reason}; its ranks were stopped and no "
                                              "record was written: run the campaign again to resume") from None
-        except BaseException:  # interrupted ourselves: never leave ranks running
+        except BaseException:  # interrupted ourselves: never leave ranks running, nor a result of theirs
             _kill_group(proc)
+            record_path.unlink(missing_ok=True)
             raise
+        finally:
+            _stop_group(proc.pid)  # what the job left behind in its group (a rank the launcher lost)
+            if watchdog is not None:
+                watchdog.kill()
+                watchdog.wait()
     output = out_path.read_text(errors="replace")
     if log is not None:
         log.write(output)

@@ -32,7 +32,7 @@ from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F40
 from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
                                       write_projection, write_site_comm, write_sweep, write_validation)
 from exabench.records.progress import progress_counts, progress_line
-from exabench.records.store import ingest
+from exabench.records.store import StoreBusyError, ingest, store_errors
 from exabench.records.tidy import aggregate
 
 
@@ -452,19 +452,47 @@ def archive_campaign(results: str, out: str, site: Site, logs: str, configs: lis
 def ingest_campaign(records: list[str], store: str, receipt: str, log_path: str) -> None:
     """Add the campaign's records to the results store (one transaction) and write the receipt."""
     with logged(log_path) as log:
-        done = ingest(records, store)
-        _say(log, done.line(), echo=True)
-        atomic_write_text(receipt, json.dumps(done.to_dict(), indent=1, sort_keys=True) + "\n")
+        try:
+            result = ingest(records, store)
+            _say(log, result.line(), echo=True)
+            done = result.to_dict()
+        except StoreBusyError as exc:  # another campaign's ingestion or a long query: the campaign goes on
+            done = {"store": store, "campaigns": [], "added": 0, "skipped": 0, "corrupt": [], "not_ingested": str(exc)}
+            _say(log, f"exabench: this campaign was not ingested: {exc}. Add it later with: exabench ingest "
+                      f"{Path(receipt).parent.parent} --store {store}", echo=True)
+        atomic_write_text(receipt, json.dumps(done, indent=1, sort_keys=True) + "\n")
 
 
 def history_report(store: str, receipt: str, site: Site, csv: str, markdown: str, plot: str, log_path: str) -> None:
     """The campaign just ingested against the site's history: regression verdicts (Markdown, CSV) and
     the history plot, both in the HTML report."""
+    with logged(log_path) as log:
+        done = json.loads(Path(receipt).read_text())
+        if done.get("not_ingested"):
+            _no_history(f"The campaign was not ingested: {done['not_ingested']}", csv, markdown, plot)
+            return
+        try:
+            _history_report(store, done, site, csv, markdown, plot, log)
+        except StoreBusyError as exc:
+            _no_history(str(exc), csv, markdown, plot)
+
+
+def _no_history(why: str, csv: str, markdown: str, plot: str) -> None:
+    """The report's history pages when the store could not be read: why, and nothing else."""
+    import pandas as pd
+
+    from exabench.analysis import history
+    print(f"exabench: no regression verdicts: {why}", flush=True)
+    atomic_write_text(markdown, f"# Regression verdicts\n\nNone: {why}\n")
+    atomic_write_text(csv, ",".join(history.REGRESSION_COLUMNS) + "\n")
+    plots.plot_history(pd.DataFrame(), [], plot)
+
+
+def _history_report(store: str, done: dict, site: Site, csv: str, markdown: str, plot: str, log) -> None:
     from exabench.analysis import history
 
-    with logged(log_path) as log:
-        added = [c["campaign_id"] for c in json.loads(Path(receipt).read_text())["campaigns"]
-                 if c["site"] == site.name]
+    with store_errors(store):
+        added = [c["campaign_id"] for c in done["campaigns"] if c["site"] == site.name]
         table = history.campaigns(store)
         # The campaign this run added; nothing new (a rerun that changed no record): the site's latest.
         current_ids = added[-1:] or history.select(table, f"site:{site.name},latest")

@@ -264,3 +264,20 @@ def test_bare_loop_is_the_same_step_on_the_cpu():
     out = bare.step_loop("fp32", False, batch=2, image_size=32, warmup=1, steps=2, device="cpu")
     assert out["images_per_s"] > 0 and out["steps"] == 2 and out["device"] == "cpu"
     assert math.isfinite(out["loss"])
+
+
+@pytest.mark.parametrize("only", ["nonsense", "gemm-fp32,nonsense", "zzz,yyy"])
+def test_a_bad_only_is_refused_before_anything_is_written(tmp_path, only):
+    out = tmp_path / "x"
+    proc = gpucheck("--out", str(out), "--dry-run", "--assume-gpu", H100, "--only", only)
+    assert proc.returncode == 2 and "matches no part" in proc.stderr and "Traceback" not in proc.stderr
+    assert "nonsense" in proc.stderr or "zzz" in proc.stderr
+    assert not out.exists()  # no site.yaml or config half-written
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path):
+    out = tmp_path / "taken"
+    out.write_text("mine\n")
+    proc = gpucheck("--out", str(out), "--dry-run", "--assume-gpu", H100)
+    assert proc.returncode == 2 and f"--out {out} is a file" in proc.stderr and "Traceback" not in proc.stderr
+    assert out.read_text() == "mine\n"

@@ -206,3 +206,21 @@ def test_time_to_solution_campaign_of_3_seeds_x_4_benchmarks_through_snakemake(t
             assert tts["olympic_minutes"] == pytest.approx(expected, abs=1e-3)
             assert f"{tts['olympic_minutes']:.4f}" in md
         assert f"3 of {tts['required']} (partial)" in md
+
+
+@pytest.mark.parametrize("cut", [1, 3])  # the seed crashed before run_stop, or before the first epoch ended
+def test_a_crashed_seed_refused_by_the_score_is_named_with_its_run_and_status(tmp_path, cut):
+    records = []
+    for seed in (1, 2, 3):
+        path = _log(tmp_path / f"s{seed}.log", [0.0], [0.03], seed=seed)
+        status, error = "ok", None
+        if seed == 2:
+            lines = path.read_text().splitlines()
+            path.write_text("\n".join(lines[:-cut]) + "\n")
+            status, error = "failed", "rank 0: RuntimeError: NCCL watchdog"
+        records.append({"run_id": f"oc20.tiny.seed-{seed}.n1r1t1", "params": {"seed": seed}, "status": status,
+                        "error": error, "info": {"mlperf_log": str(path)}})
+    with pytest.raises(scores.LogError) as err:
+        scores.write_scores(records, tmp_path / "tables")
+    assert "run oc20.tiny.seed-2.n1r1t1 (seed 2, failed: rank 0: RuntimeError: NCCL watchdog)" in str(err.value)
+    assert "s2.log: no " in str(err.value)

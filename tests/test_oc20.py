@@ -164,3 +164,35 @@ def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
     for key in ("cache_clear", "number_of_nodes", "accelerators_per_node", "opt_learning_rate_warmup_steps",
                 "opt_learning_rate_decay_boundary_steps", "eval_error", "run_stop"):
         assert key in keys
+
+
+def _forces(atoms: int, error_sum: float):
+    """Predicted forces of `atoms` free atoms whose absolute errors against zero sum to `error_sum`."""
+    import torch
+    return torch.full((atoms, 3), error_sum / (3 * atoms)), torch.zeros(atoms, 3)
+
+
+def _loss_on_rank(rank: int, world: int, init: str, out: str, split: list) -> None:
+    import torch.distributed as dist
+    from exabench.benchmarks.mlperf.oc20 import global_l1
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        atoms, error_sum = split[rank]
+        Path(f"{out}.{rank}").write_text(str(float(global_l1(*_forces(atoms, error_sum)))))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("split", [[(4, 16.0), (5, 16.0)], [(9, 32.0)], [(1, 2.0), (8, 30.0)]],
+                         ids=["two-ranks", "one-rank", "uneven"])
+def test_force_loss_is_the_references_per_free_atom_l1(tmp_path, split):
+    """The reference's DDPLoss: each rank's L1 sum x world size / the free atoms of all ranks, so the
+    mean DDP takes over ranks is the error per free atom: 32 over 9 atoms is 3.5556 (not 1.1852, a
+    division by the 3 x 9 force components)."""
+    import torch.multiprocessing as mp
+    world = len(split)
+    out = str(tmp_path / "loss")
+    mp.spawn(_loss_on_rank, args=(world, f"file://{tmp_path / 'rendezvous'}", out, split), nprocs=world)
+    per_rank = [float(Path(f"{out}.{r}").read_text()) for r in range(world)]
+    ddp_mean = sum(per_rank) / world  # what the averaged gradients minimise
+    assert ddp_mean == pytest.approx(32.0 / 9.0, rel=1e-6) and round(ddp_mean, 4) == 3.5556

@@ -11,7 +11,7 @@ from exabench.config import validate
 from exabench.execute import execute
 from exabench.campaign.render import RunPaths, write_run_files
 from exabench.campaign.plan import expand
-from exabench.records.record import SCHEMA, allowed_env, read_record, write_record
+from exabench.records.record import ENV_ALLOW, SCHEMA, RecordError, allowed_env, read_record, write_record
 from exabench.io import atomic_write_many, atomic_write_text
 
 
@@ -177,3 +177,33 @@ def test_secrets_in_the_environment_never_reach_a_record(rendered, monkeypatch):
     execute(rendered.spec)
     assert "hunter2-secret" not in rendered.record.read_text()
     assert os.environ["MY_API_TOKEN"] == "hunter2-secret"
+
+
+@pytest.mark.parametrize("name", ["NCCL_IB_CRED", "UCX_SESS_ID", "FI_CXI_TOK", "CUDA_PRIV_2", "HOROVOD_AUTH_ID",
+                                  "MPICH_PASSWD", "NCCL_NET_CREDS", "UCX_SESSION", "FI_HMAC", "NCCL_SIGNING_SALT",
+                                  "HIP_CERT_PATH", "MIOPEN_Bearer"])
+def test_a_secret_like_part_of_a_name_keeps_it_out_of_a_record(name):
+    env = {name: "hunter2", "NCCL_IB_HCA": "mlx5", "UCX_TLS": "rc", "FI_PROVIDER": "cxi", "OMP_NUM_THREADS": "4"}
+    assert allowed_env(env, extra=(name,)) == {"FI_PROVIDER": "cxi", "NCCL_IB_HCA": "mlx5", "OMP_NUM_THREADS": "4",
+                                              "UCX_TLS": "rc"}
+
+
+def test_every_allow_listed_name_is_kept():
+    env = {name: "v" for name in ENV_ALLOW}
+    assert allowed_env(env) == env
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_an_ok_record_with_a_value_that_is_not_a_number_is_not_a_valid_record(tmp_path, value):
+    rec = {"schema": SCHEMA, "run_id": "x", "benchmark": "kmeans", "status": "ok", "checks": [],
+           "metrics": {"time": {"value": 1.0, "unit": "s"}, "rate": {"value": value, "unit": "1/s"}},
+           "provenance": {"end_time": "2026-01-01T00:00:00.000+00:00"}}
+    with pytest.raises(RecordError, match=r"x.json: key 'metrics.rate.value' = (nan|inf|-inf) in a record with "
+                                          r"status 'ok'; valid: a finite number"):
+        write_record(rec, tmp_path / "x.json")
+    (tmp_path / "x.json").write_text(json.dumps(rec))  # as a crashed writer or a hand edit leaves it
+    with pytest.raises(RecordError, match="in a record with status 'ok'"):
+        read_record(tmp_path / "x.json")
+    failed = {**rec, "status": "failed", "error": "loss diverged"}  # a failed run may carry what it measured
+    write_record(failed, tmp_path / "x.json")
+    assert read_record(tmp_path / "x.json")["status"] == "failed"

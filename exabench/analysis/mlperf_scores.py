@@ -258,7 +258,12 @@ def logs_of_records(records: list[dict]) -> list[LogRun]:
         info = rec.get("info") or {}
         log = info.get("mlperf_log")
         if log and Path(log).exists():
-            run = read_log(log, info.get("mlperf_ruleset", HPC_RULESET))
+            try:
+                run = read_log(log, info.get("mlperf_ruleset", HPC_RULESET))
+            except LogError as exc:  # a seed that crashed half-way: say which one, and how it ended
+                seed = (rec.get("params") or {}).get("seed")
+                ended = f", {rec.get('status')}" + (f": {rec['error']}" if rec.get("error") else "")
+                raise LogError(f"run {rec.get('run_id')} (seed {seed}{ended}): {exc}") from None
             run.energy_j = ((rec.get("metrics") or {}).get("energy") or {}).get("value")
             out.append(run)
     return out

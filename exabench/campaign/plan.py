@@ -71,7 +71,18 @@ def plain(value):
     return dataclasses.asdict(_Box(value))["value"]
 
 
+def _sweep_keys_help(key: str, cls) -> str:
+    """What a sweep may name, the closest first (a typo of ranks_per_node is a layout key's)."""
+    import difflib
+    params = list(cls.param_fields())
+    close = difflib.get_close_matches(key, [*LAYOUT_KEYS, *params], n=1, cutoff=0.6)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return (f"{hint}layout keys: {', '.join(LAYOUT_KEYS)}; parameters of '{cls.name}': {', '.join(params)}")
+
+
 def _id_token(value) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        return "m" + _id_token(-value)  # -1 is not 1 (a run id keeps no '-' at a token's start)
     text = str(value).lower() if isinstance(value, bool) else str(value)
     return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-") or "x"
 
@@ -110,9 +121,17 @@ def check_timeout(config: dict, site: Site, config_file: str) -> None:
                               "asks for)", "does not fit the site's longest job")
 
 
-def check_queue(run_id: str, layout: Layout, timeout_s: int, site: Site, config_file: str) -> None:
-    """A run's job must fit one of the site's queues (nodes and walltime): refused at planning."""
+def check_queue(run_id: str, layout: Layout, timeout_s: int, site: Site, config_file: str,
+                where: str = "") -> None:
+    """A run's job must fit one of the site's queues (nodes and walltime): refused at planning,
+    blaming the node count where no queue takes that many nodes for any time, else timeout_s."""
     minutes = job_minutes(timeout_s)
+    try:
+        check_walltime(site, 1, layout.nodes)
+    except LayoutError as exc:
+        raise ConfigError(config_file, f"{where}.sweep.nodes" if where else "nodes", layout.nodes, exc.limit,
+                          f"(run '{run_id}') is more nodes than any queue of site '{site.name}' "
+                          f"({site.path or site.name}) admits, for any time") from None
     try:
         check_walltime(site, minutes, layout.nodes)
     except LayoutError as exc:
@@ -165,7 +184,7 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
     """Every run of the campaign, in config order; raises ConfigError/LayoutError early."""
     check_timeout(config, site, config_file)
     runs: list[Run] = []
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, dict]] = {}
     for i, entry in enumerate(config["benchmarks"]):
         where = f"benchmarks[{i}]"
         cls = benchmarks.get(entry["name"], config_file, f"{where}.name")
@@ -183,6 +202,9 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
                                   f"layout keys go under {where}.sweep as a list", "is a layout key")
         # Check every swept value on its own, so the error names the key that is wrong.
         for key, values in sweep.items():
+            if key not in LAYOUT_KEYS and key not in cls.param_fields():  # a sweep key is either kind
+                raise ConfigError(config_file, f"{where}.sweep.{key}", values, _sweep_keys_help(key, cls),
+                                  "is not a layout key or a parameter")
             if key not in LAYOUT_KEYS:
                 for value in values:
                     cls.resolve_params(preset, {**fixed, key: value}, config_file, f"{where}.sweep")
@@ -201,13 +223,18 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
             for rep in range(1, config["repeats"] + 1):
                 run_id = make_run_id(cls.name, entry.get("label"), preset, id_values, swept, layout,
                                      rep, config["repeats"])
+                if run_id in seen and seen[run_id][0] == where:  # two values of this entry's sweep
+                    raise ConfigError(config_file, f"{where}.sweep", sweep,
+                                      "values whose run-id tokens differ (a run id keeps letters, digits, '.' and "
+                                      "'-' of each value): change or drop one of them",
+                                      f"gives run '{run_id}' for both {seen[run_id][1]} and { {**point, **lay_req} }")
                 if run_id in seen:
                     raise ConfigError(config_file, where, entry["name"],
-                                      f"distinct runs (also planned by {seen[run_id]}); give one entry a 'label'",
+                                      f"distinct runs (also planned by {seen[run_id][0]}); give one entry a 'label'",
                                       f"plans run '{run_id}' twice")
-                seen[run_id] = where
+                seen[run_id] = (where, {**point, **lay_req})
                 if site.queues:
-                    check_queue(run_id, layout, config["timeout_s"], site, config_file)
+                    check_queue(run_id, layout, config["timeout_s"], site, config_file, where)
                 runs.append(Run(run_id=run_id, benchmark=cls.name, suite=cls.suite, framework=cls.framework,
                                 preset=preset, params=plain(params), layout=layout, swept=swept, repeat=rep,
                                 campaign=config["campaign"], timeout_s=config["timeout_s"],

@@ -153,6 +153,11 @@ def load_site(path: str | Path) -> Site:
         raise ConfigError(path, "node.reserved_cores", spec.reserved_cores, f"fewer than the node's {spec.cores} cores")
     if spec.gpus and spec.gpu_vendor == "none":
         raise ConfigError(path, "node.gpu.vendor", "none", "nvidia, amd or intel when node.gpus > 0")
+    if spec.numa_domains and (spec.cores % spec.numa_domains or spec.numa_domains % spec.sockets):
+        # per_numa ranks would get unequal or cross-socket core sets: the site is wrong, not a config
+        raise ConfigError(path, "node.numa_domains", spec.numa_domains,
+                          f"a count that divides the node's {spec.cores} cores evenly and is a multiple of its "
+                          f"{spec.sockets} socket(s) (equal domains, none across sockets), or 0 for one per socket")
     if spec.scheduler_cpus_per_core > spec.smt:
         raise ConfigError(path, "node.scheduler_cpus_per_core", spec.scheduler_cpus_per_core,
                           f"at most node.smt = {spec.smt}")

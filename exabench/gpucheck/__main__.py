@@ -81,6 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args.out)
     only = [x.strip() for x in args.only.split(",") if x.strip()]
+    names = [p.key for p in plan.parts(info["gpus"], info.get("name", ""))]
+    unknown = [k for k in only if not any(n.startswith(k) for n in names)]
+    if unknown:  # checked before anything is written under --out
+        print(f"gpu check: --only {', '.join(map(repr, unknown))} matches no part; parts: {', '.join(names)}",
+              file=sys.stderr)
+        return 2
+    if out.exists() and not out.is_dir():
+        print(f"gpu check: --out {out} is a file; give a folder (it is created if missing)", file=sys.stderr)
+        return 2
     if args.quick:
         only = [k for k in plan.QUICK_PARTS if not only or any(k.startswith(o) for o in only)] or ["(none)"]
     bound = args.bound or (plan.QUICK_S if args.quick else plan.TOTAL_S)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import json
+import math
 import os
 import platform
 import re
@@ -40,8 +41,12 @@ ENV_ALLOW = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA
 # Launcher-internal variables (OMPI_MCA_orte_*, PMIX_*) are noise and may carry session keys:
 # MPI tuning reaches a record through the site's `env`, which the run spec lists.
 ENV_ALLOW_PREFIXES = ("NCCL_", "UCX_", "FI_", "MPICH_", "HOROVOD_", "CUDA_", "HIP_", "MIOPEN_")
-# Denied whatever the prefix or the allow-list says (NCCL_PASS, UCX_PASSPHRASE, CUDA_APIKEY, MPICH_PWD).
-ENV_DENY = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CREDENTIAL|PRIVATE|AUTH|COOKIE|SESSION", re.I)
+# Denied whatever the prefix or the allow-list says (NCCL_PASS, UCX_PASSPHRASE, CUDA_APIKEY, MPICH_PWD):
+# a secret-looking word anywhere in the name (NCCL_IB_CRED, UCX_SESS_ID),
+ENV_DENY = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CRED|PRIVATE|AUTH|COOKIE|SESS|CERT|BEARER|JWT", re.I)
+# or a part of the name (split at `_`, `-`, `.` and digits) that starts like one of these
+# abbreviations, which are too short to look for inside words (FI_TOK, X_PRIV_2, UCX_SIGNATURE).
+ENV_DENY_PART = re.compile(r"(TOK|PRIV|SALT|NONCE|PSK|HMAC|SIGN)", re.I)
 PACKAGES = ("numpy", "torch", "torchvision", "tensorflow-cpu", "tensorflow", "mpi4py", "h5py", "pandas",
             "horovod", "snakemake", "scikit-learn")
 
@@ -70,6 +75,12 @@ def check_record(record, path: str | Path) -> None:
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
         raise RecordError(f"{path}: key '{key_path(error.absolute_path)}' = {shown} is not a valid record "
                           f"field: {error.message} (schema: exabench/records/record.schema.yaml)")
+    if record.get("status") == "ok":  # JSON's NaN and Infinity pass the schema's `number`
+        for name, metric in sorted((record.get("metrics") or {}).items()):
+            value = metric.get("value") if isinstance(metric, dict) else None
+            if isinstance(value, float) and not math.isfinite(value):
+                raise RecordError(f"{path}: key 'metrics.{name}.value' = {value!r} in a record with status 'ok'; "
+                                  "valid: a finite number (a run that measured no number did not succeed)")
 
 
 def write_record(record: dict, path: str | Path, archive_dir: str | Path | None = None) -> None:
@@ -159,9 +170,14 @@ def allowed_env(environ=None, extra: tuple[str, ...] = ()) -> dict[str, str]:
     environ = os.environ if environ is None else environ
     out = {}
     for k, v in environ.items():
-        if (k in ENV_ALLOW or k in extra or k.startswith(ENV_ALLOW_PREFIXES)) and not ENV_DENY.search(k):
+        if (k in ENV_ALLOW or k in extra or k.startswith(ENV_ALLOW_PREFIXES)) and not secret_like(k):
             out[k] = v
     return dict(sorted(out.items()))
+
+
+def secret_like(name: str) -> bool:
+    """A variable name that may hold a credential: never written to a record."""
+    return bool(ENV_DENY.search(name)) or any(ENV_DENY_PART.match(part) for part in re.split(r"[_\-.0-9]+", name))
 
 
 def git_state() -> dict:

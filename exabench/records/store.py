@@ -25,11 +25,13 @@ ingestion leaves no partial campaign: the next one adds it whole.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import io
 import json
 import re
+import sys
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -76,6 +78,45 @@ class StoreError(ExabenchError):
     """A store or ingestion source that cannot be used: names the file and what would do."""
 
 
+class StoreBusyError(StoreError):
+    """Another process (an ingestion, a query) held the store for longer than LOCK_WAIT_S."""
+
+
+def _damage_hint(path, exc: Exception) -> str:
+    text = str(exc)
+    if any(s in text for s in ("No space left", "Could not write", "Failed to commit", "File too large")):
+        full = "the disk holding it is full" if "No space left" in text else "a write failed"
+        return (f"{path}: the results store could not be written: {full} ({text.strip()}); the campaign being "
+                "written was not stored (each is all or nothing): free space, then run `exabench ingest` again")
+    return (f"{path}: the results store is damaged or not a complete DuckDB file ({text.strip()}); move it "
+            f"aside (or restore a copy) and ingest the campaigns again: exabench ingest results/ --store {path}")
+
+
+@contextlib.contextmanager
+def store_errors(path: str | Path):
+    """Any DuckDB error of an operation on the store at `path` (a query of a truncated file, a write
+    to a full disk) becomes a StoreError naming the file and what to do, not a library traceback."""
+    try:
+        yield
+    except Exception as exc:
+        duckdb = sys.modules.get("duckdb")  # not imported: the error is not DuckDB's
+        if duckdb is None or not isinstance(exc, duckdb.Error):
+            raise
+        raise StoreError(_damage_hint(path, exc)) from None
+
+
+def _check_complete(con, path: Path) -> None:
+    """A store cut short (a copy that stopped, a full disk) opens and lists its tables, and fails
+    only on the first read of a missing block: its size must hold every block it declares."""
+    _, _, block_size, total_blocks, *_ = con.execute("CALL pragma_database_size()").fetchone()
+    declared = int(block_size) * int(total_blocks)
+    size = path.stat().st_size
+    if size < declared:
+        con.close()
+        raise StoreError(_damage_hint(path, f"the file has {size:,} bytes; its {total_blocks} blocks need "
+                                            f"at least {declared:,}: truncated"))
+
+
 @dataclass
 class Ingested:
     """What one ingestion did."""
@@ -95,6 +136,11 @@ class Ingested:
                           for c in self.campaigns)
         return (f"ingest: {self.added} records in {len(self.campaigns)} campaign(s) -> {self.store}: {names}"
                 + (f"; {self.skipped} already there" if self.skipped else "") + left)
+
+    @property
+    def all_rejected(self) -> bool:
+        """Every record given was corrupt: nothing could go in."""
+        return bool(self.corrupt) and not self.added and not self.skipped
 
     def to_dict(self) -> dict:
         return {"store": self.store, "campaigns": self.campaigns, "added": self.added, "skipped": self.skipped,
@@ -126,6 +172,9 @@ def connect(path: str | Path, read_only: bool = False):
     """A DuckDB connection to the store, waiting up to LOCK_WAIT_S for another writer to finish."""
     import duckdb
     path = Path(path)
+    if path.is_dir():
+        raise StoreError(f"{path}: a folder, not a results store; give the store's file (--store, "
+                         f"default {DEFAULT_STORE}) or `results_store:` in the config")
     if read_only and not path.is_file():
         raise StoreError(f"{path}: no results store there; ingest a campaign first "
                          f"(exabench ingest results/<site> --store {path})")
@@ -137,14 +186,21 @@ def connect(path: str | Path, read_only: bool = False):
             con = duckdb.connect(str(path), read_only=read_only)
             break
         except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise StoreError(f"{path}: cannot open the results store ({exc})") from None
+            if "lock" not in str(exc).lower():
+                raise StoreError(_damage_hint(path, exc)) from None
+            if time.monotonic() > deadline:
+                raise StoreBusyError(f"{path}: the results store is in use by another process (an ingestion or a "
+                                     f"query) and stayed so for {LOCK_WAIT_S:.0f} s ({exc}); run again once it "
+                                     "has finished") from None
             time.sleep(0.5)
         except duckdb.Error as exc:
             raise StoreError(f"{path}: not a DuckDB results store ({exc})") from None
-    if not read_only:
-        con.execute(DDL)
-        con.execute("INSERT OR IGNORE INTO store_meta VALUES ('version', ?)", [str(STORE_VERSION)])
+    with store_errors(path):
+        if path.exists():
+            _check_complete(con, path)
+        if not read_only:
+            con.execute(DDL)
+            con.execute("INSERT OR IGNORE INTO store_meta VALUES ('version', ?)", [str(STORE_VERSION)])
     return con
 
 
@@ -201,7 +257,7 @@ def read_source(item: str | Path) -> list[tuple[str, dict | None]]:
         if not out:
             raise StoreError(f"{p}: no records/*.json in the archive")
         return out
-    return [(str(p), read_record(p))]  # a file named on its own: a bad one is an error, not left out
+    return [_read_or_corrupt(p)]  # left out and named, as in a folder (the ingest rule names each record)
 
 
 # --- ingestion ---------------------------------------------------------------------------------
@@ -273,6 +329,7 @@ def _insert(con, table: str, rows: list[dict]) -> None:
 
 def _write_campaign(con, campaign: dict, records: list[dict], metrics: list[dict]) -> None:
     """One campaign, all or nothing."""
+    import duckdb
     con.begin()
     try:
         _insert(con, "campaigns", [campaign])
@@ -281,7 +338,10 @@ def _write_campaign(con, campaign: dict, records: list[dict], metrics: list[dict
         _insert(con, "metrics", metrics)
         con.commit()
     except BaseException:
-        con.rollback()
+        try:
+            con.rollback()
+        except duckdb.Error:  # the failure (a full disk) already ended the transaction: nothing to undo
+            pass
         raise
 
 
@@ -292,7 +352,7 @@ def ingest(sources: list[str | Path], store: str | Path = DEFAULT_STORE) -> Inge
     for item in sources:
         found += read_source(item)
     con = connect(store)
-    try:
+    with contextlib.closing(con), store_errors(store):
         have = {(a, b) for a, b in con.execute("SELECT record_id, content_hash FROM records").fetchall()}
         result = Ingested(str(store))
         groups: dict[tuple, list[tuple[str, dict, str]]] = {}
@@ -324,5 +384,3 @@ def ingest(sources: list[str | Path], store: str | Path = DEFAULT_STORE) -> Inge
                                      "runs": camp["runs"], "ok": camp["ok"], "failed": camp["failed"]})
             result.added += len(rows)
         return result
-    finally:
-        con.close()

@@ -116,6 +116,15 @@ def get_plot_outputs(wildcards=None):
 # --- results store (history.smk) --------------------------------------------------
 
 HISTORY_STORE = config.get("results_store") or "results/history.duckdb"
+if HISTORY_STORE != "none" and Path(HISTORY_STORE).is_dir():  # found now, not by the ingest rule at the end
+    pipeline.stop(
+        "invalid configuration: "
+        + str(
+            pipeline.ConfigError(
+                CONFIG_FILE, "results_store", HISTORY_STORE, "a DuckDB file's path, or none", "is a folder"
+            )
+        )
+    )
 
 
 def get_history_outputs(wildcards=None):

@@ -5,8 +5,8 @@ Follows the MLCommons HPC reference (open_catalyst, configs/mlperf_hpc.yml, trai
 `mlperf_forces`): DimeNet++ (exabench.models.dimenet) with hidden 192, 3 interaction blocks,
 cutoff 6 A, forces = -dE/dpos; labels normalised (energy by its mean and std, forces by the
 force std); loss = energy_coefficient x L1(energy) + force_coefficient x L1(forces of free
-atoms), each L1 a sum over the local batch divided by the global count (the reference's
-DDPLoss); AdamW; LR warmup from warmup_factor x lr over warmup_steps, then x lr_gamma at each
+atoms), each L1 a sum over the local batch divided by the global number of structures or free
+atoms (the reference's DDPLoss: not by the 3 x atoms force components); AdamW; LR warmup from warmup_factor x lr over warmup_steps, then x lr_gamma at each
 milestone, stepped every step; evaluation every epoch: forces MAE over the free atoms of the
 validation split in eV/A (`eval_error`), stop at the target. Data: the reference's LMDB
 layout (exabench.data.oc20) from `data_dir` (train/, val_id/) or generated, untimed.
@@ -80,13 +80,15 @@ def parse_milestones(text: str) -> list[int]:
     return steps
 
 
-def global_l1(pred, target, count):
-    """Sum of |pred - target| over this rank divided by the global element count, times the
-    world size: DDP's gradient mean then gives the global mean (the reference's DDPLoss)."""
+def global_l1(pred, target):
+    """Sum of |pred - target| over this rank divided by the global number of samples (rows: the
+    structures for energies, the free atoms for forces, not their 3 x atoms components), times the
+    world size: DDP's gradient mean then gives the global per-sample sum, as the reference's
+    DDPLoss does (L1 with reduction "sum", over input.shape[0] all-reduced across ranks)."""
     import torch
     import torch.distributed as dist
     world = dist.get_world_size() if dist.is_initialized() else 1
-    total = torch.tensor([float(count)], device=pred.device)
+    total = torch.tensor([float(pred.shape[0])], device=pred.device)
     if world > 1:
         dist.all_reduce(total)
     return (pred - target).abs().sum() * world / total.clamp_min(1.0)[0]
@@ -158,10 +160,8 @@ class OC20(Benchmark):
             def loss_fn(out, b):
                 energy, forces = out
                 free = b["fixed"] == 0
-                loss = p.energy_coefficient * global_l1(energy, (b["y"] - p.energy_mean) / p.energy_std,
-                                                        len(energy))
-                return loss + p.force_coefficient * global_l1(forces[free], b["force"][free] / p.force_std,
-                                                              3 * int(free.sum()))
+                loss = p.energy_coefficient * global_l1(energy, (b["y"] - p.energy_mean) / p.energy_std)
+                return loss + p.force_coefficient * global_l1(forces[free], b["force"][free] / p.force_std)
 
             def train_epoch(epoch: int):
                 return tr.train_epoch(epoch, ddp, opt, batch, loss_fn, sched.step)
