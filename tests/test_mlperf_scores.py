@@ -154,7 +154,7 @@ def test_throughput_run_of_two_instances_of_one_rank(tmp_path, two_core_site):
     from exabench.config import validate
     from exabench.records.record import read_record
     config = validate({"campaign": "tp", "timeout_s": 600, "score_mlperf": "throughput", "benchmarks": [
-        {"name": "oc20", "params": {"n_train": 64, "n_validation": 16, "target_forces_mae": 0.036},
+        {"name": "oc20", "preset": "tiny",
          "sweep": {"ranks_per_node": [1], "threads_per_rank": [1], "seed": [1, 2]}}]}, "config", "tp.yaml")
     runs = expand(config, two_core_site, "tp.yaml")
     assert len(runs) == 2
