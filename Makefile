@@ -4,7 +4,7 @@ VENV ?= .venv
 PROFILE ?= profiles/local
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup run test lint dry-run gpu-check
+.PHONY: setup run test test-repeat lint dry-run gpu-check
 setup:
 	bash scripts/setup.sh
 
@@ -23,6 +23,12 @@ test:
 	@echo "campaign scale at 1,000 runs (figures printed, not asserted; bench/campaign_scale.py):"
 	$(VENV)/bin/python bench/campaign_scale.py --sizes 1000 --repeats 1
 	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
+
+# The flakiness check (README, "Testing"): the process-starting tests REPEAT times in a row (default 3);
+# says how many runs passed and which tests failed in which run. REPEAT_TESTS narrows it.
+test-repeat:
+	bash scripts/setup.sh --test
+	VENV=$(VENV) bash scripts/test_repeat.sh
 
 # On a GPU machine (docs/gpu-check.md): every CUDA path, real records, gpu-check/gpu-check.md.
 gpu-check:

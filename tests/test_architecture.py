@@ -49,7 +49,8 @@ def package_modules() -> dict[str, Path]:
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     """The package modules `name` imports (a `from pkg import thing` counts as pkg.thing when that
-    is a module, else as pkg)."""
+    is a module, and as pkg always: Python runs pkg/__init__ and looks the name up there, so a
+    module importing a sibling through its own package is tied to that package's __init__)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -60,7 +61,7 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names} | {base}
     out = set()
     for target in found:
         while target and target not in known:  # exabench.x.y.function -> exabench.x.y
@@ -156,7 +157,27 @@ def test_the_graph_sees_lazy_and_relative_imports(tmp_path):
     (pkg / "records" / "record.py").write_text(src)
     known = {"exabench.records", "exabench.records.tidy", "exabench.records.record", "exabench.analysis.runs"}
     found = imports_of("exabench.records.record", pkg / "records" / "record.py", known)
-    assert found == {"exabench.records.tidy", "exabench.analysis.runs"}
+    assert found == {"exabench.records", "exabench.records.tidy", "exabench.analysis.runs"}
+
+
+def test_a_module_importing_its_sibling_through_the_package_is_a_circle(tmp_path):
+    # The package's __init__ re-exports the model; the model imports a sibling through the
+    # package (`from pkg import atoms`), which runs that __init__: a circle. Through the module
+    # that defines the name (`from pkg.atoms import atom`), there is none.
+    pkg = tmp_path / "exabench" / "models" / "fold"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from exabench.models.fold.model import Fold\n")
+    (pkg / "atoms.py").write_text("def atom(): ...\n")
+    names = {"exabench.models.fold": pkg / "__init__.py", "exabench.models.fold.atoms": pkg / "atoms.py",
+             "exabench.models.fold.model": pkg / "model.py"}
+
+    def graph():
+        return {n: imports_of(n, p, set(names)) for n, p in names.items()}
+
+    (pkg / "model.py").write_text("from exabench.models.fold import atoms\nclass Fold: ...\n")
+    assert circles(graph()) == [["exabench.models.fold", "exabench.models.fold.model"]]
+    (pkg / "model.py").write_text("from exabench.models.fold.atoms import atom\nclass Fold: ...\n")
+    assert circles(graph()) == []
 
 
 RULE_IMPORT = re.compile(r"^\s*(?:import\s+(exabench[\w.]*)|from\s+(exabench[\w.]*)\s+import)", re.M)

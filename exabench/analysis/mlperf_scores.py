@@ -9,9 +9,13 @@
   The rules ask for REQUIRED_RUNS runs; fewer are scored and marked partial.
 - Throughput (weak scaling): M instances of S accelerators trained at once in one allocation,
   one log each. TTTa = latest run_stop - earliest run_start over the instances counted; an
-  instance that fails the checker (did not converge) is not counted, and the `prune` slowest
-  stragglers may be left out (the rules allow pruning to M', never extrapolating to M). Reported
-  as (T, S, M', TTTa) with models per minute = M' / TTTa. S is nodes x accelerators per node
+  instance that fails the checker (did not converge) is not counted, instances that share a
+  seed are all left out (the rules: "runs with identical seeds must be pruned"), and the `prune`
+  slowest stragglers may be left out (the rules allow pruning to M', never extrapolating to M).
+  Reported as (T, S, M', TTTa) with models per minute = M' / TTTa, and only when M' is at least
+  the benchmark's required count (the rules' table, which mlperf-logging's weak-scaling scorer
+  enforces: 5 for OC20 and DeepCAM, 10 for CosmoFlow and OpenFold); with fewer, the row shows
+  the span of the instances counted and says it is no score. S is nodes x accelerators per node
   as the log states them (at least 1 per node, as the summarizer counts CPU-only nodes);
   T = M x S, the accelerators the instances held together.
 - Staging: rulesets before HPC 3.0 count data staging in the time to train (their checker wants
@@ -210,6 +214,12 @@ def olympic_energy(counted: list[tuple[float, float | None]], dropped: int) -> t
 
 
 # ---- Throughput ------------------------------------------------------------------------------
+def required_instances(benchmark: str) -> int:
+    """M' the rules ask for: the count mlperf-logging's weak-scaling scorer checks a folder against."""
+    from mlperf_logging.benchmark_meta import get_result_file_counts
+    return int(get_result_file_counts("hpc").get(benchmark, REQUIRED_RUNS.get(benchmark, 3)))
+
+
 @dataclass
 class Throughput:
     benchmark: str
@@ -218,15 +228,31 @@ class Throughput:
     S: int
     M: int
     M_counted: int
+    required: int
     pruned: list[str]
-    TTTa_minutes: float | None
+    rejected: list[dict]            # {"log", "why"}: instances the rules leave out (identical seeds)
+    span_minutes: float | None      # latest run_stop - earliest start of the M' counted; a score only if complete
+    TTTa_minutes: float | None      # the score: span_minutes when M' >= required, else None
     models_per_minute: float | None
+    complete: bool
+    verdict: str
     staging: str
     instances: list[dict] = field(default_factory=list)
 
 
+def shared_seeds(runs: list[LogRun]) -> dict[str, str]:
+    """Instances whose seed another instance also used, each with why (every one of them is left out)."""
+    by_seed: dict = {}
+    for r in runs:
+        if r.seed is not None:
+            by_seed.setdefault(r.seed, []).append(r)
+    return {r.path: f"seed {seed} also used by {', '.join(Path(o.path).name for o in group if o is not r)}"
+            for seed, group in by_seed.items() if len(group) > 1 for r in group}
+
+
 def throughput(runs: list[LogRun], root: Path | None = None, prune: int = 0) -> Throughput:
-    """The (T, S, M', TTTa) row of M concurrent instances; the `prune` latest finishers left out."""
+    """The (T, S, M', TTTa) row of M concurrent instances; the `prune` latest finishers left out.
+    A score only when M' reaches the rules' count for the benchmark (required_instances)."""
     scales = {r.scale for r in runs}
     if len(scales) != 1:
         raise LogError(f"throughput instances of {runs[0].benchmark} must share one scale S (nodes x accelerators "
@@ -238,15 +264,22 @@ def throughput(runs: list[LogRun], root: Path | None = None, prune: int = 0) -> 
         check_compliance(r)
     if root is not None:
         write_layout(runs, root, "weak")
-    converged = sorted((r for r in runs if r.compliant is not False), key=lambda r: r.run_stop_ms)
+    rejected = shared_seeds(runs)
+    converged = sorted((r for r in runs if r.compliant is not False and r.path not in rejected),
+                       key=lambda r: r.run_stop_ms)
     kept = converged[:len(converged) - prune] if prune else converged
-    ttta = (max(r.run_stop_ms for r in kept) - min(r.start_ms for r in kept)) / 60000.0 if kept else None
-    s = scales.pop()
-    first = runs[0]
-    return Throughput(first.benchmark, first.ruleset, s * len(runs), s, len(runs), len(kept),
-                      [r.path for r in converged[len(kept):]], ttta, len(kept) / ttta if ttta else None,
+    span = (max(r.run_stop_ms for r in kept) - min(r.start_ms for r in kept)) / 60000.0 if kept else None
+    first, s = runs[0], scales.pop()
+    required = required_instances(first.benchmark)
+    complete = len(kept) >= required and bool(span)
+    verdict = (f"score: M' = {len(kept)} of at least {required}" if complete else
+               f"no score: {len(kept)} instance(s) counted, the rules need M' >= {required} for {first.benchmark}")
+    return Throughput(first.benchmark, first.ruleset, s * len(runs), s, len(runs), len(kept), required,
+                      [r.path for r in converged[len(kept):]],
+                      [{"log": path, "why": why} for path, why in rejected.items()], span,
+                      span if complete else None, len(kept) / span if complete else None, complete, verdict,
                       first.staging,
-                      [{"log": r.path, "run_start_ms": r.run_start_ms, "run_stop_ms": r.run_stop_ms,
+                      [{"log": r.path, "seed": r.seed, "run_start_ms": r.run_start_ms, "run_stop_ms": r.run_stop_ms,
                         "checker": r.checker, "counted": r in kept} for r in runs])
 
 
@@ -305,11 +338,17 @@ def tts_markdown(scores: list[TimeToSolution]) -> list[str]:
 def throughput_markdown(rows_: list[Throughput]) -> list[str]:
     lines = ["## Throughput", "",
              "M instances of S accelerators at once; TTTa = latest run_stop - earliest run_start of the M' "
-             "instances counted (converged, stragglers pruned as stated); models/min = M' / TTTa.", ""]
-    rows = [[t.benchmark, t.T, t.S, t.M, t.M_counted, _fmt(t.TTTa_minutes, ".4f"), _fmt(t.models_per_minute),
-             len(t.pruned), t.staging, t.ruleset] for t in rows_]
-    return lines + markdown.table(["benchmark", "T", "S", "M", "M'", "TTTa (min)", "models/min", "pruned",
-                                   "staging", "ruleset"], rows)
+             "instances counted (converged, distinct seeds, stragglers pruned as stated); models/min = M' / TTTa. "
+             "A score needs M' at least the rules' count for the benchmark; with fewer, the span of the "
+             "instances counted is shown and TTTa is n/a.", ""]
+    rows = [[t.benchmark, t.T, t.S, t.M, f"{t.M_counted} of >= {t.required}", _fmt(t.span_minutes, ".4f"),
+             _fmt(t.TTTa_minutes, ".4f") or "n/a", _fmt(t.models_per_minute) or "n/a", len(t.pruned),
+             len(t.rejected), t.verdict, t.staging, t.ruleset] for t in rows_]
+    lines += markdown.table(["benchmark", "T", "S", "M", "M'", "span (min)", "TTTa (min)", "models/min", "pruned",
+                             "same seed", "verdict", "staging", "ruleset"], rows)
+    for t in rows_:
+        lines += [f"- {Path(r['log']).name}: left out, {r['why']}" for r in t.rejected]
+    return lines
 
 
 def write_scores(records: list[dict], out_dir, mode: str = "time_to_solution", prune: int = 0) -> dict:

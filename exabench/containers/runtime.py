@@ -190,8 +190,9 @@ def container_env(site, stack: str, image: str, digest: str | None, env: dict | 
     return out
 
 
-def exec_prefix(site, image: str, binds: list[str], env: dict[str, str]) -> list[str]:
-    """The runtime's command that runs the program after it inside `image`."""
+def exec_prefix(site, image: str, binds: list[str], env: dict[str, str], mount: str | Path | None = None) -> list[str]:
+    """The runtime's command that runs the program after it inside `image`; `mount`: where
+    ch-run mounts a squashfs image (charliecloud_mount_point)."""
     rt, gpu = runtime(site), (site.container or {}).get("gpu_flag", "")
     env_items = sorted(env.items())
     if rt in ("apptainer", "singularity"):
@@ -200,6 +201,7 @@ def exec_prefix(site, image: str, binds: list[str], env: dict[str, str]) -> list
         return argv + [image]
     if rt == "charliecloud":
         argv = ["ch-run", "--set-env"] + [f"--bind={b}" for b in binds]  # bare --set-env: the image's /ch/environment
+        argv += [f"--mount={mount}"] if mount else []
         return argv + [f"--set-env={k}={v}" for k, v in env_items] + [image, "--"]
     if rt == "podman":  # NERSC's podman-hpc: --gpu and --mpi are its flags
         argv = ["podman-hpc", "run", "--rm"] + ([gpu] if gpu else []) + (["--mpi"] if site.mpi != "none" else [])
@@ -230,7 +232,9 @@ def wrap_program(site, spec_path: str | Path, framework: str | None, env: dict |
     program = [CONTAINER_PYTHON, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]
     cenv = container_env(site, stack, image, digest, env)
     cenv[ENV_VERIFIED] = "1" if verified else "0"
-    return exec_prefix(site, runnable_image(site, image), binds, cenv) + program
+    runnable = runnable_image(site, image)
+    mount = charliecloud_mount_point(site, runnable, results_root)
+    return exec_prefix(site, runnable, binds, cenv, mount) + program
 
 
 def runnable_image(site, image: str) -> str:
@@ -244,6 +248,31 @@ def runnable_image(site, image: str) -> str:
     if Path(image).is_file():
         extract_partition(image, partition)
     return str(partition)
+
+
+def charliecloud_mount_point(site, image: str, results_root: str | Path) -> Path | None:
+    """Where every rank's ch-run mounts a squashfs image: `<results>/ch-mount`, made here, at
+    render time, before any rank starts; None when nothing is mounted (another runtime, a
+    directory image, an image by name).
+
+    Without --mount, each ch-run makes its default mount point /var/tmp/$USER.ch/mnt itself,
+    checking for it and then calling mkdir: two ranks starting together on a node where it does
+    not exist yet both try, and the loser dies with "can't mkdir: /var/tmp/<user>.ch: File
+    exists". A point that already exists is shared safely: each ch-run mounts the image in its
+    own mount namespace, so any number of ranks, on any number of nodes, use the same empty
+    folder. It is made only where the image is (a script rendered for another machine names it).
+    """
+    if runtime(site) != "charliecloud" or is_uri(image) or Path(image).is_dir() or image.endswith((".d", "/")):
+        return None
+    point = Path(results_root).resolve() / "ch-mount"
+    if Path(image).is_file():
+        try:
+            point.mkdir(parents=True, exist_ok=True)  # exist_ok: renders running at once agree
+        except OSError as exc:
+            raise ContainerError(site.path or site.name, "container.runtime", "charliecloud",
+                                 "a results folder this user can write", f"needs the mount point {point} for "
+                                 f"{image}, which cannot be made ({exc.strerror})") from None
+    return point
 
 
 def pin_for_run(site, framework: str | None, results_root: str | Path) -> dict | None:

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import torch
 
-from exabench.models.alphafold import residues
+import exabench.models.alphafold.residues as residues  # the module, not the package: no circle through __init__
 from exabench.models.alphafold.geometry import from_3_points
 
 

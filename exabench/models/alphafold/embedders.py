@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from exabench.models.alphafold import geometry
+from exabench.models.alphafold.geometry import frames_from_atoms, invert_apply
 from exabench.models.alphafold.primitives import Attention, Linear
 
 
@@ -140,8 +140,8 @@ def template_pair_feat(
     aa = F.one_hot(feats["template_aatype"][:, i], 22).to(pb.dtype)
     n_res = aa.shape[-2]
     pos, amask = feats["template_all_atom_positions"][:, i], feats["template_all_atom_mask"][:, i]
-    rot, trans = geometry.frames_from_atoms(pos[..., 0, :], pos[..., 1, :], pos[..., 2, :], eps)
-    vec = geometry.invert_apply(rot[..., :, None, :, :], trans[..., :, None, :], trans[..., None, :, :])
+    rot, trans = frames_from_atoms(pos[..., 0, :], pos[..., 1, :], pos[..., 2, :], eps)
+    vec = invert_apply(rot[..., :, None, :, :], trans[..., :, None, :], trans[..., None, :, :])
     bb = amask[..., 0] * amask[..., 1] * amask[..., 2]
     bb2 = bb[..., :, None] * bb[..., None, :]
     unit = vec * torch.rsqrt(eps + (vec**2).sum(-1))[..., None] * bb2[..., None]

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from exabench.models.alphafold import atoms, geometry
+from exabench.models.alphafold.atoms import table as residue_table
+from exabench.models.alphafold.geometry import invert_apply
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,8 @@ def compute_fape(
     """Algorithm 28: the distance between each point seen from each predicted frame and the
     true point seen from the true frame, clamped, over the length scale, averaged over
     frames [*, F] and points [*, P] (frames: (rot [*, F, 3, 3], trans [*, F, 3]))."""
-    local = geometry.invert_apply(frames[0][..., :, None, :, :], frames[1][..., :, None, :], points[..., None, :, :])
-    true_local = geometry.invert_apply(
+    local = invert_apply(frames[0][..., :, None, :, :], frames[1][..., :, None, :], points[..., None, :, :])
+    true_local = invert_apply(
         true_frames[0][..., :, None, :, :], true_frames[1][..., :, None, :], true_points[..., None, :, :]
     )
     dist = torch.sqrt(((local - true_local) ** 2).sum(-1) + eps)  # [*, F, P]
@@ -146,7 +147,7 @@ def supervised_chi(out: dict, batch: dict, w: LossWeights, eps: float = 1e-8) ->
     compared to both), plus the angle-norm penalty on the unnormalised angles."""
     pred = out["sm_angles"][..., 3:, :]  # [B, blocks, N, 4, 2]
     true = batch["chi_angles_sin_cos"][:, None]
-    periodic = atoms.table("CHI_PI_PERIODIC", pred)[batch["aatype"]]
+    periodic = residue_table("CHI_PI_PERIODIC", pred)[batch["aatype"]]
     shifted = true * (1 - 2 * periodic)[:, None, ..., None]
     err = torch.minimum(((true - pred) ** 2).sum(-1), ((shifted - pred) ** 2).sum(-1))
     chi_mask = batch["chi_mask"][:, None].expand_as(err)

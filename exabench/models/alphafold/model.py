@@ -7,9 +7,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from exabench.models.alphafold import embedders as emb
-from exabench.models.alphafold import atoms
+from exabench.models.alphafold.atoms import atom14_to_atom37, pseudo_beta
 from exabench.models.alphafold.config import AlphaFoldConfig
+from exabench.models.alphafold.embedders import (
+    ExtraMSAEmbedder,
+    InputEmbedder,
+    RecyclingEmbedder,
+    TemplateAngleEmbedder,
+    TemplatePairEmbedder,
+    TemplatePointwiseAttention,
+    extra_msa_feat,
+    template_angle_feat,
+    template_pair_feat,
+)
 from exabench.models.alphafold.evoformer import EvoformerStack, ExtraMSAStack
 from exabench.models.alphafold.heads import AuxiliaryHeads
 from exabench.models.alphafold.pair import TemplatePairStack
@@ -20,10 +30,10 @@ class AlphaFold(nn.Module):
     def __init__(self, cfg: AlphaFoldConfig | None = None):
         super().__init__()
         self.cfg = c = cfg or AlphaFoldConfig()
-        self.input_embedder = emb.InputEmbedder(c.tf_dim, c.msa_dim, c.c_z, c.c_m, c.relpos_k)
-        self.recycling_embedder = emb.RecyclingEmbedder(c.c_m, c.c_z, *c.recycle_bins)
-        self.template_angle_embedder = emb.TemplateAngleEmbedder(c.ta_dim, c.c_m)
-        self.template_pair_embedder = emb.TemplatePairEmbedder(c.tp_dim, c.c_t)
+        self.input_embedder = InputEmbedder(c.tf_dim, c.msa_dim, c.c_z, c.c_m, c.relpos_k)
+        self.recycling_embedder = RecyclingEmbedder(c.c_m, c.c_z, *c.recycle_bins)
+        self.template_angle_embedder = TemplateAngleEmbedder(c.ta_dim, c.c_m)
+        self.template_pair_embedder = TemplatePairEmbedder(c.tp_dim, c.c_t)
         self.template_pair_stack = TemplatePairStack(
             c.c_t,
             c.c_hidden_template_tri_att,
@@ -34,10 +44,10 @@ class AlphaFold(nn.Module):
             c.template_dropout,
             c.inf,
         )
-        self.template_pointwise_attention = emb.TemplatePointwiseAttention(
+        self.template_pointwise_attention = TemplatePointwiseAttention(
             c.c_t, c.c_z, c.c_hidden_template_pointwise, c.template_pointwise_heads, 1e5
         )
-        self.extra_msa_embedder = emb.ExtraMSAEmbedder(c.emsa_dim, c.c_e)
+        self.extra_msa_embedder = ExtraMSAEmbedder(c.emsa_dim, c.c_e)
         trunk = dict(
             c_hidden_opm=c.c_hidden_opm,
             c_hidden_tri_mul=c.c_hidden_tri_mul,
@@ -111,7 +121,7 @@ class AlphaFold(nn.Module):
         t = torch.stack(
             [
                 self.template_pair_embedder(
-                    emb.template_pair_feat(f, i, *c.template_dgram, eps=1e-6, use_unit_vector=False)
+                    template_pair_feat(f, i, *c.template_dgram, eps=1e-6, use_unit_vector=False)
                 )
                 for i in range(f["template_aatype"].shape[1])
             ],
@@ -120,20 +130,20 @@ class AlphaFold(nn.Module):
         t = self.template_pair_stack(t, pair_mask)
         t = self.template_pointwise_attention(t, z, f["template_mask"])
         z = z + t * (f["template_mask"].sum(1) > 0).to(t.dtype)[:, None, None, None]
-        m = torch.cat([m, self.template_angle_embedder(emb.template_angle_feat(f))], dim=1)
+        m = torch.cat([m, self.template_angle_embedder(template_angle_feat(f))], dim=1)
         msa_mask = torch.cat([f["msa_mask"], f["template_torsion_angles_mask"][..., 2]], dim=1)
 
-        a = self.extra_msa_embedder(emb.extra_msa_feat(f))
+        a = self.extra_msa_embedder(extra_msa_feat(f))
         z = self.extra_msa_stack(a, z, f["extra_msa_mask"], pair_mask)
         m, z, s = self.evoformer_stack(m, z, msa_mask, pair_mask)
         out = {"msa": m[:, :n_clust], "pair": z, "single": s}
         sm = self.structure_module(s, z, seq_mask, f["aatype"])
         out.update({"sm_" + k: v for k, v in sm.items()})
-        final = atoms.atom14_to_atom37(sm["positions"][:, -1], f["residx_atom37_to_atom14"], f["atom37_atom_exists"])
+        final = atom14_to_atom37(sm["positions"][:, -1], f["residx_atom37_to_atom14"], f["atom37_atom_exists"])
         out["final_atom_positions"] = final
         out["final_ca"] = final[..., 1, :]
         # the next recycling iteration embeds the built C-betas (C-alphas of glycines)
-        x_prev = atoms.pseudo_beta(f["aatype"], final)
+        x_prev = pseudo_beta(f["aatype"], final)
         return out, (m[:, 0].detach(), z.detach(), x_prev.detach())
 
 

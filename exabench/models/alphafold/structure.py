@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from exabench.models.alphafold import atoms, geometry
+from exabench.models.alphafold.atoms import atom14_from_frames, torsion_frames
+from exabench.models.alphafold.geometry import apply, compose_update, invert_apply
 from exabench.models.alphafold.primitives import Linear
 
 
@@ -35,7 +36,7 @@ class InvariantPointAttention(nn.Module):
 
     def _points(self, linear: Linear, s, rot, trans, n: int) -> torch.Tensor:
         pts = torch.stack(linear(s).chunk(3, dim=-1), dim=-1)  # [B, N, h*n, 3] local
-        pts = geometry.apply(rot[..., None, :, :], trans[..., None, :], pts)
+        pts = apply(rot[..., None, :, :], trans[..., None, :], pts)
         return pts.unflatten(-2, (self.heads, n))  # [B, N, h, n, 3] global
 
     def forward(self, s, z, rot, trans, mask):
@@ -55,7 +56,7 @@ class InvariantPointAttention(nn.Module):
         a = torch.softmax(logits, dim=-1)  # [B, h, i, j]
         o = torch.einsum("bhij,bjhc->bihc", a, v).flatten(-2)
         o_pt = torch.einsum("bhij,bjhpx->bihpx", a, v_pts)
-        o_pt = geometry.invert_apply(rot[:, :, None, None], trans[:, :, None, None], o_pt).flatten(-3, -2)
+        o_pt = invert_apply(rot[:, :, None, None], trans[:, :, None, None], o_pt).flatten(-3, -2)
         o_pt_norm = torch.sqrt((o_pt**2).sum(-1) + self.eps)
         o_pair = torch.einsum("bhij,bijc->bihc", a, z).flatten(-2)
         return self.linear_out(torch.cat([o, *o_pt.unbind(-1), o_pt_norm, o_pair], dim=-1))
@@ -143,16 +144,16 @@ class StructureModule(nn.Module):
             s = s + self.ipa(s, z, rot, trans, mask)
             s = self.layer_norm_ipa(self.ipa_dropout(s))
             s = self.layer_norm_transition(self.transition_dropout(s + self.transition(s)))
-            rot, trans = geometry.compose_update(rot, trans, self.bb_update(s))
+            rot, trans = compose_update(rot, trans, self.bb_update(s))
             raw, angle = self.angle_resnet(s, s_initial)
-            group_rot, group_trans = atoms.torsion_frames(rot, trans * self.scale_factor, angle, aatype)
+            group_rot, group_trans = torsion_frames(rot, trans * self.scale_factor, angle, aatype)
             rots.append(rot)
             transs.append(trans * self.scale_factor)
             raws.append(raw)
             angles.append(angle)
             group_rots.append(group_rot)
             group_transs.append(group_trans)
-            positions.append(atoms.atom14_from_frames(group_rot, group_trans, aatype))
+            positions.append(atom14_from_frames(group_rot, group_trans, aatype))
             rot = rot.detach()  # Algorithm 20 line 20: no gradient through rotations between blocks
         return {
             "frames_rot": torch.stack(rots, 1),
