@@ -15,7 +15,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from exabench.energy import amd, cray, nvml, powercap
+import exabench.energy.amd as amd  # the modules, not the package: its __init__ re-exports this one
+import exabench.energy.cray as cray
+import exabench.energy.nvml as nvml
+import exabench.energy.powercap as powercap
 from exabench.energy.source import SourceError, Unavailable
 
 REGIONS = ("run", "timed")
