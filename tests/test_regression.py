@@ -141,7 +141,8 @@ def test_one_run_a_side_uses_a_block_bootstrap_of_the_steps_and_says_so():
 
 def test_insufficient_data_is_named():
     assert _judge([reg.Run("c", 1.5)], []).verdict == "insufficient data"
-    assert reg.describe(_judge([reg.Run("c", 1.5)], [])) == "insufficient data (1 current, 0 historical runs: no history)"
+    text = reg.describe(_judge([reg.Run("c", 1.5)], []))
+    assert text == "insufficient data (1 current, 0 historical runs: no history)"
     one_each = _judge([reg.Run("c", 1.5)], [reg.Run("h", 1.0)])  # no steps to resample
     assert one_each.verdict == "insufficient data" and "repeat the runs" in one_each.note
     assert "values <= 0" in _judge([reg.Run("c", 0.0), reg.Run("c", 1.0)], [reg.Run("h", 1.0)] * 2).note
