@@ -1,16 +1,19 @@
 """The two-campaign experiment of `history regress` under real machine noise (tests/test_regression_noise.py,
 bench/regression_noise.py): campaigns of one tiny K-Means config run through the real path (plan ->
 job script -> runner -> record -> results store), one of them beside a CPU-burning neighbour
-process, one on a CPU throttled to 1/1.3 of its speed (the injected slowdown), each judged against the
+process, one with 30% more rows (the injected slowdown), each judged against the
 baseline by the `exabench history regress` command (each alone against the baseline: with two
 history campaigns the campaign would be the unit, and one degree of freedom decides nothing).
 
-The slowdown is a CPU capped to 1/1.3 of its speed: while the slowed campaign runs, a thread of
-the test stops every process the campaign started (SIGSTOP, through psutil) for 23% of each 20 ms
-period and lets it run the rest, as a frequency cap or a throttled node would. The stopped
-fraction actually achieved is measured (a loaded machine oversleeps), and the injected slowdown
-is 1 / (1 - fraction) - 1: about 30%, known, whatever the benchmark's own scaling (30% more rows
-gave K-Means 20% more time at this size: fixed costs).
+The slowdown is more work: 30% more rows (K-Means' fits scale with the rows), which holds on a
+busy machine too (a CPU throttled by stopping the process does not: the scheduler gives a stopped
+process its share back when it resumes).
+
+The campaigns' runs are interleaved (baseline run 1, neighbour run 1, slowed run 1, baseline run
+2, ...), each campaign's records in its own results folder and ingested as its own campaign: a
+shared machine's background load drifts over minutes, and interleaving makes the drift hit every
+campaign alike instead of deciding the verdict. The neighbour runs only beside the noisy
+campaign's runs.
 
 The repeats are sized from the observed variance, not guessed: the baseline's first runs give
 the run-to-run spread, and regression.repeats_needed the runs every campaign needs to detect a
@@ -23,8 +26,6 @@ import json
 import math
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -32,12 +33,12 @@ import yaml
 
 from helpers_compare import REPO, env
 
-PILOT = 3  # runs of the baseline before its spread is known
+PILOT = 3  # runs of each campaign before the baseline's spread is known
 MAX_RUNS = 6
 DETECT = 0.2  # what the repeats are sized for: below the injected 30%, so that it is found with room
 SLOWDOWN = 0.3
 ROWS = 5000
-NEIGHBOUR = "while True: pass"  # one core kept busy for the whole campaign
+NEIGHBOUR = "while True: pass"  # one core kept busy beside each of the noisy campaign's runs
 
 
 def _config(path: Path, rows: int, runs: int) -> str:
@@ -48,28 +49,31 @@ def _config(path: Path, rows: int, runs: int) -> str:
     return str(path)
 
 
-def run_campaign(root: Path, rows: int, runs: int, only_new: bool = False) -> list[dict]:
-    """Every run of the config through the real path: render its job script, execute it; records in root/records."""
-    from exabench.campaign.plan import expand
-    from exabench.campaign.render import RunPaths, write_run_files
-    from exabench.campaign.site import load_site
-    from exabench.config import load_and_validate
-    from exabench.execute import execute
-    from exabench.records.record import read_record
+class Campaign:
+    """One campaign's runs through the real path, one at a time: render the job script, execute it."""
 
-    root.mkdir(parents=True, exist_ok=True)
-    cfg = _config(root / "noise.yaml", rows, runs)
-    site = load_site(REPO / "profiles" / "local" / "site.yaml")
-    records = []
-    for run in expand(load_and_validate(cfg, "config"), site, cfg):
-        paths = RunPaths(root / "results", run.run_id)
-        if not (only_new and paths.record.exists()):
-            write_run_files(run, site, paths)
-            execute(str(paths.spec))
-        records.append(read_record(paths.record))
-    bad = [r.get("error") for r in records if r["status"] != "ok"]
-    assert not bad, bad
-    return records
+    def __init__(self, root: Path, rows: int):
+        from exabench.campaign.plan import expand
+        from exabench.campaign.site import load_site
+        from exabench.config import load_and_validate
+        root.mkdir(parents=True, exist_ok=True)
+        cfg = _config(root / "noise.yaml", rows, MAX_RUNS)
+        self.root, self.site = root, load_site(REPO / "profiles" / "local" / "site.yaml")
+        self.plan = expand(load_and_validate(cfg, "config"), self.site, cfg)
+        self.records: list[dict] = []
+
+    def run_next(self) -> dict:
+        from exabench.campaign.render import RunPaths, write_run_files
+        from exabench.execute import execute
+        from exabench.records.record import read_record
+        run = self.plan[len(self.records)]
+        paths = RunPaths(self.root / "results", run.run_id)
+        write_run_files(run, self.site, paths)
+        execute(str(paths.spec))
+        rec = read_record(paths.record)
+        assert rec["status"] == "ok", rec.get("error")
+        self.records.append(rec)
+        return rec
 
 
 def run_spread(records: list[dict]) -> float:
@@ -90,49 +94,12 @@ def neighbour():
         proc.wait()
 
 
-@contextlib.contextmanager
-def throttle(slowdown: float, period: float = 0.02):
-    """Every process this one started runs 1 / (1 + slowdown) of the time; yields a dict whose
-    "injected" is the slowdown achieved (from the stopped fraction measured while runs existed)."""
-    import psutil
-    fraction = slowdown / (1 + slowdown)
-    done, figures = threading.Event(), {"stopped": 0.0, "wall": 0.0, "injected": None}
-
-    def cycle():
-        me = psutil.Process()
-        while not done.is_set():
-            t0 = time.perf_counter()
-            kids = me.children(recursive=True)
-            for k in kids:
-                with contextlib.suppress(psutil.Error):
-                    k.suspend()
-            time.sleep(period * fraction)
-            t1 = time.perf_counter()
-            for k in kids:
-                with contextlib.suppress(psutil.Error):
-                    k.resume()
-            time.sleep(period * (1 - fraction))
-            if kids:
-                figures["stopped"] += t1 - t0
-                figures["wall"] += time.perf_counter() - t0
-
-    thread = threading.Thread(target=cycle, daemon=True)
-    thread.start()
-    try:
-        yield figures
-    finally:
-        done.set()
-        thread.join()
-        f = figures["stopped"] / figures["wall"] if figures["wall"] else 0.0
-        figures["injected"] = 1 / (1 - f) - 1
-
-
 def _ingest(work: Path, root: Path) -> str:
-    res = subprocess.run([sys.executable, "-m", "exabench", "ingest", str(root / "results")], cwd=work, env=env(),
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
-    from exabench.analysis import history
-    return history.campaigns(work / "results" / "history.duckdb")["campaign_id"].iloc[-1]
+    """The campaign's records into the store as one campaign; its id."""
+    from exabench.records import store
+    done = store.ingest([root / "results"], work / "results" / "history.duckdb")
+    (campaign,) = done.campaigns
+    return campaign["campaign_id"]
 
 
 def regress(work: Path, current: str, against: str) -> dict:
@@ -147,24 +114,25 @@ def regress(work: Path, current: str, against: str) -> dict:
 
 
 def experiment(work: Path) -> dict:
-    """Baseline; the same config beside a neighbour; the same config on a CPU throttled by 30%.
-    Returns the two verdict rows, the runs per campaign and the baseline's spread."""
+    """Baseline, the same config beside a neighbour, the same config with 30% more rows, their runs
+    interleaved; PILOT runs each, then as many as the baseline's spread asks for (at most MAX_RUNS).
+    Returns the two verdict rows (each against the baseline), the runs per campaign and the spread."""
     from exabench.analysis import regression
 
-    base = work / "baseline"
-    pilot = run_campaign(base, ROWS, PILOT)
-    spread = run_spread(pilot)
-    needed = regression.repeats_needed(DETECT, spread, history_runs=None)
-    runs = min(MAX_RUNS, max(PILOT, needed or MAX_RUNS))
-    run_campaign(base, ROWS, runs, only_new=True)  # topped up to the sized count, ingested as one campaign
-    a = _ingest(work, base)
-    with neighbour():
-        run_campaign(work / "noisy", ROWS, runs)
-    b = _ingest(work, work / "noisy")
-    with throttle(SLOWDOWN) as injected:
-        run_campaign(work / "slowed", ROWS, runs)
-    c = _ingest(work, work / "slowed")
-    out = {"runs": runs, "pilot_spread": spread, "repeats_needed": needed, "injected": injected["injected"],
+    base, noisy, slowed = (Campaign(work / "baseline", ROWS), Campaign(work / "noisy", ROWS),
+                           Campaign(work / "slowed", round(ROWS * (1 + SLOWDOWN))))
+    runs, needed, spread = PILOT, None, None
+    while len(base.records) < runs:
+        base.run_next()
+        with neighbour():
+            noisy.run_next()
+        slowed.run_next()
+        if len(base.records) == PILOT:  # the repeats, sized from the observed variance
+            spread = run_spread(base.records)
+            needed = regression.repeats_needed(DETECT, spread)
+            runs = min(MAX_RUNS, max(PILOT, needed or MAX_RUNS))
+    a, b, c = (_ingest(work, x.root) for x in (base, noisy, slowed))
+    out = {"runs": runs, "pilot_spread": spread, "repeats_needed": needed,
            "noisy": regress(work, b, a), "slowed": regress(work, c, a)}
     (work / "figures.json").write_text(json.dumps(
         {k: ({kk: vv for kk, vv in v.items() if kk != "printed"} if isinstance(v, dict) else v)

@@ -339,6 +339,6 @@ def describe(c: Comparison) -> str:
     if c.ci_low is not None:
         text += f" [CI {c.ci_low:+.1%}, {c.ci_high:+.1%}]"
     text += f", floor {c.floor:.1%}"
-    if c.verdict == "unchanged" and p < ALPHA and abs(c.change) < c.floor:
-        text += " (significant, but within the noise floor)"
+    if c.verdict == "unchanged" and abs(math.log1p(c.change)) < math.log1p(c.floor):
+        text += " (within the noise floor)"
     return text + f", {c.n_current} vs {c.n_history} runs ({c.level})"
