@@ -2,6 +2,8 @@
 tiny K-Means config on this machine, their runs interleaved, their repeats sized from the observed
 run-to-run spread. The same config beside a CPU-burning neighbour process is no change; the same
 config with 30% more rows (30% more work) is `regressed`, slower, with an interval that covers 30%.
+On a machine so busy that the power analysis says the test's runs cannot detect 20%, the slowdown
+half is skipped with the figures, rather than judged by luck.
 `python bench/regression_noise.py --trials 3` runs the experiment again and prints the figures."""
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ def test_a_busy_neighbour_is_no_change_and_a_thirty_percent_slowdown_is_found(tm
                                          "spread_run", "n_current", "n_history", "level")})
     assert noisy["verdict"] == "unchanged", noisy["printed"]
     assert noisy["n_current"] == noisy["n_history"] == out["runs"] and noisy["level"] == "runs"
+    if not out["sized"]:  # the power analysis says no verdict is possible here: say so, do not gamble
+        pytest.skip(f"this machine's run-to-run spread ({out['pilot_spread']:.0%}) needs "
+                    f"{out['repeats_needed'] or 'more than 1000'} runs a campaign to detect 20%, more than the "
+                    f"test's {out['runs']}; the neighbour campaign was no change ({noisy['summary']})")
     assert slowed["verdict"] == "regressed" and slowed["change"] > 0, slowed["printed"]  # time: up is slower
     assert slowed["ci_low"] <= SLOWDOWN <= slowed["ci_high"], slowed["printed"]
     assert "floor" in slowed["printed"] and f"{slowed['floor']:.1%}" in slowed["printed"]
