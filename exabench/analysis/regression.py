@@ -39,8 +39,9 @@ normal approximation): with H history campaigns and N_h history runs, the next c
 
     n = ceil( s_r^2 / ( (ln(1 + D) / (z_{1-alpha/2} + z_{1-beta}))^2 - s_c^2 (1 + 1/H) - s_r^2 / N_h ) )
 
-runs; none suffices when the bracket is <= 0 (the campaign-to-campaign spread alone hides D:
-more history campaigns are needed, not more repeats). For two new campaigns of n runs each
+runs; where the history is too short for any n, n is for two campaigns of n runs each (the next
+one and one more of history); none suffices when the campaign-to-campaign spread alone hides D
+(more history campaigns are needed, not more repeats). For two new campaigns of n runs each
 (no history yet), n = ceil(2 s_r^2 (z_{1-alpha/2} + z_{1-beta})^2 / ln(1 + D)^2). At a few runs
 the z quantiles are replaced by Student's t at the test's degrees of freedom (n + N_h - 2, or
 H - 1 where campaigns vary), and n is the smallest that satisfies the inequality behind the
@@ -135,8 +136,8 @@ def repeats_needed(change: float, spread_run: float, spread_campaign: float = 0.
         var = (spread_campaign or 0.0) ** 2 * (1 + 1 / hist_camps) + spread_run ** 2 * (1 / n + 1 / h_runs)
         return q * math.sqrt(var) <= math.log1p(change)
 
-    if history_runs is not None and not enough(math.inf):
-        return None
+    if history_runs is not None and not enough(math.inf):  # too short a history for any n: size both sides
+        return repeats_needed(change, spread_run, spread_campaign, history_campaigns, None, alpha, power)
     n = 2
     while not enough(n):  # doubling, then bisection: a few quantile calls, not one per n
         n *= 2
