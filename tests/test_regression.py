@@ -72,7 +72,7 @@ def test_a_thirty_percent_slowdown_is_regressed_with_an_interval_covering_it(see
     hist = _campaign(rng, "h", 5)
     c = _judge(_campaign(rng, "c", 5, level=1.3), hist)
     assert c.verdict == "regressed" and c.p_adjusted < 0.01 and c.level == "runs"
-    assert c.ci_low < 0.3 < c.ci_high and c.ci_low > c.floor
+    assert c.ci_low < 0.3 < c.ci_high and c.change > c.floor
     assert "not estimable from one history campaign" in c.note
     assert c.effect > 3  # the change, in run-to-run spreads
 
@@ -95,13 +95,15 @@ def test_a_significant_change_below_the_noise_floor_is_unchanged():
     assert quiet.floor == reg.MIN_CHANGE and quiet.verdict == "regressed"
 
 
-def test_the_floor_is_two_run_to_run_spreads():
+def test_the_floor_is_two_spreads_of_one_run():
     hist = [reg.Run("h", v) for v in (1.0, 1.1, 0.9, 1.05)]
     cur = [reg.Run("c", v) for v in (1.0, 1.02)]
     c = reg.compare_runs(cur, hist)
     logs = [np.log([1.0, 1.1, 0.9, 1.05]), np.log([1.0, 1.02])]
     s = math.sqrt(sum(((g - g.mean()) ** 2).sum() for g in logs) / (4 - 1 + 2 - 1))
-    assert c.spread_run == pytest.approx(s) and c.floor == pytest.approx(math.expm1(2 * s))
+    # One history campaign: the campaign level, unmeasured, is taken as large as the run level.
+    assert c.spread_run == pytest.approx(s) and c.floor == pytest.approx(math.expm1(2 * math.sqrt(2) * s))
+    assert c.spread_campaign is None and "as large as the run-to-run spread" in c.note
 
 
 def test_repeats_needed_follows_the_formula_and_keeps_its_power_in_a_simulation():

@@ -316,7 +316,7 @@ def regression_line(df: pd.DataFrame) -> str:
     return (f"regression of {', '.join(df.attrs.get('current_ids', []))} against "
             f"{len(df.attrs.get('history_ids', []))} earlier campaign(s), run by run: {counts} "
             f"(alpha {df.attrs.get('alpha')}, {df.attrs.get('correction')} correction; a change below the noise "
-            f"floor, max({df.attrs.get('min_change'):.0%}, {regression.FLOOR_SPREADS:g} run-to-run spreads), is "
+            f"floor, max({df.attrs.get('min_change'):.0%}, {regression.FLOOR_SPREADS:g} spreads of one run), is "
             f"unchanged; `repeats for {df.attrs.get('detect', regression.DETECT):.0%}`: runs the next campaign "
             f"needs to detect that change, or the floor if larger, with power {regression.POWER:.0%})")
 

@@ -32,7 +32,9 @@ dependence), never a test that treats steps as independent.
 The noise floor: the run-to-run spread on this system, s = sqrt(s_c^2 + s_r^2), is how far one
 run lies from the system's level; about 95% of single runs fall within +-2 s. A change smaller
 than that (and than `min_change`) is `unchanged` however small its p-value:
-floor = max(min_change, exp(2 s) - 1).
+floor = max(min_change, exp(2 s) - 1). With one history campaign s_c is not measured and is taken
+as large as s_r (s = sqrt(2) s_r): a campaign varies at least as much as its runs, since what
+shifts a campaign (a neighbour, another node) shifts every run in it.
 
 Repeats needed to detect a change D (power analysis, two-sided level alpha, power 1 - beta,
 normal approximation): with H history campaigns and N_h history runs, the next campaign needs
@@ -209,7 +211,9 @@ def compare_runs(current: list[Run], history: list[Run], higher_is_better: bool 
     if df_r or var_c is not None:
         out.spread_run = math.sqrt(var_r)
         out.spread_campaign = math.sqrt(var_c) if var_c is not None else None
-        out.floor = _floor(math.sqrt(var_r + (var_c or 0.0)), min_change)
+        # An unmeasured campaign level (one history campaign) is taken as large as the run level:
+        # a campaign varies at least as much as its runs (a neighbour shifts every run of it).
+        out.floor = _floor(math.sqrt(var_r + (var_c if var_c is not None else var_r)), min_change)
         out.repeats_needed = repeats_needed(max(detect, out.floor), out.spread_run, out.spread_campaign or 0.0,
                                             max(1, len(hist)), n_h or None, alpha)
     if not n_c or not n_h:
@@ -225,8 +229,8 @@ def compare_runs(current: list[Run], history: list[Run], higher_is_better: bool 
     runs_only = var_r * (1 / n_c + 1 / n_h)
     if var_m is None:
         var_d, df = runs_only, df_r
-        out.note = ("campaign-to-campaign spread not estimable from one history campaign: "
-                    "the noise floor guards against a campaign-wide shift")
+        out.note = ("campaign-to-campaign spread not estimable from one history campaign: the noise "
+                    "floor takes it as large as the run-to-run spread")
     else:
         # var(d) = s_c^2 (1/C + 1/H) + s_r^2 (1/N_c + 1/N_h) with s_c^2 = v_m - s_r^2 mean(1/n):
         # a combination of the two mean squares, its degrees of freedom Satterthwaite's. With as
