@@ -38,7 +38,8 @@ def main() -> int:
         covered = slowed["ci_low"] <= SLOWDOWN <= slowed["ci_high"]
         found += slowed["verdict"] == "regressed" and slowed["change"] > 0 and covered
         print(f"trial {trial}: {out['runs']} runs a campaign (baseline pilot spread {out['pilot_spread']:.1%}, "
-              f"repeats needed for 20%: {out['repeats_needed'] or '> 1000'}), "
+              f"floor {out['pilot_floor']:.1%}, repeats needed for 20%: {out['repeats_needed'] or '> 1000'}"
+              f"{'' if out['sized'] else ': too noisy for the test, which skips its slowdown half'}), "
               f"{time.perf_counter() - t0:.0f} s")
         for name, row in (("neighbour", noisy), ("+30% rows", slowed)):
             print(f"  {name:10s} {row['verdict']:10s} change {row['change']:+.1%} "

@@ -117,8 +117,9 @@ def experiment(work: Path) -> dict:
     """Baseline, the same config beside a neighbour, the same config with 30% more rows, their runs
     interleaved; PILOT runs each, then as many as the baseline's spread asks for (at most MAX_RUNS).
     Returns the two verdict rows (each against the baseline), the runs per campaign, the spread, and
-    `sized`: whether the runs reached what the spread asks for (a machine too busy for MAX_RUNS
-    runs to detect DETECT is named so, not judged by luck)."""
+    `sized`: whether the runs reached what the spread asks for and the noise floor the spread
+    implies (one history campaign: 2 sqrt(2) spreads) is below DETECT (a machine too busy for
+    MAX_RUNS runs to detect DETECT is named so, not judged by luck)."""
     from exabench.analysis import regression
 
     base, noisy, slowed = (Campaign(work / "baseline", ROWS), Campaign(work / "noisy", ROWS),
@@ -135,7 +136,9 @@ def experiment(work: Path) -> dict:
             runs = min(MAX_RUNS, max(PILOT, needed or MAX_RUNS))
     a, b, c = (_ingest(work, x.root) for x in (base, noisy, slowed))
     out = {"runs": runs, "pilot_spread": spread, "repeats_needed": needed,
-           "sized": needed is not None and needed <= MAX_RUNS,
+           "pilot_floor": math.expm1(regression.FLOOR_SPREADS * math.sqrt(2) * spread),
+           "sized": needed is not None and needed <= MAX_RUNS
+           and math.expm1(regression.FLOOR_SPREADS * math.sqrt(2) * spread) < DETECT,
            "noisy": regress(work, b, a), "slowed": regress(work, c, a)}
     (work / "figures.json").write_text(json.dumps(
         {k: ({kk: vv for kk, vv in v.items() if kk != "printed"} if isinstance(v, dict) else v)

@@ -26,9 +26,10 @@ def test_a_busy_neighbour_is_no_change_and_a_thirty_percent_slowdown_is_found(tm
     assert noisy["verdict"] == "unchanged", noisy["printed"]
     assert noisy["n_current"] == noisy["n_history"] == out["runs"] and noisy["level"] == "runs"
     if not out["sized"]:  # the power analysis says no verdict is possible here: say so, do not gamble
-        pytest.skip(f"this machine's run-to-run spread ({out['pilot_spread']:.0%}) needs "
-                    f"{out['repeats_needed'] or 'more than 1000'} runs a campaign to detect 20%, more than the "
-                    f"test's {out['runs']}; the neighbour campaign was no change ({noisy['summary']})")
+        pytest.skip(f"this machine's run-to-run spread ({out['pilot_spread']:.0%}) gives a noise floor of "
+                    f"{out['pilot_floor']:.0%} and needs {out['repeats_needed'] or 'more than 1000'} runs a campaign "
+                    f"to detect 20% (the test runs {out['runs']}); the neighbour campaign was no change "
+                    f"({noisy['summary']})")
     assert slowed["verdict"] == "regressed" and slowed["change"] > 0, slowed["printed"]  # time: up is slower
     assert slowed["ci_low"] <= SLOWDOWN <= slowed["ci_high"], slowed["printed"]
     assert "floor" in slowed["printed"] and f"{slowed['floor']:.1%}" in slowed["printed"]
