@@ -16,7 +16,7 @@ load, time of day), so the model has two levels (one-way random effects, as Kali
 - s_c^2, the campaign-to-campaign variance, from the spread of the history's campaign means:
   v_m = var(means), H - 1 degrees of freedom with H history campaigns, estimates
   s_c^2 + s_r^2 mean(1/runs) (the one-way ANOVA). With one history campaign it cannot be
-  estimated: the verdict says so, and the noise floor is what guards against a campaign-wide shift;
+  estimated: the verdict says so, and the noise floor (below) guards against a campaign-wide shift;
 - the change d is the difference of the mean log summaries, current - history (campaigns
   weighed alike; a ratio of geometric means: change = exp(d) - 1), its variance
   var(d) = s_c^2 (1/C + 1/H) + s_r^2 (1/N_c + 1/N_h) with C, H campaigns and N_c, N_h runs,
@@ -37,7 +37,7 @@ as large as s_r (s = sqrt(2) s_r): a campaign varies at least as much as its run
 shifts a campaign (a neighbour, another node) shifts every run in it.
 
 Repeats needed to detect a change D (power analysis, two-sided level alpha, power 1 - beta,
-normal approximation): with H history campaigns and N_h history runs, the next campaign needs
+normal approximation; D is at least the floor, since nothing smaller is ever a verdict): with H history campaigns and N_h history runs, the next campaign needs
 
     n = ceil( s_r^2 / ( (ln(1 + D) / (z_{1-alpha/2} + z_{1-beta}))^2 - s_c^2 (1 + 1/H) - s_r^2 / N_h ) )
 
