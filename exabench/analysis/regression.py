@@ -209,12 +209,12 @@ def compare_runs(current: list[Run], history: list[Run], higher_is_better: bool 
     inv_n = float(np.mean([1.0 / len(g) for g in hist.values()])) if hist else 0.0
     var_c = max(0.0, var_m - var_r * inv_n) if var_m is not None else None
     if df_r or var_c is not None:
-        out.spread_run = math.sqrt(var_r)
+        out.spread_run = math.sqrt(var_r) if df_r else None  # one run per campaign: not measured apart
         out.spread_campaign = math.sqrt(var_c) if var_c is not None else None
         # An unmeasured campaign level (one history campaign) is taken as large as the run level:
         # a campaign varies at least as much as its runs (a neighbour shifts every run of it).
         out.floor = _floor(math.sqrt(var_r + (var_c if var_c is not None else var_r)), min_change)
-        out.repeats_needed = repeats_needed(max(detect, out.floor), out.spread_run, out.spread_campaign or 0.0,
+        out.repeats_needed = repeats_needed(max(detect, out.floor), math.sqrt(var_r), out.spread_campaign or 0.0,
                                             max(1, len(hist)), n_h or None, alpha)
     if not n_c or not n_h:
         out.note = "no history" if n_c else "no current run"
