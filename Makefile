@@ -4,12 +4,19 @@ VENV ?= .venv
 PROFILE ?= profiles/local
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup run test test-repeat lint dry-run gpu-check
+.PHONY: setup run rerun test test-repeat lint dry-run gpu-check
 setup:
 	bash scripts/setup.sh
 
 run: setup
-	$(VENV)/bin/exabench run --profile $(PROFILE)
+	$(VENV)/bin/exabench run --profile $(PROFILE) $(SNAKEMAKE_ARGS)
+
+# A fresh campaign of the same config (docs/history.md, "Re-running a campaign"): every run again;
+# the replaced records stay under records/archive/ and in the results store, where the new
+# campaign joins the history that `exabench history regress` judges it against.
+# SNAKEMAKE_ARGS passes more, e.g. SNAKEMAKE_ARGS="--configfile config/analytics.yaml".
+rerun: setup
+	$(VENV)/bin/exabench run --profile $(PROFILE) --forcerun run_benchmark $(SNAKEMAKE_ARGS)
 
 dry-run: setup
 	$(VENV)/bin/exabench run --profile $(PROFILE) -n

@@ -296,7 +296,7 @@ def cmd_history_compare(args) -> int:
 def cmd_history_regress(args) -> int:
     from exabench.analysis import history
     df = history.regressions(args.store, args.current, args.against, args.last, not args.any_system, args.metric,
-                             args.alpha, args.min_change, args.correction)
+                             args.alpha, args.min_change, args.correction, detect=args.detect)
     print(history.write_regressions(df, args.csv, args.markdown))
     return 1 if args.strict and (df["verdict"] == "regressed").any() else 0
 
@@ -543,7 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
                            ("compare", cmd_history_compare, "two selections side by side per benchmark, parameter "
                                                             "set and metric, with aggregations"),
                            ("regress", cmd_history_regress, "regression verdicts of a campaign against its history "
-                                                            "(Mann-Whitney U, bootstrap CI, BH/Holm)")):
+                                                            "(runs as the unit, noise floor, repeats needed)")):
         q = hsub.add_parser(name, help=text)
         q.add_argument("--store", help="the results store (default: `history --store`, results/history.duckdb)")
         q.add_argument("--csv", help="also write the table as CSV here")
@@ -568,7 +568,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="also history from other system fingerprints (default: the same hardware only)")
             q.add_argument("--alpha", type=float, default=0.01, help="significance level (default %(default)s)")
             q.add_argument("--min-change", type=float, default=0.05,
-                           help="smallest relative change of the median that counts (default %(default)s)")
+                           help="smallest relative change that counts, whatever the noise floor "
+                                "(default %(default)s)")
+            q.add_argument("--detect", type=float, default=0.10,
+                           help="the change the `repeats for` column is sized for (default %(default)s)")
             q.add_argument("--correction", default="bh", choices=("bh", "holm", "none"),
                            help="multiple-comparison correction across the campaign (default %(default)s)")
             q.add_argument("--strict", action="store_true", help="exit 1 when any metric regressed")

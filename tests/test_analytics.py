@@ -359,3 +359,23 @@ def test_an_analytics_run_imports_no_deep_learning_framework(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
     assert json.loads(paths.record.read_text())["status"] == "ok"
+
+
+def test_short_fits_give_many_samples_and_long_ones_stop_at_the_budget():
+    # The run is a regression test's unit, its spread measured from the timed fits inside it: a
+    # short fit gets every repeat, a long one stops once the budget is spent, never below MIN_TIMED.
+    import time as clock
+    from exabench.training.distributed import Collectives, World
+    coll = Collectives(World(0, 1, 0, 1, "single", False))
+    calls = []
+
+    def fit(rep, seconds):
+        calls.append(rep)
+        clock.sleep(seconds)
+        return rep
+
+    short, last = analytics.timed_repeats(lambda r: fit(r, 0.0), 20, 1, analytics.TimedComm(), coll, budget_s=30)
+    assert len(short["time"]) == 20 and last == 20 and len(calls) == 21
+    long, _ = analytics.timed_repeats(lambda r: fit(r, 0.02), 20, 0, analytics.TimedComm(), coll, budget_s=0.01)
+    assert len(long["time"]) == analytics.MIN_TIMED
+    assert get("kmeans").Params().repeats == 20 and get("kmeans").Params().budget_s == 30

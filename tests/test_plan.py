@@ -30,6 +30,10 @@ def test_ids_are_stable_and_unique(two_core_site):
     b = [r.run_id for r in plan(two_core_site, bench, repeats=2)]
     assert a == b and len(set(a)) == len(a) == 6
     assert "resnet50.tiny.bf16.n1r1t2.rep2" in a
+    # The repeats of one run are one series in the results store: a regression test's runs.
+    from exabench.records.store import series_of
+    assert {series_of(i) for i in a} == {"resnet50.tiny.fp32.n1r1t2", "resnet50.tiny.bf16.n1r1t2",
+                                          "kmeans.tiny.float64.n1r1t2"}
 
 
 def test_preset_and_fixed_params(two_core_site):

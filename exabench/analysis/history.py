@@ -204,9 +204,12 @@ def _fmt(x) -> str:
     return str(x)
 
 
-def to_markdown(df: pd.DataFrame, title: str, percent: tuple[str, ...] = ("change", "ci_low", "ci_high")) -> str:
+def to_markdown(df: pd.DataFrame, title: str,
+                percent: tuple[str, ...] = ("change", "ci_low", "ci_high", "floor", "spread_run")) -> str:
     header = list(df.columns)
-    rows = [[(f"{v:+.1%}" if c in percent and isinstance(v, float) and not math.isnan(v) else _fmt(v))
+    unsigned = ("floor", "spread_run")  # sizes, not changes
+    rows = [[((f"{v:.1%}" if c in unsigned else f"{v:+.1%}") if c in percent and isinstance(v, float)
+              and not math.isnan(v) else _fmt(v))
              for c, v in zip(header, r)] for r in df.itertuples(index=False)]
     return f"# {title}\n\n" + "\n".join(markdown_table(header, rows)) + "\n"
 
@@ -223,23 +226,36 @@ def write_table(df: pd.DataFrame, title: str, csv: str | None = None, markdown: 
 
 # --- regression verdicts -----------------------------------------------------------------------
 
-REGRESSION_COLUMNS = ["site", "benchmark", "series", "metric", "unit", "verdict", "n_current", "n_history",
-                      "campaigns_history", "median_current", "median_history", "change", "ci_low", "ci_high",
-                      "p_value", "p_adjusted", "effect", "params_differ", "summary"]
+REGRESSION_COLUMNS = ["site", "benchmark", "series", "metric", "unit", "verdict", "level", "n_current", "n_history",
+                      "campaigns_current", "campaigns_history", "median_current", "median_history", "change", "ci_low",
+                      "ci_high", "p_value", "p_adjusted", "effect", "spread_run", "spread_campaign", "floor", "detect",
+                      "repeats_needed", "note", "params_differ", "summary"]
+
+
+def _runs(group: pd.DataFrame) -> list[regression.Run]:
+    """One regression.Run per record of the group: its campaign, its value (the run's summary) and steps."""
+    return [regression.Run(cid, float(v) if v is not None and not pd.isna(v) else math.nan,
+                           [float(x) for x in s] if s is not None else [])
+            for cid, v, s in zip(group["campaign_id"], group["value"], group["samples"])]
 
 
 def regressions(store: str | Path = DEFAULT_STORE, current: str = "latest", against: str | None = None,
                 last: int | None = None, same_system: bool = True, metric: str = "headline",
                 alpha: float = regression.ALPHA, min_change: float = regression.MIN_CHANGE,
-                correction: str = "bh", seed: int = 0) -> pd.DataFrame:
-    """Regression verdicts of the current selection's metrics against their history.
+                correction: str = "bh", seed: int = 0, detect: float = regression.DETECT) -> pd.DataFrame:
+    """Regression verdicts of the current selection's metrics against their history, run by run
+    (exabench/analysis/regression.py: each run one sample, campaigns a level of their own).
 
     The history of a metric is the same site, series (run id without repeat) and metric in the
     `against` selection (default: every campaign that started before the current one), minus
     the current campaigns, limited to campaigns on the same system fingerprint unless
-    `same_system` is off, and to the `last` N of them when given."""
+    `same_system` is off, and to the `last` N of them when given. `detect`: the change the
+    repeats_needed column is sized for."""
     if correction not in regression.CORRECTIONS:
         raise SelectionError(f"correction {correction!r} is not valid; valid: {', '.join(regression.CORRECTIONS)}")
+    for name, value in (("--alpha", alpha), ("--min-change", min_change), ("--detect", detect)):
+        if not 0 < value < 1:
+            raise SelectionError(f"{name} {value!r} is not valid; valid: a fraction between 0 and 1 (e.g. 0.05)")
     table = campaigns(store)
     cur_ids = select(table, current)
     if not cur_ids:
@@ -264,20 +280,19 @@ def regressions(store: str | Path = DEFAULT_STORE, current: str = "latest", agai
             keep = list(dict.fromkeys(h.sort_values("started")["campaign_id"]))[-last:]
             h = h[h["campaign_id"].isin(keep)]
         hib = c["higher_is_better"].dropna()
-        comp = regression.compare_samples(_values(c), _values(h), bool(hib.iloc[0]) if len(hib) else True,
-                                          alpha=alpha, seed=seed)
-        differ = _params_differ(c, h)
+        comp = regression.compare_runs(_runs(c), _runs(h), bool(hib.iloc[0]) if len(hib) else True, alpha=alpha,
+                                       min_change=min_change, detect=detect, seed=seed)
         comps.append(comp)
         rows.append({"site": site, "benchmark": benchmark, "series": series, "metric": name, "unit": unit,
-                     "campaigns_history": h["campaign_id"].nunique(), "params_differ": differ})
-    regression.judge_all(comps, alpha, min_change, correction)
+                     "params_differ": _params_differ(c, h)})
+    regression.judge_all(comps, alpha, correction)
     for row, comp in zip(rows, comps):
         row.update({k: v for k, v in comp.to_dict().items() if k != "higher_is_better"})
         row["summary"] = regression.describe(comp) + (f" (parameters differ: {row['params_differ']})"
                                                        if row["params_differ"] else "")
     out = pd.DataFrame(rows, columns=REGRESSION_COLUMNS)
     out.attrs.update({"current": current, "current_ids": cur_ids, "history_ids": hist_ids, "alpha": alpha,
-                      "min_change": min_change, "correction": correction})
+                      "min_change": min_change, "correction": correction, "detect": detect})
     return out
 
 
@@ -299,14 +314,18 @@ def regression_counts(df: pd.DataFrame) -> dict[str, int]:
 def regression_line(df: pd.DataFrame) -> str:
     counts = ", ".join(f"{n} {v}" for v, n in regression_counts(df).items()) or "no metrics"
     return (f"regression of {', '.join(df.attrs.get('current_ids', []))} against "
-            f"{len(df.attrs.get('history_ids', []))} earlier campaign(s): {counts} "
-            f"(alpha {df.attrs.get('alpha')}, {df.attrs.get('correction')} correction, "
-            f"min change {df.attrs.get('min_change'):.0%})")
+            f"{len(df.attrs.get('history_ids', []))} earlier campaign(s), run by run: {counts} "
+            f"(alpha {df.attrs.get('alpha')}, {df.attrs.get('correction')} correction; a change below the noise "
+            f"floor, max({df.attrs.get('min_change'):.0%}, {regression.FLOOR_SPREADS:g} spreads of one run), is "
+            f"unchanged; `repeats for {df.attrs.get('detect', regression.DETECT):.0%}`: runs the next campaign "
+            f"needs to detect that change, or the floor if larger, with power {regression.POWER:.0%})")
 
 
 def write_regressions(df: pd.DataFrame, csv: str | None = None, markdown: str | None = None) -> str:
-    shown = df[["site", "series", "metric", "verdict", "n_current", "n_history", "median_current", "median_history",
-                "change", "ci_low", "ci_high", "p_adjusted", "effect"]]
+    detect = df.attrs.get("detect", regression.DETECT)
+    shown = df[["site", "series", "metric", "verdict", "floor", "change", "ci_low", "ci_high", "p_adjusted",
+                "level", "n_current", "n_history", "campaigns_history", "spread_run", "repeats_needed", "note"]]
+    shown = shown.rename(columns={"repeats_needed": f"repeats for {detect:.0%}"})
     text = write_table(shown, "Regression verdicts", None, markdown)
     if csv:
         atomic_write_text(csv, df.to_csv(index=False))

@@ -171,13 +171,21 @@ def blas_threads(n: int):
         yield
 
 
-def timed_repeats(fit_once, repeats: int, warmup: int, tcomm: TimedComm, collectives):
-    """Run `fit_once(rep)` warmup + repeats times; returns (time, compute, comm) samples, each the
-    max over ranks, of the timed repeats, and the result of the last one."""
+MIN_TIMED = 5  # timed fits a run keeps whatever its budget: a per-run distribution, not one number
+
+
+def timed_repeats(fit_once, repeats: int, warmup: int, tcomm: TimedComm, collectives, budget_s: float = math.inf):
+    """Run `fit_once(rep)` warmup + up to `repeats` times; returns (time, compute, comm) samples,
+    each the max over ranks, of the timed repeats, and the result of the last one. Timing stops
+    early once MIN_TIMED fits (or `repeats`, if fewer) are timed and their times add up to
+    `budget_s`: short fits get many samples, long ones are not repeated for hours. Every rank
+    sees the same max-over-ranks times, so all stop together."""
     samples = {"time": [], "compute_time": [], "comm_time": []}
     result = None
     with contextlib.ExitStack() as region:  # the energy meter's timed region: from the first timed repeat
         for rep in range(warmup + repeats):
+            if len(samples["time"]) >= MIN_TIMED and sum(samples["time"]) >= budget_s:
+                break
             tcomm.seconds = 0.0
             tcomm.barrier()
             if rep == warmup:
@@ -252,7 +260,10 @@ class AnalyticsParams:
     dtype: str = param("float64", "storage and arithmetic precision", choices=("float64", "float32"))
     data: str = param("synthetic", "synthetic (the suite's generated rows) or iris (validation on scikit-learn's "
                       "iris, 150 x 4; size_per_node and cols are then ignored)", choices=DATA_CHOICES)
-    repeats: int = param(3, "timed fits (each a sample)", minimum=1)
+    repeats: int = param(20, "timed fits (each a sample), at most: enough for a per-run distribution (the unit "
+                         "of a regression test is the run, its spread comes from these)", minimum=1)
+    budget_s: float = param(30.0, "stop timing once the timed fits add up to this many seconds and at least 5 "
+                            "(or `repeats`) are timed", minimum=0.0)
     warmup: int = param(1, "untimed fits before the timed ones", minimum=0)
     seed: int = param(1234, "seed of the data (by chunk of rows) and of any random initialisation")
     scaling: str = param("weak", "weak: size_per_node on every node (the suite's mode); strong: size_per_node is "

@@ -222,7 +222,8 @@ class KMeans(AnalyticsBenchmark):
             return fit, fits
 
         with blas_threads(ctx.threads):
-            samples, (fit, fits) = timed_repeats(fit_once, p.repeats, p.warmup, tcomm, ctx.collectives)
+            samples, (fit, fits) = timed_repeats(fit_once, p.repeats, p.warmup, tcomm, ctx.collectives,
+                                                 p.budget_s)
             # Sanity, untimed, on the last k: continue to convergence from the last timed state.
             k = ks[-1]
             centres, _, objectives = fits[-1]

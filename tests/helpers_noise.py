@@ -1,0 +1,146 @@
+"""The two-campaign experiment of `history regress` under real machine noise (tests/test_regression_noise.py,
+bench/regression_noise.py): campaigns of one tiny K-Means config run through the real path (plan ->
+job script -> runner -> record -> results store), one of them beside a CPU-burning neighbour
+process, one with 30% more rows (the injected slowdown), each judged against the
+baseline by the `exabench history regress` command (each alone against the baseline: with two
+history campaigns the campaign would be the unit, and one degree of freedom decides nothing).
+
+The slowdown is more work: 30% more rows (K-Means' fits scale with the rows), which holds on a
+busy machine too (a CPU throttled by stopping the process does not: the scheduler gives a stopped
+process its share back when it resumes).
+
+The campaigns' runs are interleaved (baseline run 1, neighbour run 1, slowed run 1, baseline run
+2, ...), each campaign's records in its own results folder and ingested as its own campaign: a
+shared machine's background load drifts over minutes, and interleaving makes the drift hit every
+campaign alike instead of deciding the verdict. The neighbour runs only beside the noisy
+campaign's runs.
+
+The repeats are sized from the observed variance, not guessed: the baseline's first runs give
+the run-to-run spread, and regression.repeats_needed the runs every campaign needs to detect a
+20% change (so 30% is found with room to spare), between PILOT and MAX_RUNS."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from helpers_compare import REPO, env
+
+PILOT = 3  # runs of each campaign before the baseline's spread is known
+MAX_RUNS = 6
+DETECT = 0.2  # what the repeats are sized for: below the injected 30%, so that it is found with room
+SLOWDOWN = 0.3
+ROWS = 5000
+NEIGHBOUR = "while True: pass"  # one core kept busy beside each of the noisy campaign's runs
+
+
+def _config(path: Path, rows: int, runs: int) -> str:
+    path.write_text(yaml.safe_dump({
+        "campaign": "noise", "preset": "tiny", "repeats": runs, "timeout_s": 300,
+        "benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [1], "threads_per_rank": [1]},
+                        "params": {"size_per_node": f"{rows}rows", "repeats": 10, "budget_s": 5}}]}))
+    return str(path)
+
+
+class Campaign:
+    """One campaign's runs through the real path, one at a time: render the job script, execute it."""
+
+    def __init__(self, root: Path, rows: int):
+        from exabench.campaign.plan import expand
+        from exabench.campaign.site import load_site
+        from exabench.config import load_and_validate
+        root.mkdir(parents=True, exist_ok=True)
+        cfg = _config(root / "noise.yaml", rows, MAX_RUNS)
+        self.root, self.site = root, load_site(REPO / "profiles" / "local" / "site.yaml")
+        self.plan = expand(load_and_validate(cfg, "config"), self.site, cfg)
+        self.records: list[dict] = []
+
+    def run_next(self) -> dict:
+        from exabench.campaign.render import RunPaths, write_run_files
+        from exabench.execute import execute
+        from exabench.records.record import read_record
+        run = self.plan[len(self.records)]
+        paths = RunPaths(self.root / "results", run.run_id)
+        write_run_files(run, self.site, paths)
+        execute(str(paths.spec))
+        rec = read_record(paths.record)
+        assert rec["status"] == "ok", rec.get("error")
+        self.records.append(rec)
+        return rec
+
+
+def run_spread(records: list[dict]) -> float:
+    """The run-to-run spread of the records' headline (sd of log per-run times)."""
+    logs = [math.log(r["metrics"]["time"]["value"]) for r in records]
+    mean = sum(logs) / len(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+
+
+@contextlib.contextmanager
+def neighbour():
+    """A CPU-burning process beside the campaign (the test's own, ended by its pid)."""
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _ingest(work: Path, root: Path) -> str:
+    """The campaign's records into the store as one campaign; its id."""
+    from exabench.records import store
+    done = store.ingest([root / "results"], work / "results" / "history.duckdb")
+    (campaign,) = done.campaigns
+    return campaign["campaign_id"]
+
+
+def regress(work: Path, current: str, against: str) -> dict:
+    """`exabench history regress` of one campaign against another: its one row, and what it printed."""
+    res = subprocess.run([sys.executable, "-m", "exabench", "history", "regress", "--current", f"campaign:{current}",
+                          "--against", f"campaign:{against}", "--csv", "regress.csv"], cwd=work, env=env(),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    row = pd.read_csv(work / "regress.csv").iloc[0].to_dict()
+    row["printed"] = res.stdout
+    return row
+
+
+def experiment(work: Path) -> dict:
+    """Baseline, the same config beside a neighbour, the same config with 30% more rows, their runs
+    interleaved; PILOT runs each, then as many as the baseline's spread asks for (at most MAX_RUNS).
+    Returns the two verdict rows (each against the baseline), the runs per campaign, the spread, and
+    `sized`: whether the runs reached what the spread asks for and the noise floor the spread
+    implies (one history campaign: 2 sqrt(2) spreads) is below DETECT (a machine too busy for
+    MAX_RUNS runs to detect DETECT is named so, not judged by luck)."""
+    from exabench.analysis import regression
+
+    base, noisy, slowed = (Campaign(work / "baseline", ROWS), Campaign(work / "noisy", ROWS),
+                           Campaign(work / "slowed", round(ROWS * (1 + SLOWDOWN))))
+    runs, needed, spread = PILOT, None, None
+    while len(base.records) < runs:
+        base.run_next()
+        with neighbour():
+            noisy.run_next()
+        slowed.run_next()
+        if len(base.records) == PILOT:  # the repeats, sized from the observed variance
+            spread = run_spread(base.records)
+            needed = regression.repeats_needed(DETECT, spread)
+            runs = min(MAX_RUNS, max(PILOT, needed or MAX_RUNS))
+    a, b, c = (_ingest(work, x.root) for x in (base, noisy, slowed))
+    out = {"runs": runs, "pilot_spread": spread, "repeats_needed": needed,
+           "pilot_floor": math.expm1(regression.FLOOR_SPREADS * math.sqrt(2) * spread),
+           "sized": needed is not None and needed <= MAX_RUNS
+           and math.expm1(regression.FLOOR_SPREADS * math.sqrt(2) * spread) < DETECT,
+           "noisy": regress(work, b, a), "slowed": regress(work, c, a)}
+    (work / "figures.json").write_text(json.dumps(
+        {k: ({kk: vv for kk, vv in v.items() if kk != "printed"} if isinstance(v, dict) else v)
+         for k, v in out.items()}, indent=1, default=str))
+    return out

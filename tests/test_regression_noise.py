@@ -1,0 +1,36 @@
+"""`exabench history regress` under real machine noise (tests/helpers_noise.py): campaigns of one
+tiny K-Means config on this machine, their runs interleaved, their repeats sized from the observed
+run-to-run spread. The same config beside a CPU-burning neighbour process is no change; the same
+config with 30% more rows (30% more work) is `regressed`, slower, with an interval that covers 30%.
+On a machine so busy that the power analysis says the test's runs cannot detect 20%, the slowdown
+half is skipped with the figures, rather than judged by luck.
+`python bench/regression_noise.py --trials 3` runs the experiment again and prints the figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import requires_mpi
+from helpers_noise import SLOWDOWN, experiment
+
+
+@requires_mpi
+@pytest.mark.timeout(900)
+def test_a_busy_neighbour_is_no_change_and_a_thirty_percent_slowdown_is_found(tmp_path):
+    out = experiment(tmp_path)
+    noisy, slowed = out["noisy"], out["slowed"]
+    print({k: out[k] for k in ("runs", "pilot_spread", "repeats_needed")})
+    for name, row in (("noisy", noisy), ("slowed", slowed)):
+        print(name, {k: row[k] for k in ("verdict", "change", "ci_low", "ci_high", "p_adjusted", "floor",
+                                         "spread_run", "n_current", "n_history", "level")})
+    assert noisy["verdict"] == "unchanged", noisy["printed"]
+    assert noisy["n_current"] == noisy["n_history"] == out["runs"] and noisy["level"] == "runs"
+    if not out["sized"]:  # the power analysis says no verdict is possible here: say so, do not gamble
+        pytest.skip(f"this machine's run-to-run spread ({out['pilot_spread']:.0%}) gives a noise floor of "
+                    f"{out['pilot_floor']:.0%} and needs {out['repeats_needed'] or 'more than 1000'} runs a campaign "
+                    f"to detect 20% (the test runs {out['runs']}); the neighbour campaign was no change "
+                    f"({noisy['summary']})")
+    assert slowed["verdict"] == "regressed" and slowed["change"] > 0, slowed["printed"]  # time: up is slower
+    assert slowed["ci_low"] <= SLOWDOWN <= slowed["ci_high"], slowed["printed"]
+    assert "floor" in slowed["printed"] and f"{slowed['floor']:.1%}" in slowed["printed"]
+    assert slowed["params_differ"] == "size_per_node"  # the run id does not name it: the verdict says so
