@@ -82,15 +82,28 @@ class Queue:
     max_nodes: int = 0     # 0: the machine's max_nodes
     submit_as: str = ""
     max_queued_per_user: int = 0   # jobs one user may have in it at once, any state; 0: not declared
+    max_running_per_user: int = 0  # jobs one user may have running in it at once; 0: not declared
+    min_walltime_min: int = 0      # shortest walltime it admits; 0: none
+    source: str = ""               # the centre's page documenting these limits
+    verified: bool = True          # False: recalled, not read on the cited page
 
     def admits(self, nodes: int, minutes: int, machine_nodes: int) -> bool:
         return (self.min_nodes <= nodes <= (self.max_nodes or machine_nodes)
-                and minutes <= self.max_walltime_min)
+                and self.min_walltime_min <= minutes <= self.max_walltime_min)
 
     def describe(self, machine_nodes: int) -> str:
         via = f" via {self.submit_as}" if self.submit_as and self.submit_as != self.name else ""
+        shortest = f"{self.min_walltime_min}-" if self.min_walltime_min else "at most "
         return (f"{self.name}{via} ({self.min_nodes}-{self.max_nodes or machine_nodes} nodes, "
-                f"at most {self.max_walltime_min} min)")
+                f"{shortest}{self.max_walltime_min} min)")
+
+    def distance(self, nodes: int, minutes: int, machine_nodes: int) -> float:
+        """How far a job of `nodes` for `minutes` is from fitting: the relative excess of nodes
+        (too few or too many) plus that of walltime; 0 where the queue admits it."""
+        top = self.max_nodes or machine_nodes
+        return (max(0, self.min_nodes - nodes) / self.min_nodes + max(0, nodes - top) / top
+                + max(0, self.min_walltime_min - minutes) / max(1, self.min_walltime_min)
+                + max(0, minutes - self.max_walltime_min) / self.max_walltime_min)
 
 
 @dataclass(frozen=True)
@@ -323,6 +336,9 @@ def node_counts(site: Site, spec) -> list[int]:
         counts = [1]
     elif spec in ("rack", "machine"):
         counts = node_counts(site, f"1..{'rack' if spec == 'rack' else 'max'}")
+        # A band is the machine's, as its queues let it be used: counts no queue admits (Theta's 16 to
+        # 64 nodes, below the default queue's 128-node minimum; Polaris past large's 496) are left out.
+        counts = [c for c in counts if queue_admits_nodes(site, c)] or counts
     elif ".." in spec:
         low_text, _, high_text = spec.partition("..")
         low, high = _node_bound(site, low_text, spec), _node_bound(site, high_text, spec)
@@ -336,6 +352,13 @@ def node_counts(site: Site, spec) -> list[int]:
         if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= site.max_nodes:
             raise LayoutError(site.name, "nodes", c, f"1 to max_nodes = {site.max_nodes}")
     return list(dict.fromkeys(counts))
+
+
+def queue_admits_nodes(site: Site, nodes: int) -> bool:
+    """Whether some queue a job may go to admits `nodes` nodes (any walltime); True without queues."""
+    if not site.queues:
+        return True
+    return any(q.min_nodes <= nodes <= (q.max_nodes or site.max_nodes) for q in candidate_queues(site))
 
 
 def _default_ranks_per_node(n: NodeSpec, gpus_per_rank: int | None, ranks_per_gpu: int | None) -> int:
@@ -511,6 +534,7 @@ def pick_queue(site: Site, nodes: int, minutes: int) -> str:
         if q.admits(nodes, minutes, site.max_nodes):
             return q.submit_as or q.name
     named = f"partition {site.partition}: " if site.partition else ""
+    closest = min(candidates, key=lambda q: q.distance(nodes, minutes, site.max_nodes))
     raise LayoutError(site.name, "walltime_min and nodes", f"{minutes} min on {nodes} node(s)",
-                      f"a queue that admits them ({named}" + "; ".join(q.describe(site.max_nodes) for q in candidates)
-                      + ")")
+                      f"a queue that admits them (closest: {closest.describe(site.max_nodes)}; {named}"
+                      + "; ".join(q.describe(site.max_nodes) for q in candidates) + ")")
