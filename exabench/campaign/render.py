@@ -26,6 +26,7 @@ from exabench.campaign import allocation
 from exabench.campaign.allocation import AllocationRequest
 from exabench.config import REPO_ROOT
 from exabench.errors import ConfigError, LayoutError
+from exabench.campaign import launchers
 from exabench.campaign.launchers import launch_argv, thread_env
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.bundles import Bundle
@@ -210,7 +211,7 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
     if site.queues:  # the queue picked by size, as --partition or (NERSC) --qos
         key = allocation.queue_key(site)
         req[key] = safe_token(site, key, queue)
-    if site.launcher == "ibrun":  # ibrun sizes itself from -n; threads come from OMP_NUM_THREADS
+    if launchers.facts(site.launcher).sized_by_header:  # ibrun: -n alone; threads from OMP_NUM_THREADS
         req["cpus_per_task"] = 0
     return req
 
@@ -226,10 +227,11 @@ def _per_node_prefix(site: Site, nodes: int) -> list[str]:
     """Launcher argv that runs one process on each node (for the stage-in copy)."""
     if nodes == 1 and site.scheduler == "none":
         return []
-    if site.launcher in ("ibrun", "local", "torchrun"):
+    if not launchers.facts(site.launcher).per_node:
         raise ConfigError(site.path or site.name, "storage.stage_in_from", site.storage.get("stage_in_from"),
-                          "a site whose launcher can start one process per node (srun, jsrun, aprun, mpiexec, "
-                          "mpirun)", f"cannot be staged with launcher {site.launcher}")
+                          "a site whose launcher can start one process per node ("
+                          + ", ".join(launchers.names(per_node=True)) + ")",
+                          f"cannot be staged with launcher {site.launcher}")
     one = Layout(nodes=nodes, ranks_per_node=1, threads_per_rank=1)
     return launch_argv(site, one, [])
 
@@ -263,12 +265,8 @@ def stage_in_lines(site: Site, layout: Layout, run_dir: Path) -> list[str]:
 
 
 def _launch_line(site: Site, layout: Layout, program: list[str], env: dict[str, str]) -> str:
-    if site.launcher == "mpirun":
-        from exabench.campaign.launchers import mpirun
-        from exabench.campaign.site import check_layout
-        check_layout(site, layout)
-        return shlex.join(mpirun.argv(site, layout, program, exports=tuple(sorted(env))))
-    return shlex.join(launch_argv(site, layout, program))
+    # A launcher that forwards the environment by name (Open MPI's -x) gets every exported variable.
+    return shlex.join(launch_argv(site, layout, program, exports=tuple(sorted(env))))
 
 
 def render_script(run: Run, site: Site, paths: RunPaths, real: RealPaths | None = None) -> tuple[str, str]:

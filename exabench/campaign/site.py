@@ -18,16 +18,23 @@ from pathlib import Path
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError, LayoutError
 
-# Launchers that start MPI ranks (an MPI benchmark needs one of these).
-MPI_LAUNCHERS = ("mpirun", "srun", "jsrun", "aprun", "ibrun", "mpiexec")
-# Which launchers a scheduler's allocation can use (a site pairing others is a config error).
-LAUNCHERS_BY_SCHEDULER = {
-    "none": ("mpirun", "torchrun", "local"),
-    "slurm": ("srun", "ibrun", "mpirun", "torchrun", "local"),
-    "lsf": ("jsrun", "mpirun", "local"),
-    "pbs": ("mpiexec", "aprun", "mpirun", "local"),
-    "cobalt": ("aprun", "mpiexec", "local"),
-}
+# Which launchers each scheduler's allocation can use: filled by exabench.campaign.launchers from
+# each launcher module's FACTS.schedulers (a site pairing others is a config error).
+LAUNCHERS_BY_SCHEDULER: dict[str, tuple[str, ...]] = {}
+
+
+def pair_launcher(name: str, schedulers) -> None:
+    """Declare that launcher `name` runs in the allocations of `schedulers`."""
+    for scheduler in schedulers:
+        if name not in LAUNCHERS_BY_SCHEDULER.get(scheduler, ()):
+            LAUNCHERS_BY_SCHEDULER[scheduler] = LAUNCHERS_BY_SCHEDULER.get(scheduler, ()) + (name,)
+
+
+def unpair_launcher(name: str) -> None:
+    for scheduler, names in LAUNCHERS_BY_SCHEDULER.items():
+        LAUNCHERS_BY_SCHEDULER[scheduler] = tuple(n for n in names if n != name)
+
+
 GPU_VISIBILITY_VAR = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "ROCR_VISIBLE_DEVICES", "intel": "ZE_AFFINITY_MASK"}
 
 
@@ -169,9 +176,9 @@ def load_site(path: str | Path) -> Site:
     if spec.scheduler_cpus_per_core > spec.smt:
         raise ConfigError(path, "node.scheduler_cpus_per_core", spec.scheduler_cpus_per_core,
                           f"at most node.smt = {spec.smt}")
-    if raw["launcher"] not in LAUNCHERS_BY_SCHEDULER[raw["scheduler"]]:
-        raise ConfigError(path, "launcher", raw["launcher"],
-                          f"one of {', '.join(LAUNCHERS_BY_SCHEDULER[raw['scheduler']])} with scheduler "
+    paired = LAUNCHERS_BY_SCHEDULER.get(raw["scheduler"], ())
+    if raw["launcher"] not in paired:
+        raise ConfigError(path, "launcher", raw["launcher"], f"one of {', '.join(paired)} with scheduler "
                           f"{raw['scheduler']}")
     if raw["rack_nodes"] > raw["max_nodes"]:
         raise ConfigError(path, "rack_nodes", raw["rack_nodes"], f"at most max_nodes = {raw['max_nodes']}")

@@ -23,7 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exabench.campaign.launchers.facts import LauncherFacts
 from exabench.campaign.site import Layout, Site
+
+FACTS = LauncherFacts(name="jsrun", schedulers=("lsf",), mpi=True, rank_sets=True, binds_gpus=True,
+                      smt="-bpacked:N with -alloc_flags smtN in the header")
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ def resource_set(layout: Layout) -> ResourceSet:
                        layout.cores_per_rank)
 
 
-def argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
+def argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:
     out = ["jsrun", *resource_set(layout).short_flags()]
     smpiargs = site.launcher_options.get("smpiargs", "")
     if smpiargs:
