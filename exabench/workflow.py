@@ -20,7 +20,7 @@ from exabench.campaign import allocation
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import render_node_sweep
-from exabench.campaign.bundles import over_user_limits, plan_bundles  # noqa: F401 - the rule files' names
+from exabench.campaign.bundles import over_user_limits, pending_report, plan_bundles  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as plan_runs
 from exabench.campaign.render import RunPaths, bundle_path, walltime_min, write_bundle, write_bundles, write_run_files
@@ -161,6 +161,29 @@ def study_records(results: str, plans: dict, study: str) -> list[str]:
 def study_outputs(results: str, plans: dict) -> list[str]:
     """tables/study-<name>.md and .csv of every study planned ([] when none is)."""
     return [f"{results}/tables/study-{name}.{ext}" for name in plans for ext in ("md", "csv")]
+
+
+def plain_run_on_bundle_site(site: Site, argv: list[str] | None = None) -> bool:
+    """Whether this is a bundle site's run of the default target (no target named, or `all`). The
+    targets are read from the command line with Snakemake's own parser: the rule files are read
+    before Snakemake hands them to the workflow."""
+    if site.submit != "bundles":
+        return False
+    from snakemake.cli import get_argument_parser
+    try:
+        targets = get_argument_parser().parse_args(sys.argv[1:] if argv is None else argv).targets
+    except (SystemExit, Exception):  # not Snakemake's command line (the API, a test): not a plain run
+        return False
+    return not targets or "all" in targets
+
+
+def profile_hint(argv: list[str] | None = None) -> str:
+    """`--profile <dir>` as this run was started with, for the commands a message suggests."""
+    argv = sys.argv[1:] if argv is None else argv
+    profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--profile=")), None)
+    if profile is None and "--profile" in argv[:-1]:
+        profile = argv[argv.index("--profile") + 1]
+    return f"--profile {profile}" if profile else "--config site=<site file>"
 
 
 def study_target_without_study(dag_settings, config: dict, argv: list[str] | None = None) -> bool:

@@ -208,3 +208,40 @@ def totals_line(bundles: list[Bundle], site: Site, campaign: str) -> str:
             f"on site {site.name}: {hours:,.1f} node-hours requested, {work:,.1f} working, {idle:,.1f} idle "
             f"({share:.1%}) on nodes a narrower run leaves unused, {margin:,.1f} the margin each job asks for"
             f"{split}")
+
+
+# The command that submits a batch script, per scheduler (OLCF's `bsub script`, ALCF's `qsub script`).
+SUBMIT = {"slurm": "sbatch", "lsf": "bsub", "pbs": "qsub", "cobalt": "qsub", "none": "bash"}
+
+
+def pending_bundles(bundles: list[Bundle], records_dir) -> list[tuple[Bundle, int]]:
+    """(bundle, runs without a record yet) for each bundle that still has such runs."""
+    from pathlib import Path
+    out = []
+    for b in bundles:
+        missing = sum(not (Path(records_dir) / f"{r.run_id}.json").exists() for r in b.runs)
+        if missing:
+            out.append((b, missing))
+    return out
+
+
+def pending_report(bundles: list[Bundle], site: Site, results, profile_hint: str) -> str:
+    """What a bundle site's plain run says instead of running anything: each pending bundle, its
+    queue, and the command that submits it (or that the scripts are still to be rendered)."""
+    from pathlib import Path
+    pending = pending_bundles(bundles, Path(results) / "records")
+    if not pending:
+        return ""
+    lines = [f"site {site.name} submits bundles (site file: submit: bundles): nothing runs on this machine. "
+             f"{len(pending)} of {len(bundles)} bundle(s) have runs without a record:"]
+    unrendered = False
+    for b, missing in pending:
+        script = Path(results) / "bundles" / f"{b.name}.sh"
+        unrendered |= not script.exists()
+        lines.append(f"  {b.name}: {missing} of {len(b.runs)} run(s) pending, {b.nodes} node(s) x {b.minutes} min "
+                     f"in {b.queue or '-'}: {SUBMIT.get(site.scheduler, 'submit')} {script}"
+                     + ("" if script.exists() else "   (not rendered yet)"))
+    if unrendered:
+        lines.append(f"render the scripts first: snakemake {profile_hint} bundle")
+    lines.append(f"after the jobs, run snakemake {profile_hint} again: the records are aggregated here")
+    return "\n".join(lines)

@@ -138,6 +138,7 @@ class Site:
     container: dict = field(default_factory=dict)
     storage: dict = field(default_factory=dict)
     network: dict = field(default_factory=dict)   # {interconnect, <level>_<bandwidth|latency>: {value, source}}
+    submit: str = "jobs"               # jobs: an executor plugin submits each run; bundles: scripts submitted by hand
     path: str = ""
 
     @property
@@ -194,7 +195,7 @@ def load_site(path: str | Path) -> Site:
                 partition=raw["partition"], qos=raw["qos"], constraint=raw["constraint"],
                 scheduler_options=dict(raw["scheduler_options"]), launcher_options=dict(raw["launcher_options"]),
                 container=dict(raw["container"]), storage=dict(raw["storage"]), network=dict(raw["network"]),
-                path=path)
+                submit=raw["submit"], path=path)
 
 
 def _check_queues(path: str, queues: tuple, partition: str, machine_nodes: int) -> None:
