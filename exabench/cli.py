@@ -46,7 +46,7 @@ def _print_table(rows: list[dict], first: str) -> None:
 
 def _print_bundles(bundles, site, campaign: str, with_runs: bool) -> None:
     """Bundle mode's plan: one row per allocation, the totals, and (with_runs) each bundle's runs."""
-    from exabench.campaign.bundles import bundle_overview, bundles_per_queue, over_user_limits
+    from exabench.campaign.bundles import bundle_overview, bundles_per_queue, over_user_limits, running_limits
     if not bundles:
         return
     from exabench.campaign.bundles import totals_line
@@ -57,6 +57,8 @@ def _print_bundles(bundles, site, campaign: str, with_runs: bool) -> None:
         for queue, (n, limit) in over_user_limits(bundles, site).items():
             print(f"queue {queue}: {n} bundles, but one user may have only {limit} there at once "
                   f"(queues[].max_queued_per_user, {site.path or site.name}): submit the rest as earlier ones end")
+        for queue, (n, limit) in running_limits(bundles, site).items():
+            print(f"queue {queue}: {n} bundles, {limit} of one user's running at once (queues[].max_running_per_user)")
     if with_runs:
         for b in bundles:
             print(f"\n{b.name}:\n  " + "\n  ".join(r.run_id for r in b.runs))

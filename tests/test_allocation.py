@@ -42,6 +42,28 @@ def test_every_real_sites_default_campaign_has_no_bundle_mixing_allocation_setti
     assert sum(b.idle_node_hours for b in bundles) <= IDLE_SHARE * hours
 
 
+@pytest.mark.parametrize("name", REAL_SITES)
+def test_every_real_site_models_its_queues_with_the_page_that_documents_them(name):
+    s = site(name)
+    assert s.queues, name
+    for q in s.queues:
+        assert q.source.startswith("https://") and q.max_walltime_min > 0, (name, q.name)
+    if name == "theta":  # ALCF: default's 128-node minimum, 3 h below 256 nodes, debug 1-8 nodes for 1 h
+        (debug,) = [q for q in s.queues if q.name == "debug-cache-quad"]
+        smallest = min((q for q in s.queues if q.submit_as == "default"), key=lambda q: q.min_nodes)
+        assert (debug.max_nodes, debug.max_walltime_min) == (8, 60)
+        assert (smallest.min_nodes, smallest.max_walltime_min, smallest.min_walltime_min) == (128, 180, 30)
+    if name == "titan":  # OLCF Titan bin 5: 1-125 nodes, 2 h
+        assert [(q.min_nodes, q.max_nodes, q.max_walltime_min) for q in s.queues][0] == (1, 125, 120)
+
+
+def test_theta_plan_names_the_debug_queue_that_runs_one_bundle_at_a_time():
+    from exabench.campaign.bundles import running_limits
+    s, _, bundles = _default("theta")
+    sent = sum(b.queue == "debug-cache-quad" for b in bundles)
+    assert running_limits(bundles, s) == {"debug-cache-quad": (sent, 1)} and sent > 1
+
+
 def test_summits_smt4_analytics_runs_never_share_an_smt1_allocation():
     # The CORAL-2 BDAS sweep at SMT1 and SMT4: before, 26 of 47 bundles ran 84-thread SMT4 runs
     # under -alloc_flags "smt1" (the widest run's).

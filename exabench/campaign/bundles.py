@@ -170,6 +170,18 @@ def over_user_limits(bundles: list[Bundle], site: Site) -> dict[str, tuple[int, 
     return {q: (n, limits[q]) for q, n in bundles_per_queue(bundles).items() if q in limits and n > limits[q]}
 
 
+def running_limits(bundles: list[Bundle], site: Site) -> dict[str, tuple[int, int]]:
+    """{queue entry: (bundles sent to it, jobs of one user it runs at once)} where the bundles are
+    more than its declared max_running_per_user (Theta's debug queues: one at a time)."""
+    counts: dict[str, int] = {}
+    for b in bundles:
+        q = next((q for q in candidate_queues(site) if q.admits(b.nodes, b.minutes, site.max_nodes)), None)
+        if q is not None and q.max_running_per_user:
+            counts[q.name] = counts.get(q.name, 0) + 1
+    limits = {q.name: q.max_running_per_user for q in site.queues}
+    return {name: (n, limits[name]) for name, n in counts.items() if n > limits[name]}
+
+
 def bundles_per_queue(bundles: list[Bundle]) -> dict[str, int]:
     """How many bundles each queue gets, in the order the bundles first use it."""
     counts: dict[str, int] = {}
