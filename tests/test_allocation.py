@@ -50,9 +50,10 @@ def test_every_real_site_models_its_queues_with_the_page_that_documents_them(nam
         assert q.source.startswith("https://") and q.max_walltime_min > 0, (name, q.name)
     if name == "theta":  # ALCF: default's 128-node minimum, 3 h below 256 nodes, debug 1-8 nodes for 1 h
         (debug,) = [q for q in s.queues if q.name == "debug-cache-quad"]
-        smallest = min((q for q in s.queues if q.submit_as == "default"), key=lambda q: q.min_nodes)
+        smallest = min((q for q in s.queues if q.submit_as == "default"), key=lambda q: q.max_nodes)
         assert (debug.max_nodes, debug.max_walltime_min) == (8, 60)
-        assert (smallest.min_nodes, smallest.max_walltime_min, smallest.min_walltime_min) == (128, 180, 30)
+        assert (smallest.charged_min_nodes, smallest.max_nodes, smallest.max_walltime_min,
+                smallest.min_walltime_min) == (128, 255, 180, 30)
     if name == "titan":  # OLCF Titan bin 5: 1-125 nodes, 2 h
         assert [(q.min_nodes, q.max_nodes, q.max_walltime_min) for q in s.queues][0] == (1, 125, 120)
 
@@ -141,10 +142,24 @@ def test_the_summit_machine_ladder_asks_for_the_node_hours_it_uses():
 
 def test_a_run_no_queue_admits_names_its_nodes_walltime_and_the_closest_queue():
     s = site("theta")
-    cfg = validate({"timeout_s": 1800, "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [16]}}]},
+    cfg = validate({"timeout_s": 14400, "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [16]}}]},
                    "config", "theta.yaml")
     with pytest.raises(ConfigError) as err:
         expand(cfg, s, "theta.yaml")
     text = str(err.value)
-    assert re.search(r"run 'kmeans\S+n16\S*' a 35-minute job on 16 node\(s\)", text), text
-    assert "closest: default-128 via default (128-255 nodes, 30-180 min)" in text
+    assert re.search(r"run 'kmeans\S+n16\S*' a 245-minute job on 16 node\(s\)", text), text
+    assert "closest: default-128 via default (1-255 nodes, charged as at least 128 nodes, 30-180 min)" in text
+
+
+def test_theta_charges_small_default_jobs_128_nodes_and_30_minutes():
+    # ALCF: "Jobs smaller than the minimum allocation will be allocated and charged for" 128 nodes;
+    # "a minimum job time of thirty minutes". A 16-node, 20-minute run: its bundle is charged 128
+    # nodes (112 of them idle) and its header asks for 30 minutes.
+    s = site("theta")
+    cfg = validate({"campaign": "t", "timeout_s": 900, "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [16]}}]},
+                   "config", "theta.yaml")
+    (b,) = plan_bundles(expand(cfg, s, "theta.yaml"), s, "t", "theta.yaml")
+    assert (b.nodes, b.charged_nodes, b.minutes, b.queue) == (16, 128, 20, "default")
+    assert b.idle_node_hours == pytest.approx(112 * 15 / 60)
+    text = render_bundle(list(b.runs), s, Path(FIXED_ROOT), b.name)
+    assert "#COBALT -n 16\n" in text and "#COBALT -t 30\n" in text

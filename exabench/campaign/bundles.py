@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from exabench.campaign import allocation
 from exabench.campaign.plan import Run, check_queue
-from exabench.campaign.site import WALLTIME_MARGIN_MIN, Site, bundle_minutes, candidate_queues, check_walltime
+from exabench.campaign.site import (WALLTIME_MARGIN_MIN, Site, bundle_minutes, candidate_queues, check_walltime,
+                                   queue_entry)
 from exabench.errors import LayoutError
 
 
@@ -41,17 +42,20 @@ class Bundle:
     nodes: int
     minutes: int
     queue: str
+    charged_nodes: int = 0  # nodes the queue allocates and charges (Theta: at least 128); 0: nodes
 
     @property
     def node_hours(self) -> float:
-        """What the allocation asks for: all its nodes for its whole walltime."""
-        return self.nodes * self.minutes / 60
+        """What the allocation asks for: all its (charged) nodes for its whole walltime."""
+        return (self.charged_nodes or self.nodes) * self.minutes / 60
 
     @property
     def idle_node_hours(self) -> float:
-        """The part of node_hours that nodes spend idle because a narrower run holds the allocation:
-        for each run, the allocation's nodes it leaves unused, for its own time limit."""
-        return sum((self.nodes - r.layout.nodes) * _run_minutes(r) for r in self.runs) / 60
+        """The part of node_hours that nodes spend idle because a narrower run holds the allocation
+        (or the queue charges more nodes than it asks for): for each run, the charged nodes it
+        leaves unused, for its own time limit."""
+        held = self.charged_nodes or self.nodes
+        return sum((held - r.layout.nodes) * _run_minutes(r) for r in self.runs) / 60
 
     @property
     def working_node_hours(self) -> float:
@@ -80,15 +84,19 @@ def one_bundle(runs: list[Run], site: Site, name: str) -> Bundle | None:
         queue = check_walltime(site, minutes, nodes)
     except LayoutError:
         return None
-    return Bundle(name, tuple(runs), nodes, minutes, queue)
+    entry = queue_entry(site, nodes, minutes)
+    return Bundle(name, tuple(runs), nodes, minutes, queue, entry.charged_nodes(nodes) if entry else 0)
 
 
 def longest_walltime(site: Site, nodes: int) -> int:
     """The longest walltime (minutes) a job of `nodes` nodes may ask for on the site: the most any
-    queue that admits the node count allows (only the queue `partition` names, if set), capped by
+    queue that admits the node count allows (only the queue `partition` names, if set; queues that
+    would charge more nodes only where no other admits them), capped by
     limits.max_walltime_min; 0 where nothing limits it."""
-    limits = [q.max_walltime_min for q in candidate_queues(site)
-              if q.admits(nodes, q.min_walltime_min or 1, site.max_nodes)]
+    admitting = [q for q in candidate_queues(site) if q.admits(nodes, 1, site.max_nodes)]
+    # A queue that charges more nodes than asked (Theta's default below 128) only where no other admits them.
+    exact = [q for q in admitting if q.charged_nodes(nodes) == nodes]
+    limits = [q.max_walltime_min for q in (exact or admitting)]
     longest = max(limits, default=0)
     if site.max_walltime_min:
         longest = min(longest, site.max_walltime_min) if longest else site.max_walltime_min

@@ -31,7 +31,7 @@ from exabench.campaign.launchers import launch_argv, thread_env
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.bundles import Bundle
 from exabench.campaign.plan import Run
-from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, job_minutes
+from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, header_minutes, job_minutes
 
 TEMPLATE_DIR = REPO_ROOT / "workflow" / "templates"
 # Thread-count variables every BLAS/OpenMP runtime reads, set so ranks never oversubscribe cores.
@@ -176,6 +176,7 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
     (exabench.campaign.allocation, the same request the executor's resources are built from)."""
     alloc = alloc or allocation.request(site, layout)
     queue = check_walltime(site, minutes, layout.nodes)  # the first of the site's queues that admits the job
+    minutes = header_minutes(site, layout.nodes, minutes)  # at least the queue's shortest job
     req = {
         "job_name": safe_token(site, "job name", job_name, allow_empty=False)[:64],
         "nodes": layout.nodes, "ranks": layout.ranks,

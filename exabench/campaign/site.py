@@ -90,17 +90,24 @@ class Queue:
     submit_as: str = ""
     max_queued_per_user: int = 0   # jobs one user may have in it at once, any state; 0: not declared
     max_running_per_user: int = 0  # jobs one user may have running in it at once; 0: not declared
-    min_walltime_min: int = 0      # shortest walltime it admits; 0: none
+    min_walltime_min: int = 0      # shortest walltime it takes: a shorter job's header asks for this; 0: none
+    charged_min_nodes: int = 0     # a smaller job is allocated and charged this many nodes (Theta: 128); 0: none
     source: str = ""               # the centre's page documenting these limits
     verified: bool = True          # False: recalled, not read on the cited page
 
     def admits(self, nodes: int, minutes: int, machine_nodes: int) -> bool:
         return (self.min_nodes <= nodes <= (self.max_nodes or machine_nodes)
-                and self.min_walltime_min <= minutes <= self.max_walltime_min)
+                and minutes <= self.max_walltime_min)
+
+    def charged_nodes(self, nodes: int) -> int:
+        """The nodes a job of `nodes` is allocated and charged in this queue."""
+        return max(nodes, self.charged_min_nodes)
 
     def describe(self, machine_nodes: int) -> str:
         via = f" via {self.submit_as}" if self.submit_as and self.submit_as != self.name else ""
         shortest = f"{self.min_walltime_min}-" if self.min_walltime_min else "at most "
+        if self.charged_min_nodes:
+            shortest = f"charged as at least {self.charged_min_nodes} nodes, " + shortest
         return (f"{self.name}{via} ({self.min_nodes}-{self.max_nodes or machine_nodes} nodes, "
                 f"{shortest}{self.max_walltime_min} min)")
 
@@ -109,7 +116,6 @@ class Queue:
         (too few or too many) plus that of walltime; 0 where the queue admits it."""
         top = self.max_nodes or machine_nodes
         return (max(0, self.min_nodes - nodes) / self.min_nodes + max(0, nodes - top) / top
-                + max(0, self.min_walltime_min - minutes) / max(1, self.min_walltime_min)
                 + max(0, minutes - self.max_walltime_min) / self.max_walltime_min)
 
 
@@ -363,10 +369,12 @@ def node_counts(site: Site, spec) -> list[int]:
 
 
 def queue_admits_nodes(site: Site, nodes: int) -> bool:
-    """Whether some queue a job may go to admits `nodes` nodes (any walltime); True without queues."""
+    """Whether some queue a job may go to admits `nodes` nodes (any walltime) and charges no more;
+    True without queues."""
     if not site.queues:
         return True
-    return any(q.min_nodes <= nodes <= (q.max_nodes or site.max_nodes) for q in candidate_queues(site))
+    return any(max(q.min_nodes, q.charged_min_nodes) <= nodes <= (q.max_nodes or site.max_nodes)
+               for q in candidate_queues(site))
 
 
 def _default_ranks_per_node(n: NodeSpec, gpus_per_rank: int | None, ranks_per_gpu: int | None) -> int:
@@ -522,6 +530,18 @@ def check_walltime(site: Site, minutes: int, nodes: int | None = None) -> str:
         raise LayoutError(site.name, "walltime_min", minutes,
                           f"limits.max_walltime_min = {site.max_walltime_min} for this site")
     return site.partition if nodes is None else pick_queue(site, nodes, minutes)
+
+
+def queue_entry(site: Site, nodes: int, minutes: int) -> Queue | None:
+    """The queue entry (a bin, not only its submit name) a job goes to; None without queues."""
+    return next((q for q in candidate_queues(site) if q.admits(nodes, minutes, site.max_nodes)), None)
+
+
+def header_minutes(site: Site, nodes: int, minutes: int) -> int:
+    """The walltime a job's header asks for: its own, or its queue's shortest where that is longer
+    (ALCF Theta's default queue takes jobs of 30 minutes or more)."""
+    q = queue_entry(site, nodes, minutes)
+    return max(minutes, q.min_walltime_min) if q else minutes
 
 
 def candidate_queues(site: Site) -> list[Queue]:
