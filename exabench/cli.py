@@ -46,22 +46,19 @@ def _print_table(rows: list[dict], first: str) -> None:
 
 def _print_bundles(bundles, site, campaign: str, with_runs: bool) -> None:
     """Bundle mode's plan: one row per allocation, the totals, and (with_runs) each bundle's runs."""
-    from exabench.campaign.bundles import bundle_overview, bundles_per_queue, over_user_limits
+    from exabench.campaign.bundles import bundle_overview, bundles_per_queue, over_user_limits, running_limits
     if not bundles:
         return
-    _print_table(bundle_overview(bundles), "bundle")
-    hours, idle = sum(b.node_hours for b in bundles), sum(b.idle_node_hours for b in bundles)
-    split = "" if len(bundles) == 1 else (
-        f" (no queue admits campaign {campaign} as one bundle: runs grouped by node count, each group packed up to "
-        "the longest walltime a queue admits for it)")
-    print(f"\n{len(bundles)} bundle{'s' if len(bundles) != 1 else ''} of {sum(len(b.runs) for b in bundles)} runs "
-          f"on site {site.name}: {hours:,.1f} node-hours requested, {idle:,.1f} of them idle on nodes a narrower run "
-          f"leaves unused{split}")
+    from exabench.campaign.bundles import totals_line
+    _print_table(bundle_overview(bundles, site), "bundle")
+    print("\n" + totals_line(bundles, site, campaign))
     if site.queues:
         print("bundles in queue: " + ", ".join(f"{q} ({n})" for q, n in bundles_per_queue(bundles).items()))
         for queue, (n, limit) in over_user_limits(bundles, site).items():
             print(f"queue {queue}: {n} bundles, but one user may have only {limit} there at once "
                   f"(queues[].max_queued_per_user, {site.path or site.name}): submit the rest as earlier ones end")
+        for queue, (n, limit) in running_limits(bundles, site).items():
+            print(f"queue {queue}: {n} bundles, {limit} of one user's running at once (queues[].max_running_per_user)")
     if with_runs:
         for b in bundles:
             print(f"\n{b.name}:\n  " + "\n  ".join(r.run_id for r in b.runs))

@@ -16,14 +16,15 @@ from pathlib import Path
 from exabench.analysis import acceptance, archive, compare, plots, studies
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
+from exabench.campaign import allocation
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import render_node_sweep
-from exabench.campaign.bundles import over_user_limits, plan_bundles  # noqa: F401 - the rule files' names
+from exabench.campaign.bundles import over_user_limits, pending_report, plan_bundles  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as plan_runs
 from exabench.campaign.render import RunPaths, bundle_path, walltime_min, write_bundle, write_bundles, write_run_files
-from exabench.campaign.site import Site, check_walltime, load_site  # noqa: F401
+from exabench.campaign.site import Layout, Site, check_walltime, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ConfigError, ExabenchError
 from exabench.execute import ResultsClaim, execute, request_stop, snakemake_ancestors
@@ -160,6 +161,29 @@ def study_records(results: str, plans: dict, study: str) -> list[str]:
 def study_outputs(results: str, plans: dict) -> list[str]:
     """tables/study-<name>.md and .csv of every study planned ([] when none is)."""
     return [f"{results}/tables/study-{name}.{ext}" for name in plans for ext in ("md", "csv")]
+
+
+def plain_run_on_bundle_site(site: Site, argv: list[str] | None = None) -> bool:
+    """Whether this is a bundle site's run of the default target (no target named, or `all`). The
+    targets are read from the command line with Snakemake's own parser: the rule files are read
+    before Snakemake hands them to the workflow."""
+    if site.submit != "bundles":
+        return False
+    from snakemake.cli import get_argument_parser
+    try:
+        targets = get_argument_parser().parse_args(sys.argv[1:] if argv is None else argv).targets
+    except (SystemExit, Exception):  # not Snakemake's command line (the API, a test): not a plain run
+        return False
+    return not targets or "all" in targets
+
+
+def profile_hint(argv: list[str] | None = None) -> str:
+    """`--profile <dir>` as this run was started with, for the commands a message suggests."""
+    argv = sys.argv[1:] if argv is None else argv
+    profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--profile=")), None)
+    if profile is None and "--profile" in argv[:-1]:
+        profile = argv[argv.index("--profile") + 1]
+    return f"--profile {profile}" if profile else "--config site=<site file>"
 
 
 def study_target_without_study(dag_settings, config: dict, argv: list[str] | None = None) -> bool:
@@ -307,13 +331,18 @@ def job_resources(site, get_run) -> dict:
         return layout.ranks_per_node if by_node(layout) else 0
 
     def slurm_extra(wildcards):
-        # GPUs where the site makes them a requested resource (Perlmutter); the plugin's own
-        # `gpu` resource would add --ntasks-per-gpu in some versions (PLATFORM.md). SMT beyond
-        # Slurm's default (Frontier) must be asked for by the job too, not only by the step.
-        gpus = lay(wildcards).gpus_per_node
-        extra = [f"--gpus-per-node={gpus}"] if gpus and site.scheduler_options.get("request_gpus") else []
-        tpc = srun_arith.threads_per_core(site, lay(wildcards))
-        return " ".join(extra + ([f"--threads-per-core={tpc}"] if tpc else []))
+        # The run's allocation request (exabench.campaign.allocation), as its batch header says it:
+        # GPUs where the site makes them a requested resource (Perlmutter; the plugin's own `gpu`
+        # resource would add --ntasks-per-gpu in some versions, PLATFORM.md), SMT beyond Slurm's
+        # default (Frontier), core specialisation, CPU frequency, exclusive nodes.
+        return " ".join(allocation.slurm_flags(allocation.request(site, lay(wildcards))))
+
+    def lsf_extra(wildcards):
+        words = allocation.request(site, lay(wildcards)).alloc_flags
+        return f'-alloc_flags "{" ".join(words)}"' if words else ""
+
+    def constraint(wildcards):
+        return allocation.request(site, lay(wildcards)).constraint  # NVMe staging adds nvme (Frontier)
 
     def cpus_per_task(wildcards):
         return srun_arith.cpus_per_task(site, lay(wildcards))
@@ -341,10 +370,14 @@ def job_resources(site, get_run) -> dict:
     if site.queues:  # each run's own queue, picked by its nodes and walltime (site.pick_queue)
         def queue(wildcards):
             return check_walltime(site, runtime(wildcards), lay(wildcards).nodes)
-        res["slurm_partition" if site.scheduler == "slurm" else "lsf_queue"] = queue
-    if site.scheduler == "slurm" and (site.scheduler_options.get("request_gpus")
-                                      or site.node.smt > site.node.scheduler_cpus_per_core):
+        key = "qos" if allocation.queue_key(site) == "qos" else "slurm_partition"
+        res[key if site.scheduler == "slurm" else "lsf_queue"] = queue
+    if site.scheduler == "slurm":
         res["slurm_extra"] = slurm_extra
+        if allocation.request(site, Layout(1, 1, 1)).constraint:
+            res["constraint"] = constraint
+    elif site.scheduler == "lsf":
+        res["lsf_extra"] = lsf_extra
     return res
 
 

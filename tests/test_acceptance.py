@@ -213,8 +213,10 @@ def test_pin_to_node_per_launcher():
     line = "mpirun -np 2 --bind-to core /py -m exabench.runner --spec /r/spec.json"
     assert pin_to_node(line, "c042", 2).startswith("mpirun --host c042:2 -np 2 ")
     assert pin_to_node("srun -N 1 -n 4 /py -m exabench.runner", "c7", 4).startswith("srun --nodes=1 --nodelist=c7 ")
-    with pytest.raises(Exception, match="cannot be pinned to node 'elsewhere'.*mpirun, mpiexec, srun"):
+    with pytest.raises(Exception, match="runs on the current host only, not on node\\(s\\) 'elsewhere'"):
         pin_to_node("/py -m exabench.runner --spec x", "elsewhere", 1)
+    # Cray aprun(1): -L takes the nodes' numeric NIDs ("-L 23,24,25"); a node named nid00042 is 42.
+    assert pin_to_node("aprun -n 1 -N 1 -d 64 -j 1 -cc depth /py", "nid00042", 1).startswith("aprun -L 42 -n 1 ")
 
 
 def test_sweep_body_lists_nodes_per_scheduler():

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exabench.campaign.bundles import longest_walltime, over_user_limits, plan_bundles
+from exabench.campaign import allocation
+from exabench.campaign.bundles import IDLE_SHARE, longest_walltime, mixed_requests, over_user_limits, plan_bundles
 from exabench.campaign.plan import expand
 from exabench.campaign.render import bundle_path, write_bundles, write_runs_files
 from exabench.campaign.site import WALLTIME_MARGIN_MIN, bundle_minutes, check_walltime, load_site, resolve_layout
@@ -49,16 +50,19 @@ def test_every_profiles_campaign_as_bundles_fits_the_queues_and_holds_each_run_o
         assert b.nodes == max(r.layout.nodes for r in b.runs)
         assert b.minutes == bundle_minutes(r.timeout_s for r in b.runs)
         assert check_walltime(s, b.minutes, b.nodes) == b.queue  # the rule single runs follow
+        assert mixed_requests(b, s) == [], (b.name, mixed_requests(b, s))  # one allocation request per bundle
     if len(bundles) == 1:
         assert bundles[0].name == config["campaign"]
+        assert bundles[0].idle_node_hours <= IDLE_SHARE * bundles[0].node_hours
         return
     # Split: one node count per bundle, and per node count the fewest bundles its queues allow
     # (the campaign's runs share one time limit, so each holds as many as fit the longest walltime).
     assert all(len({r.layout.nodes for r in b.runs}) == 1 and b.idle_node_hours == 0 for b in bundles)
-    per_nodes = Counter(r.layout.nodes for r in runs)
+    per_nodes = Counter((allocation.request(s, r.layout), r.layout.nodes) for r in runs)
     run_min = math.ceil(config["timeout_s"] / 60)
     fewest = sum(
-        math.ceil(n / ((longest_walltime(s, nodes) - WALLTIME_MARGIN_MIN) // run_min)) for nodes, n in per_nodes.items()
+        math.ceil(n / ((longest_walltime(s, nodes) - WALLTIME_MARGIN_MIN) // run_min))
+        for (_, nodes), n in per_nodes.items()
     )
     assert len(bundles) == fewest, (name, len(bundles), fewest)
     width = max(2, len(str(len(bundles))))
@@ -87,7 +91,8 @@ def test_bundles_past_a_queues_per_user_limit_are_named_in_the_plan():
     # ALCF: debug-scaling takes one job per user at a time; Polaris' 4- and 8-node runs (30) only fit there.
     for name in ("polaris", "aurora"):
         _, s, _, bundles = _bundles(name)
-        assert over_user_limits(bundles, s) == {"debug-scaling": (30, 1)}, name
+        sent = sum(b.queue == "debug-scaling" for b in bundles)
+        assert sent > 1 and over_user_limits(bundles, s) == {"debug-scaling": (sent, 1)}, name
     _, s, _, bundles = _bundles("summit")  # batch: 100 per user, shared by the bins
     assert over_user_limits(bundles, s) == {} and len(bundles) < 100
     assert over_user_limits(bundles * 3, s) == {"batch": (3 * len(bundles), 100)}
@@ -99,7 +104,8 @@ def test_bundles_past_a_queues_per_user_limit_are_named_in_the_plan():
         timeout=120,
     )
     assert res.returncode == 0, res.stderr
-    assert "queue debug-scaling: 30 bundles, but one user may have only 1 there at once" in res.stdout
+    sent = sum(b.queue == "debug-scaling" for b in _bundles("polaris")[3])
+    assert f"queue debug-scaling: {sent} bundles, but one user may have only 1 there at once" in res.stdout
 
 
 @pytest.mark.parametrize("name", PROFILES)
@@ -122,7 +128,7 @@ def test_every_profiles_bundle_scripts_are_valid_for_the_launcher(name, tmp_path
             hours, minutes = re.search(time_re, text).groups()
             assert int(hours or 0) * 60 + int(minutes) == b.minutes, path
         if b.queue:
-            assert re.search(rf"(--partition=|-q ){re.escape(b.queue)}\n", text), path
+            assert re.search(rf"(--partition=|--qos=|-q ){re.escape(b.queue)}\n", text), path
     assert set(specs.values()) == {1} and len(specs) == len(runs)
 
 
@@ -136,10 +142,16 @@ def _polaris_run(nodes: int, timeout_s: int, run_id: str):
 def test_small_runs_go_to_small_allocations_and_a_campaign_that_fits_stays_one_bundle():
     s, one = _polaris_run(1, 1500, "a")  # 25 + 5 minutes
     _, wide = _polaris_run(12, 1500, "w")
-    # One bundle fits (12 nodes for 55 min in small): the 1-node run leaves 11 nodes idle for its 25 minutes.
-    (b,) = plan_bundles([one, wide], s, "c", "c.yaml")
+    _, wide2 = _polaris_run(12, 1500, "w2")
+    # Two 12-node runs fit one bundle (12 nodes for 55 min in small), nothing idle: it stays one, named c.
+    (b,) = plan_bundles([wide, wide2], s, "c", "c.yaml")
     assert (b.name, b.nodes, b.minutes, b.queue) == ("c", 12, 55, "prod")
-    assert b.node_hours == pytest.approx(12 * 55 / 60) and b.idle_node_hours == pytest.approx(11 * 25 / 60)
+    assert b.node_hours == pytest.approx(12 * 55 / 60) and b.idle_node_hours == 0
+    # With the 1-node run it would fit too (80 min), but leave 11 nodes idle for its 25 minutes: 4.6 of
+    # 16 node-hours, past IDLE_SHARE: split by node count instead, nothing idle.
+    two = plan_bundles([one, wide, wide2], s, "c", "c.yaml")
+    assert [(b.nodes, len(b.runs), b.queue) for b in two] == [(1, 1, "debug"), (12, 2, "prod")]
+    assert sum(b.idle_node_hours for b in two) == 0
     # Eight 25-minute runs on 12 nodes and the 1-node one fit no queue together (12 nodes: small, 3 h).
     # Split: the 1-node run alone in debug, not in a 12-node allocation; seven 12-node runs fill small's
     # 180 minutes (7 x 25 + 5), the eighth goes on in a bundle of its own.
@@ -238,11 +250,12 @@ def test_exabench_plan_shows_the_bundles_with_their_node_hours_and_the_total():
     assert header[:5] == ["bundle", "nodes", "walltime_min", "queue", "runs"] and "node-hours" in header
     for b in bundles:
         assert re.search(
-            rf"^{re.escape(b.name)} +{b.nodes} +{b.minutes} +{b.queue} +{len(b.runs)} +"
+            rf"^{re.escape(b.name)} +{b.nodes} +{b.minutes} +{b.queue} +{len(b.runs)} +\S+ +"
             rf"{b.node_hours:.2f}".rstrip("0"),
             res.stdout,
             re.M,
         ), b.name
         assert f"\n{b.name}:\n  " + "\n  ".join(r.run_id for r in b.runs) in res.stdout
-    total = sum(b.node_hours for b in bundles)
-    assert f"{len(bundles)} bundles of {len(runs)} runs on site summit: {total:,.1f} node-hours requested" in res.stdout
+    total, work = sum(b.node_hours for b in bundles), sum(b.working_node_hours for b in bundles)
+    assert (f"{len(bundles)} bundles of {len(runs)} runs on site summit: {total:,.1f} node-hours requested, "
+            f"{work:,.1f} working, 0.0 idle (0.0%)") in res.stdout

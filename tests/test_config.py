@@ -51,7 +51,7 @@ def test_missing_file_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("change, key, valid", [
-    ({"launcher": "qsub"}, "launcher", "one of 'mpirun', 'torchrun', 'local'"),
+    ({"launcher": "qsub"}, "launcher", "one of local, mpirun, torchrun with scheduler none"),
     ({"name": "Local Site"}, "name", "a string matching"),
     ({"node": {"cores_per_socket": 0}}, "node.cores_per_socket", "integer >= 1 or 'auto'"),
     ({"node": {"cores_per_socket": 4, "smt": 3}}, "node.smt", "one of 1, 2, 4, 8"),

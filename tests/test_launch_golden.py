@@ -14,6 +14,7 @@ import pytest
 
 from exabench.errors import LayoutError
 from exabench.campaign.launchers import jsrun, launch_argv, mpiexec, srun
+from exabench.campaign import allocation
 from exabench.campaign.render import batch_request
 from exabench.campaign.site import resolve_layout
 
@@ -113,7 +114,7 @@ def test_summit_hardware_threads_example_smt4():
     s = site("summit")
     layout = resolve_layout(s, ranks_per_node=2, ranks_per_gpu=2, cores_per_rank=4, smt=4, threads_per_rank=16)
     assert shlex.join(launch_argv(s, layout, PROG)) == "jsrun -n1 -r1 -a2 -c8 -g1 -bpacked:4 -dpacked ./a.out"
-    assert jsrun.alloc_flags(s, layout) == ["smt4", "gpumps"]
+    assert list(allocation.request(s, layout).alloc_flags) == ["smt4", "gpumps"]
     assert layout.threads_per_rank == 16  # OMP_NUM_THREADS, exported by the job script
 
 

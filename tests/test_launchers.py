@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exabench.errors import LayoutError
+from exabench.campaign import allocation
 from exabench.campaign.render import batch_request
 from exabench.campaign.launchers import jsrun, launch_argv, srun
 from exabench.campaign.launchers.mpiexec import usable_cores_by_socket
@@ -75,7 +76,7 @@ def test_jsrun_ranks_sharing_gpus_use_gpumps_and_smt_alloc_flags():
     rs = jsrun.resource_set(layout)
     assert (rs.count, rs.per_node, rs.tasks, rs.gpus, rs.cores, rs.bind_cores) == (6, 6, 2, 1, 6, 3)
     assert "-dpacked" in launch_argv(s, layout, PROG)
-    assert jsrun.alloc_flags(s, layout) == ["smt4", "gpumps"]
+    assert list(allocation.request(s, layout).alloc_flags) == ["smt4", "gpumps"]
     assert layout.threads_per_rank == 12  # 3 cores x SMT4
 
 

@@ -4,6 +4,7 @@ through its launcher, and the real sites' references judge runs of that plan. Pl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from exabench.analysis.acceptance import load_references, verdicts
 from exabench.campaign.plan import expand, node_hours
 from exabench.campaign.render import RunPaths, render_script
-from exabench.campaign.site import check_layout, default_config_file, node_counts, resolve_layout
+from exabench.campaign.site import check_layout, default_config_file, node_counts, queue_admits_nodes, resolve_layout
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError, LayoutError
 from helpers_sites import FIXED_ROOT, PROFILES, REPO, site
@@ -103,11 +104,16 @@ def test_knl_sites_use_the_seed_thread_counts_one_rank_per_node(name):
 
 
 @pytest.mark.parametrize("name", REAL_SITES)
-def test_node_ladders_stop_at_max_nodes_and_analytics_sizes_fit_the_node(name):
+def test_node_ladders_reach_the_machine_and_analytics_sizes_fit_the_node(name):
+    # scale: machine, the powers of two up to max_nodes that one of the site's queues admits
+    # (Theta: debug's 1-8 nodes, then default's 128-node minimum; Polaris: large stops at 496).
     _, _, s, runs, _ = default_plan(name)
     ladder = sorted({r.layout.nodes for r in of(runs, "allreduce")})
-    cap = min(64, s.max_nodes)
-    assert ladder == [2 ** k for k in range(int(math.log2(cap)) + 1)], ladder
+    powers = [2 ** k for k in range(int(math.log2(s.max_nodes)) + 1)]
+    assert ladder == [n for n in powers if queue_admits_nodes(s, n)], ladder
+    assert ladder[-1] > s.max_nodes / 2 or name == "polaris", ladder  # the whole machine (Polaris: large queue)
+    if name == "theta":
+        assert ladder == [1, 2, 4, 8, 128, 256, 512, 1024, 2048, 4096]
     assert {r.layout.nodes for r in of(runs, "gemm")} == {1}
     sizes = {r.params["size_per_node"] for r in of(runs, "pca")}
     assert sizes == ({"8GB", "64GB"} if s.node.memory_gb >= 96 else {"8GB"}), (name, sizes)
@@ -123,7 +129,10 @@ def test_ladders_fractions_and_bands_are_resolved_by_the_site():
     assert node_counts(frontier, "1..rack")[-1] == 128
     assert node_counts(local, "1..64") == [1] and node_counts(local, "tiny") == [1] == node_counts(summit, "node")
     with pytest.raises(LayoutError, match="rack_nodes"):
-        node_counts(site("polaris"), "rack")
+        node_counts(dataclasses.replace(site("polaris"), rack_nodes=0), "rack")
+    # A band keeps the counts a queue admits; a ladder spelled out keeps every count.
+    assert node_counts(site("theta"), "rack") == [1, 2, 4, 8, 128]  # 192-node cabinets, default from 128
+    assert node_counts(site("theta"), "1..64") == [1, 2, 4, 8, 16, 32, 64]
     with pytest.raises(LayoutError, match="max_nodes = 4608"):
         node_counts(summit, [5000])
     with pytest.raises(LayoutError, match="ladder"):
@@ -237,4 +246,4 @@ def test_the_scale_key_sizes_every_entry_that_names_no_nodes(tmp_path):
     assert [(r.benchmark, r.layout.nodes) for r in runs] == [("kmeans", 1), ("kmeans", 2), ("pca", 1)]
     path.write_text("scale: rack\nbenchmarks:\n  - name: kmeans\n")
     with pytest.raises(ConfigError, match=r"scaled\.yaml: key 'scale' = 'rack'.*rack_nodes"):
-        expand(load_and_validate(path, "config"), site("polaris"), str(path))
+        expand(load_and_validate(path, "config"), dataclasses.replace(site("polaris"), rack_nodes=0), str(path))

@@ -254,7 +254,7 @@ def test_a_bundle_no_queue_admits_is_split_into_bundles_that_fit_at_planning(tmp
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     for i in range(1, 5):
         assert re.search(rf"^b-0{i}-of-04 +1 +40 +debug +1 ", res.stdout, re.M), res.stdout
-    assert "no queue admits campaign b as one bundle" in res.stdout and "bundles in queue: debug (4)" in res.stdout
+    assert "campaign b split" in res.stdout and "bundles in queue: debug (4)" in res.stdout
 
 
 @pytest.mark.timeout(300)

@@ -111,28 +111,39 @@ def test_campaign_through_the_slurm_executor_plugin_spans_both_nodes(slurm_clust
 
 
 def test_bundle_script_runs_a_sweep_in_one_allocation_and_is_ingested(slurm_cluster, tmp_path):  # noqa: F811
+    # A bundle site (submit: bundles): the loopback site's file with that one key changed.
     work = _workdir(tmp_path)
+    bundle_site = work / "bundle-site.yaml"
+    bundle_site.write_text((work / "profiles/slurm-local/site.yaml").read_text() + "submit: bundles\n")
     config = work / "config" / "bundle.yaml"
     config.write_text("campaign: bundle-test\npreset: tiny\ntimeout_s: 120\nbenchmarks:\n"
-                      "  - name: kmeans\n    sweep:\n      nodes: [1, 2]\n      ranks_per_node: [1]\n")
-    sm = [SNAKEMAKE, "--profile", "profiles/slurm-local", "--configfile", str(config)]
+                      "  - name: kmeans\n    sweep:\n      nodes: [2]\n      ranks_per_node: [1, 2]\n")
+    sm = [SNAKEMAKE, "--profile", "profiles/slurm-local", "--configfile", str(config), "--config", f"site={bundle_site}"]
     res = subprocess.run([SNAKEMAKE, "bundle", *sm[1:]], cwd=work, env=slurm_cluster, capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
     bundle = work / "results/slurm-local/bundles/bundle-test.sh"
     assert "#SBATCH --nodes=2" in bundle.read_text()
+    # A plain run after rendering starts nothing (no job, no record) and says what to submit.
+    plain = subprocess.run(sm, cwd=work, env=slurm_cluster, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert "bundle-test: 2 of 2 run(s) pending, 2 node(s) x 9 min in debug: sbatch " in plain.stderr, plain.stderr
+    assert f"sbatch {bundle.relative_to(work)}" in plain.stderr and "run_benchmark" not in plain.stdout + plain.stderr
+    assert not list((work / "results/slurm-local/records").glob("*.json"))
+    queue = subprocess.run(["squeue", "-h", "-o", "%j"], env=slurm_cluster, capture_output=True, text=True, timeout=30)
+    assert "run_benchmark" not in queue.stdout and "bundle-test" not in queue.stdout
     sub = subprocess.run(["sbatch", "--wait", str(bundle)], cwd=work, env=slurm_cluster, capture_output=True,
                          text=True, timeout=240)
     assert sub.returncode == 0, sub.stdout + sub.stderr
     records = sorted((work / "results/slurm-local/records").glob("*.json"))
-    assert [p.name for p in records] == ["kmeans.tiny.float64.n1r1t2.json", "kmeans.tiny.float64.n2r1t2.json"]
+    assert [p.name for p in records] == ["kmeans.tiny.float64.n2r1t2.json", "kmeans.tiny.float64.n2r2t1.json"]
     # Ingest: the records exist, so Snakemake only aggregates (nothing is submitted again).
     dry = subprocess.run(sm + ["-n"], cwd=work, env=slurm_cluster, capture_output=True, text=True, timeout=120)
     assert not re.search(r"^run_benchmark\s+\d", dry.stdout, re.M), dry.stdout[-2000:]
     res = subprocess.run(sm, cwd=work, env=slurm_cluster, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = _table(work)
-    assert {r["run_id"] for r in rows} == {"kmeans.tiny.float64.n1r1t2", "kmeans.tiny.float64.n2r1t2"}
+    assert {r["run_id"] for r in rows} == {"kmeans.tiny.float64.n2r1t2", "kmeans.tiny.float64.n2r2t1"}
     assert {r["status"] for r in rows} == {"ok"}
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import socket
 from dataclasses import replace
 from pathlib import Path
 
+from exabench.campaign import launchers
 from exabench.errors import ExabenchError
 
 # How a job script lists the nodes of its allocation, per scheduler (EXABENCH_NODES overrides).
@@ -28,7 +28,6 @@ NODE_LIST = {
     "cobalt": 'sort -u "$COBALT_NODEFILE"',
     "none": "hostname",
 }
-PINNABLE = ("mpirun", "mpiexec", "srun")  # launchers told a host: --host / --nodelist
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -39,18 +38,7 @@ def pin_to_node(launch_line: str, node: str, ranks_per_node: int) -> str:
 
 def pin_to_nodes(launch_line: str, nodes: tuple[str, ...], ranks_per_node: int) -> str:
     """The run's launch line restricted to `nodes` (launchers that can be told hosts)."""
-    argv = shlex.split(launch_line)
-    launcher = Path(argv[0]).name
-    if launcher in ("mpirun", "mpiexec"):  # PINNABLE
-        pin = ["--host", ",".join(f"{node}:{ranks_per_node}" for node in nodes)]
-    elif launcher == "srun":
-        pin = [f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}"]
-    elif nodes == (socket.gethostname(),):  # a plain process (local, torchrun) can only run here
-        pin = []
-    else:
-        raise ExabenchError(f"launch line '{launch_line[:60]}...': launcher '{launcher}' cannot be pinned to node "
-                            f"'{','.join(nodes)}'; valid for every-node runs: mpirun, mpiexec, srun")
-    return shlex.join([argv[0], *pin, *argv[1:]])
+    return shlex.join(launchers.on_nodes(shlex.split(launch_line), tuple(nodes), ranks_per_node))
 
 
 def node_run_files(spec_path: str | Path, node: str, group_nodes: tuple[str, ...] | None = None) -> Path:
@@ -78,7 +66,7 @@ def node_run_files(spec_path: str | Path, node: str, group_nodes: tuple[str, ...
         node_spec["group_nodes"] = list(group_nodes)
     node_spec["env"] = {**spec["env"], "EXABENCH_RUN_ID": run_id}
     line = spec["launch_line"].replace(str(spec_path), str(run_dir / "spec.json"))
-    if not group_nodes or Path(shlex.split(line)[0]).name in PINNABLE:
+    if not group_nodes or Path(shlex.split(line)[0]).name in launchers.placeable():
         line = pin_to_nodes(line, nodes, spec["layout"]["ranks_per_node"])
     node_spec["launch_line"] = line
     where = f"node {node}" if not group_nodes else f"node group {node} ({' '.join(nodes)})"
@@ -121,9 +109,9 @@ def render_node_sweep(runs, site, results: Path, nodes: int) -> str:
     if site.scheduler not in NODE_LIST:
         raise ExabenchError(f"site '{site.name}': scheduler '{site.scheduler}' has no node list; valid: "
                             + ", ".join(NODE_LIST))
-    if site.launcher not in PINNABLE and site.scheduler != "none":
+    if site.launcher not in launchers.placeable() and site.scheduler != "none":
         raise ExabenchError(f"site '{site.name}': launcher '{site.launcher}' cannot start a run on one named node; "
-                            f"valid for every-node acceptance: {', '.join(PINNABLE)}")
+                            f"valid for every-node acceptance: {', '.join(launchers.placeable())}")
     # The allocation is sized for the widest single-node run (most ranks x threads per node).
     widest = max(single, key=lambda r: (r.layout.ranks_per_node * r.layout.threads_per_rank, r.layout.gpus_per_rank))
     job = replace(widest, run_id="every-node", benchmark="every-node", layout=replace(widest.layout, nodes=nodes),

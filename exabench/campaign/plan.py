@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from exabench import benchmarks
 from exabench.errors import ConfigError, LayoutError
 from exabench.containers.runtime import check_image_runs
-from exabench.campaign.site import (LAYOUT_KEYS, MPI_LAUNCHERS, WALLTIME_MARGIN_MIN, Layout, Site,
+from exabench.campaign import launchers
+from exabench.campaign.site import (LAYOUT_KEYS, WALLTIME_MARGIN_MIN, Layout, Site,
                                    check_walltime, job_minutes, node_counts, ranks_per_node_of,
                                    resolve_layout)
 
@@ -188,9 +189,9 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
     for i, entry in enumerate(config["benchmarks"]):
         where = f"benchmarks[{i}]"
         cls = benchmarks.get(entry["name"], config_file, f"{where}.name")
-        if cls.launcher_needs == "mpi" and site.launcher not in MPI_LAUNCHERS:
+        if cls.launcher_needs == "mpi" and not launchers.facts(site.launcher).mpi:
             raise ConfigError(site.path, "launcher", site.launcher,
-                              f"an MPI launcher ({', '.join(MPI_LAUNCHERS)}) for benchmark '{cls.name}'",
+                              f"an MPI launcher ({', '.join(launchers.names(mpi=True))}) for benchmark '{cls.name}'",
                               "cannot start an MPI workload")
         check_image_runs(site, cls.framework)  # an x86_64 or CUDA 13 image sent to POWER9 + V100 nodes stops here
         preset = entry.get("preset") or config["preset"]

@@ -22,14 +22,16 @@ from pathlib import Path
 import jinja2
 
 from exabench import containers
+from exabench.campaign import allocation
+from exabench.campaign.allocation import AllocationRequest
 from exabench.config import REPO_ROOT
 from exabench.errors import ConfigError, LayoutError
+from exabench.campaign import launchers
 from exabench.campaign.launchers import launch_argv, thread_env
-from exabench.campaign.launchers import jsrun as jsrun_arith
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.bundles import Bundle
 from exabench.campaign.plan import Run
-from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, job_minutes
+from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, header_minutes, job_minutes
 
 TEMPLATE_DIR = REPO_ROOT / "workflow" / "templates"
 # Thread-count variables every BLAS/OpenMP runtime reads, set so ranks never oversubscribe cores.
@@ -167,28 +169,37 @@ def hhmmss(minutes: int) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
 
 
-def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_dir: Path) -> dict:
-    """Everything a batch header says, checked; the templates only format these values."""
+def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_dir: Path,
+                  alloc: AllocationRequest | None = None) -> dict:
+    """Everything a batch header says, checked; the templates only format these values. The
+    allocation-wide settings come from `alloc` (a bundle's common request), else from the run's own
+    (exabench.campaign.allocation, the same request the executor's resources are built from)."""
+    alloc = alloc or allocation.request(site, layout)
     queue = check_walltime(site, minutes, layout.nodes)  # the first of the site's queues that admits the job
+    minutes = header_minutes(site, layout.nodes, minutes)  # at least the queue's shortest job
     req = {
         "job_name": safe_token(site, "job name", job_name, allow_empty=False)[:64],
         "nodes": layout.nodes, "ranks": layout.ranks,
         # srun's --ntasks-per-gpu refuses --ntasks-per-node, from the job's environment too
         "ranks_per_node": 0 if site.launcher == "srun" and srun_arith.shares_gpus(layout) else layout.ranks_per_node,
         "minutes": minutes, "hhmm": hhmm(minutes), "hhmmss": hhmmss(minutes),
-        "account": safe_token(site, "account", site.account),
-        "partition": safe_token(site, "partition", queue),
-        "qos": safe_token(site, "qos", site.qos),
-        "constraint": _check(site, "constraint", site.constraint, CONSTRAINT, "a Slurm constraint expression",
+        "account": safe_token(site, "account", alloc.account),
+        "partition": safe_token(site, "partition", alloc.queue),
+        "qos": safe_token(site, "qos", alloc.qos),
+        "constraint": _check(site, "constraint", alloc.constraint, CONSTRAINT, "a Slurm constraint expression",
                              allow_empty=True),
         "log_dir": safe_path(site, "results directory", str(log_dir), allow_vars=False),
         "extra": [_check(site, "scheduler_options.extra", f, FLAG, "one --flag or --flag=value without spaces")
-                  for f in site.scheduler_options.get("extra", [])],
+                  for f in alloc.extra],
         "cpus_per_task": srun_arith.cpus_per_task(site, layout),
-        "threads_per_core": srun_arith.threads_per_core(site, layout) if site.scheduler == "slurm" else 0,
-        "gpus_per_node": layout.gpus_per_node if site.scheduler_options.get("request_gpus") else 0,
+        "threads_per_core": alloc.smt if site.scheduler == "slurm" else 0,
+        "gpus_per_node": alloc.gpus_per_node,
         "alloc_flags": [safe_token(site, "scheduler_options.alloc_flags", w, allow_empty=False)
-                        for w in jsrun_arith.alloc_flags(site, layout)] if site.scheduler == "lsf" else [],
+                        for w in alloc.alloc_flags],
+        "core_spec": alloc.core_spec,
+        "cpu_freq": safe_token(site, "scheduler_options.cpu_freq", alloc.cpu_freq),
+        "exclusive": alloc.exclusive,
+        "burst_buffer_gb": alloc.burst_buffer_gb,
         "pbs_select": site.scheduler_options.get("pbs_select", "select"),
         "pbs_select_extra": _check(site, "scheduler_options.pbs_select_extra",
                                    site.scheduler_options.get("pbs_select_extra", ""), ATTRS, "key=value[:key=value]",
@@ -198,13 +209,10 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
         "cobalt_attrs": _check(site, "scheduler_options.cobalt_attrs", site.scheduler_options.get("cobalt_attrs", ""),
                                ATTRS, "key=value[:key=value]", allow_empty=True),
     }
-    staging = bool(site.storage.get("stage_in_from"))
-    kind = site.storage.get("node_local_kind", "")
-    # Node-local storage a job must ask for: Frontier's NVMe (-C nvme), Cori's DataWarp (#DW jobdw).
-    if staging and kind == "nvme" and site.scheduler == "slurm" and "nvme" not in req["constraint"].split("&"):
-        req["constraint"] = "&".join(c for c in (req["constraint"], "nvme") if c)
-    req["burst_buffer_gb"] = int(site.storage.get("burst_buffer_gb", 0)) if staging and kind == "burst_buffer" else 0
-    if site.launcher == "ibrun":  # ibrun sizes itself from -n; threads come from OMP_NUM_THREADS
+    if site.queues:  # the queue picked by size, as --partition or (NERSC) --qos
+        key = allocation.queue_key(site)
+        req[key] = safe_token(site, key, queue)
+    if launchers.facts(site.launcher).sized_by_header:  # ibrun: -n alone; threads from OMP_NUM_THREADS
         req["cpus_per_task"] = 0
     return req
 
@@ -220,10 +228,11 @@ def _per_node_prefix(site: Site, nodes: int) -> list[str]:
     """Launcher argv that runs one process on each node (for the stage-in copy)."""
     if nodes == 1 and site.scheduler == "none":
         return []
-    if site.launcher in ("ibrun", "local", "torchrun"):
+    if not launchers.facts(site.launcher).per_node:
         raise ConfigError(site.path or site.name, "storage.stage_in_from", site.storage.get("stage_in_from"),
-                          "a site whose launcher can start one process per node (srun, jsrun, aprun, mpiexec, "
-                          "mpirun)", f"cannot be staged with launcher {site.launcher}")
+                          "a site whose launcher can start one process per node ("
+                          + ", ".join(launchers.names(per_node=True)) + ")",
+                          f"cannot be staged with launcher {site.launcher}")
     one = Layout(nodes=nodes, ranks_per_node=1, threads_per_rank=1)
     return launch_argv(site, one, [])
 
@@ -257,12 +266,8 @@ def stage_in_lines(site: Site, layout: Layout, run_dir: Path) -> list[str]:
 
 
 def _launch_line(site: Site, layout: Layout, program: list[str], env: dict[str, str]) -> str:
-    if site.launcher == "mpirun":
-        from exabench.campaign.launchers import mpirun
-        from exabench.campaign.site import check_layout
-        check_layout(site, layout)
-        return shlex.join(mpirun.argv(site, layout, program, exports=tuple(sorted(env))))
-    return shlex.join(launch_argv(site, layout, program))
+    # A launcher that forwards the environment by name (Open MPI's -x) gets every exported variable.
+    return shlex.join(launch_argv(site, layout, program, exports=tuple(sorted(env))))
 
 
 def render_script(run: Run, site: Site, paths: RunPaths, real: RealPaths | None = None) -> tuple[str, str]:
@@ -346,7 +351,8 @@ def render_bundle(runs: list[Run], site: Site, root: Path, name: str, concurrent
     job = f"exabench-{name}"
     if len(job) > 64:  # batch_request keeps 64 characters: keep the end too, which tells split bundles apart
         job = job[:52] + job[-12:]
-    request = batch_request(site, layout, job, minutes, bundle_dir)
+    alloc = allocation.common_request(site, [r.layout for r in runs], f"bundle {name}")
+    request = batch_request(site, layout, job, minutes, bundle_dir, alloc)
     specs = [str(RunPaths(root, r.run_id).spec.resolve()) for r in runs]
     return batch_script(site, request, name, len(runs), bundle_dir, _bundle_body(site, specs, concurrent))
 

@@ -18,16 +18,23 @@ from pathlib import Path
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError, LayoutError
 
-# Launchers that start MPI ranks (an MPI benchmark needs one of these).
-MPI_LAUNCHERS = ("mpirun", "srun", "jsrun", "aprun", "ibrun", "mpiexec")
-# Which launchers a scheduler's allocation can use (a site pairing others is a config error).
-LAUNCHERS_BY_SCHEDULER = {
-    "none": ("mpirun", "torchrun", "local"),
-    "slurm": ("srun", "ibrun", "mpirun", "torchrun", "local"),
-    "lsf": ("jsrun", "mpirun", "local"),
-    "pbs": ("mpiexec", "aprun", "mpirun", "local"),
-    "cobalt": ("aprun", "mpiexec", "local"),
-}
+# Which launchers each scheduler's allocation can use: filled by exabench.campaign.launchers from
+# each launcher module's FACTS.schedulers (a site pairing others is a config error).
+LAUNCHERS_BY_SCHEDULER: dict[str, tuple[str, ...]] = {}
+
+
+def pair_launcher(name: str, schedulers) -> None:
+    """Declare that launcher `name` runs in the allocations of `schedulers`."""
+    for scheduler in schedulers:
+        if name not in LAUNCHERS_BY_SCHEDULER.get(scheduler, ()):
+            LAUNCHERS_BY_SCHEDULER[scheduler] = LAUNCHERS_BY_SCHEDULER.get(scheduler, ()) + (name,)
+
+
+def unpair_launcher(name: str) -> None:
+    for scheduler, names in LAUNCHERS_BY_SCHEDULER.items():
+        LAUNCHERS_BY_SCHEDULER[scheduler] = tuple(n for n in names if n != name)
+
+
 GPU_VISIBILITY_VAR = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "ROCR_VISIBLE_DEVICES", "intel": "ZE_AFFINITY_MASK"}
 
 
@@ -82,15 +89,34 @@ class Queue:
     max_nodes: int = 0     # 0: the machine's max_nodes
     submit_as: str = ""
     max_queued_per_user: int = 0   # jobs one user may have in it at once, any state; 0: not declared
+    max_running_per_user: int = 0  # jobs one user may have running in it at once; 0: not declared
+    min_walltime_min: int = 0      # shortest walltime it takes: a shorter job's header asks for this; 0: none
+    charged_min_nodes: int = 0     # a smaller job is allocated and charged this many nodes (Theta: 128); 0: none
+    source: str = ""               # the centre's page documenting these limits
+    verified: bool = True          # False: recalled, not read on the cited page
 
     def admits(self, nodes: int, minutes: int, machine_nodes: int) -> bool:
         return (self.min_nodes <= nodes <= (self.max_nodes or machine_nodes)
                 and minutes <= self.max_walltime_min)
 
+    def charged_nodes(self, nodes: int) -> int:
+        """The nodes a job of `nodes` is allocated and charged in this queue."""
+        return max(nodes, self.charged_min_nodes)
+
     def describe(self, machine_nodes: int) -> str:
         via = f" via {self.submit_as}" if self.submit_as and self.submit_as != self.name else ""
+        shortest = f"{self.min_walltime_min}-" if self.min_walltime_min else "at most "
+        if self.charged_min_nodes:
+            shortest = f"charged as at least {self.charged_min_nodes} nodes, " + shortest
         return (f"{self.name}{via} ({self.min_nodes}-{self.max_nodes or machine_nodes} nodes, "
-                f"at most {self.max_walltime_min} min)")
+                f"{shortest}{self.max_walltime_min} min)")
+
+    def distance(self, nodes: int, minutes: int, machine_nodes: int) -> float:
+        """How far a job of `nodes` for `minutes` is from fitting: the relative excess of nodes
+        (too few or too many) plus that of walltime; 0 where the queue admits it."""
+        top = self.max_nodes or machine_nodes
+        return (max(0, self.min_nodes - nodes) / self.min_nodes + max(0, nodes - top) / top
+                + max(0, minutes - self.max_walltime_min) / self.max_walltime_min)
 
 
 @dataclass(frozen=True)
@@ -118,6 +144,7 @@ class Site:
     container: dict = field(default_factory=dict)
     storage: dict = field(default_factory=dict)
     network: dict = field(default_factory=dict)   # {interconnect, <level>_<bandwidth|latency>: {value, source}}
+    submit: str = "jobs"               # jobs: an executor plugin submits each run; bundles: scripts submitted by hand
     path: str = ""
 
     @property
@@ -161,9 +188,9 @@ def load_site(path: str | Path) -> Site:
     if spec.scheduler_cpus_per_core > spec.smt:
         raise ConfigError(path, "node.scheduler_cpus_per_core", spec.scheduler_cpus_per_core,
                           f"at most node.smt = {spec.smt}")
-    if raw["launcher"] not in LAUNCHERS_BY_SCHEDULER[raw["scheduler"]]:
-        raise ConfigError(path, "launcher", raw["launcher"],
-                          f"one of {', '.join(LAUNCHERS_BY_SCHEDULER[raw['scheduler']])} with scheduler "
+    paired = LAUNCHERS_BY_SCHEDULER.get(raw["scheduler"], ())
+    if raw["launcher"] not in paired:
+        raise ConfigError(path, "launcher", raw["launcher"], f"one of {', '.join(paired)} with scheduler "
                           f"{raw['scheduler']}")
     if raw["rack_nodes"] > raw["max_nodes"]:
         raise ConfigError(path, "rack_nodes", raw["rack_nodes"], f"at most max_nodes = {raw['max_nodes']}")
@@ -179,7 +206,7 @@ def load_site(path: str | Path) -> Site:
                 partition=raw["partition"], qos=raw["qos"], constraint=raw["constraint"],
                 scheduler_options=dict(raw["scheduler_options"]), launcher_options=dict(raw["launcher_options"]),
                 container=dict(raw["container"]), storage=dict(raw["storage"]), network=dict(raw["network"]),
-                path=path)
+                submit=raw["submit"], path=path)
 
 
 def _check_queues(path: str, queues: tuple, partition: str, machine_nodes: int) -> None:
@@ -328,6 +355,9 @@ def node_counts(site: Site, spec) -> list[int]:
         counts = [1]
     elif spec in ("rack", "machine"):
         counts = node_counts(site, f"1..{'rack' if spec == 'rack' else 'max'}")
+        # A band is the machine's, as its queues let it be used: counts no queue admits (Theta's 16 to
+        # 64 nodes, below the default queue's 128-node minimum; Polaris past large's 496) are left out.
+        counts = [c for c in counts if queue_admits_nodes(site, c)] or counts
     elif ".." in spec:
         low_text, _, high_text = spec.partition("..")
         low, high = _node_bound(site, low_text, spec), _node_bound(site, high_text, spec)
@@ -341,6 +371,15 @@ def node_counts(site: Site, spec) -> list[int]:
         if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= site.max_nodes:
             raise LayoutError(site.name, "nodes", c, f"1 to max_nodes = {site.max_nodes}")
     return list(dict.fromkeys(counts))
+
+
+def queue_admits_nodes(site: Site, nodes: int) -> bool:
+    """Whether some queue a job may go to admits `nodes` nodes (any walltime) and charges no more;
+    True without queues."""
+    if not site.queues:
+        return True
+    return any(max(q.min_nodes, q.charged_min_nodes) <= nodes <= (q.max_nodes or site.max_nodes)
+               for q in candidate_queues(site))
 
 
 def _default_ranks_per_node(n: NodeSpec, gpus_per_rank: int | None, ranks_per_gpu: int | None) -> int:
@@ -498,6 +537,18 @@ def check_walltime(site: Site, minutes: int, nodes: int | None = None) -> str:
     return site.partition if nodes is None else pick_queue(site, nodes, minutes)
 
 
+def queue_entry(site: Site, nodes: int, minutes: int) -> Queue | None:
+    """The queue entry (a bin, not only its submit name) a job goes to; None without queues."""
+    return next((q for q in candidate_queues(site) if q.admits(nodes, minutes, site.max_nodes)), None)
+
+
+def header_minutes(site: Site, nodes: int, minutes: int) -> int:
+    """The walltime a job's header asks for: its own, or its queue's shortest where that is longer
+    (ALCF Theta's default queue takes jobs of 30 minutes or more)."""
+    q = queue_entry(site, nodes, minutes)
+    return max(minutes, q.min_walltime_min) if q else minutes
+
+
 def candidate_queues(site: Site) -> list[Queue]:
     """The queues a job may go to: all the site's, in order, or only the one `partition` names."""
     return [q for q in site.queues if not site.partition or site.partition in (q.name, q.submit_as)]
@@ -516,6 +567,7 @@ def pick_queue(site: Site, nodes: int, minutes: int) -> str:
         if q.admits(nodes, minutes, site.max_nodes):
             return q.submit_as or q.name
     named = f"partition {site.partition}: " if site.partition else ""
+    closest = min(candidates, key=lambda q: q.distance(nodes, minutes, site.max_nodes))
     raise LayoutError(site.name, "walltime_min and nodes", f"{minutes} min on {nodes} node(s)",
-                      f"a queue that admits them ({named}" + "; ".join(q.describe(site.max_nodes) for q in candidates)
-                      + ")")
+                      f"a queue that admits them (closest: {closest.describe(site.max_nodes)}; {named}"
+                      + "; ".join(q.describe(site.max_nodes) for q in candidates) + ")")

@@ -1,4 +1,5 @@
 # Validate config and site before anything runs, and expand the plan that gives the wildcards.
+import sys
 from glob import glob
 from pathlib import Path
 
@@ -20,6 +21,13 @@ try:
     RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
     # Bundle mode's allocations (the `bundle` rule's scripts): the campaign split where no queue admits it whole.
     BUNDLES = pipeline.plan_bundles(list(RUNS.values()), SITE, config["campaign"], CONFIG_FILE)
+    # A bundle site (submit: bundles) never runs a benchmark here: a plain run (the default target)
+    # with runs still pending lists their bundles and the commands that submit them, and stops.
+    if pipeline.plain_run_on_bundle_site(SITE):
+        PENDING = pipeline.pending_report(BUNDLES, SITE, f"results/{SITE.name}", pipeline.profile_hint())
+        if PENDING:
+            print(f"exabench: {PENDING}", file=sys.stderr)
+            raise SystemExit(0)
     NODE_GROUPS = pipeline.node_groups(config, SITE, CONFIG_FILE)  # `every_node`: one job per node group
     pipeline.check_groups(NODE_GROUPS, list(RUNS.values()), CONFIG_FILE)
 except pipeline.ExabenchError as exc:

@@ -1,36 +1,89 @@
 """Launcher arithmetic: from a checked Layout to each launcher's argument list.
 
-One module per launcher, each with `argv(site, layout, program) -> list[str]`: the whole
-command as a list (never a shell string), so no value is ever re-parsed by a shell. The
-numbers come from the Layout (exabench.campaign.site); these modules only translate them into each
-launcher's vocabulary, as the centres document it (sources in each module's docstring).
+One module per launcher (a new launcher is one module here plus its golden test), each with
+`FACTS` (exabench.campaign.launchers.facts.LauncherFacts: the schedulers it goes with, whether
+it starts MPI ranks, places sets of ranks, binds GPUs, is told named nodes, ...),
+`argv(site, layout, program, exports=()) -> list[str]` and, where it can be told named nodes,
+`on_nodes(argv, nodes, ranks_per_node)`. The command is a list (never a shell string), so no
+value is ever re-parsed by a shell. The numbers come from the Layout (exabench.campaign.site);
+these modules only translate them into each launcher's vocabulary, as the centres document it
+(sources in each module's docstring). Every list of launchers elsewhere is derived from FACTS.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from types import ModuleType
+
+from exabench.campaign.launchers.facts import on_this_host
+from exabench.campaign.site import Layout, Site, check_layout, pair_launcher, unpair_launcher
 from exabench.errors import LayoutError
-from exabench.campaign.site import Layout, Site, check_layout
-from exabench.campaign.launchers import aprun, ibrun, jsrun, mpiexec, mpirun, srun, torchrun
 
-LAUNCHERS = {"jsrun": jsrun, "srun": srun, "aprun": aprun, "ibrun": ibrun, "mpiexec": mpiexec, "mpirun": mpirun,
-             "torchrun": torchrun}
-# Launchers that can give a set of ranks smaller than a node its own GPUs (Layout.ranks_per_set);
-# srun checks its own case.
-SET_LAUNCHERS = ("jsrun", "srun", "mpiexec", "mpirun")
+_NOT_LAUNCHERS = {"facts"}
 
 
-def launch_argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
+def _discover() -> dict[str, ModuleType]:
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name not in _NOT_LAUNCHERS:
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            found[module.FACTS.name] = module
+            pair_launcher(module.FACTS.name, module.FACTS.schedulers)
+    return found
+
+
+LAUNCHERS: dict[str, ModuleType] = _discover()
+
+
+def register(module) -> None:
+    """Add a launcher module (or any object with FACTS and argv) to the registry (tests, plug-ins)."""
+    LAUNCHERS[module.FACTS.name] = module
+    pair_launcher(module.FACTS.name, module.FACTS.schedulers)
+
+
+def unregister(name: str) -> None:
+    LAUNCHERS.pop(name, None)
+    unpair_launcher(name)
+
+
+def facts(name: str):
+    return LAUNCHERS[name].FACTS
+
+
+def names(**wanted) -> tuple[str, ...]:
+    """The launchers whose facts have the given values: names(mpi=True), names(rank_sets=True)."""
+    return tuple(n for n, m in LAUNCHERS.items() if all(getattr(m.FACTS, k) == v for k, v in wanted.items()))
+
+
+def for_scheduler(scheduler: str) -> tuple[str, ...]:
+    """The launchers a scheduler's allocation can use."""
+    return tuple(n for n, m in LAUNCHERS.items() if scheduler in m.FACTS.schedulers)
+
+
+def placeable() -> tuple[str, ...]:
+    """The launchers that can place a run on named nodes of an allocation (every-node acceptance);
+    those that run only where they are started (local, torchrun) are left out."""
+    return tuple(n for n, m in LAUNCHERS.items() if getattr(m, "on_nodes", on_this_host) is not on_this_host)
+
+
+def on_nodes(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
+    """A launch line's argv placed on `nodes`, by the launcher that starts it (its argv[0]); a
+    line that starts the program itself (local) runs on the current host only."""
+    module = LAUNCHERS.get(argv[0].rsplit("/", 1)[-1])
+    place = getattr(module, "on_nodes", None) or on_this_host
+    return place(list(argv), tuple(nodes), ranks_per_node)
+
+
+def launch_argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:
     """The full command that starts `program` once per rank of `layout` on `site`."""
     check_layout(site, layout)
-    if site.launcher == "local":
-        if layout.ranks != 1:
-            raise LayoutError(site.name, "ranks", layout.ranks, "1 with launcher 'local' (use mpirun or torchrun)")
-        return list(program)
-    if layout.ranks_per_set and layout.ranks_per_set < layout.ranks_per_node and site.launcher not in SET_LAUNCHERS:
+    module = LAUNCHERS[site.launcher]
+    if layout.ranks_per_set and layout.ranks_per_set < layout.ranks_per_node and not module.FACTS.rank_sets:
         raise LayoutError(site.name, "ranks_per_set", layout.ranks_per_set,
                           f"ranks_per_node = {layout.ranks_per_node} with launcher {site.launcher} (smaller sets of "
-                          f"ranks need {', '.join(SET_LAUNCHERS)})")
-    return LAUNCHERS[site.launcher].argv(site, layout, list(program))
+                          f"ranks need {', '.join(names(rank_sets=True))})")
+    return module.argv(site, layout, list(program), tuple(exports) if module.FACTS.forwards_env else ())
 
 
 def thread_env(layout: Layout) -> dict[str, str]:

@@ -10,10 +10,25 @@ OLCF Titan User Guide, "aprun" (`aprun -n 2 -N 1 -d 16`; -j 1 one rank per compu
 
 from __future__ import annotations
 
+import re
+
+from exabench.campaign.launchers.facts import LauncherFacts
 from exabench.campaign.site import Layout, Site
 
+FACTS = LauncherFacts(
+    name="aprun", schedulers=("pbs", "cobalt"), mpi=True, smt="-j N (hardware threads per core), -d depth",
+    on_nodes="-L node list (numeric NIDs: aprun(1), '-L 23,24,25')")
 
-def argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
+
+def on_nodes(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
+    """`aprun -L` with the nodes' NIDs: Cray's aprun(1) man page, "-L node_list: candidate nodes to
+    constrain application placement ... a comma-separated list of nodes (such as -L 23,24,25)";
+    a node named nid00042 is NID 42."""
+    nids = [str(int(m.group(1))) if (m := re.fullmatch(r"nid0*(\d+)", n)) else n for n in nodes]
+    return [argv[0], "-L", ",".join(nids), *argv[1:]]
+
+
+def argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:
     depth = layout.cores_per_rank * layout.smt
     return ["aprun", "-n", str(layout.ranks), "-N", str(layout.ranks_per_node), "-d", str(depth),
             "-j", str(layout.smt), "-cc", "depth", *program]

@@ -9,8 +9,12 @@ stampede2/: `#SBATCH -N 4 -n 32 ... ibrun ./a.out`; hybrid jobs set OMP_NUM_THRE
 
 from __future__ import annotations
 
+from exabench.campaign.launchers.facts import LauncherFacts
 from exabench.campaign.site import Layout, Site
 
+FACTS = LauncherFacts(name="ibrun", schedulers=("slurm",), mpi=True, per_node=False, sized_by_header=True,
+                      smt="OMP_NUM_THREADS only (the header's -n sets the ranks)")
 
-def argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
+
+def argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:
     return ["ibrun", *program]

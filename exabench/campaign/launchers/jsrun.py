@@ -4,7 +4,8 @@ Resource sets (RS) hold whole cores and GPUs of one node; every RS of a jsrun is
 The layout's sets (Layout.set_size ranks, Layout.gpus_per_set GPUs) are the RS:
 - A rank that owns GPUs: one RS per rank, `-a 1 -c cores -g gpus`, `-r` RS per node.
 - Ranks sharing a GPU (ranks_per_gpu k): one RS per GPU holding its k ranks
-  (`-a k -g 1 -c k*cores`); needs `-alloc_flags gpumps` (MPS) in the header.
+  (`-a k -g 1 -c k*cores`); needs `-alloc_flags gpumps` (MPS) in the header
+  (exabench.campaign.allocation asks for it).
 - ranks_per_set k: one RS per k ranks pooling their cores and GPUs (`-a 6 -c 42 -g 6 -r 1`:
   one RS per Summit node, each rank seeing the node's 6 GPUs).
 - CPU-only: one RS per rank with `-g 0`.
@@ -22,7 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exabench.campaign.launchers.facts import LauncherFacts
 from exabench.campaign.site import Layout, Site
+
+FACTS = LauncherFacts(name="jsrun", schedulers=("lsf",), mpi=True, rank_sets=True, binds_gpus=True,
+                      smt="-bpacked:N with -alloc_flags smtN in the header")
 
 
 @dataclass(frozen=True)
@@ -56,20 +61,7 @@ def resource_set(layout: Layout) -> ResourceSet:
                        layout.cores_per_rank)
 
 
-def alloc_flags(site: Site, layout: Layout) -> list[str]:
-    """`#BSUB -alloc_flags` words this layout needs (plus the site's own)."""
-    words = [f"smt{layout.smt}"] if site.node.smt > 1 else []
-    if layout.ranks_per_gpu > 1:
-        words.append("gpumps")
-    if site.storage.get("stage_in_from") and site.storage.get("node_local_kind") == "nvme":
-        words.append("nvme")
-    for w in site.scheduler_options.get("alloc_flags", []):
-        if w not in words:
-            words.append(w)
-    return words
-
-
-def argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
+def argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:
     out = ["jsrun", *resource_set(layout).short_flags()]
     smpiargs = site.launcher_options.get("smpiargs", "")
     if smpiargs:

@@ -26,7 +26,17 @@ MPI ranks to GPUs" (docs.alcf.anl.gov/aurora/running-jobs-aurora/: cores 0 and 5
 from __future__ import annotations
 
 from exabench.campaign.site import Layout, NodeSpec, Site
+from exabench.campaign.launchers.facts import LauncherFacts
 from exabench.campaign.launchers.mpirun import gpu_affinity_wrapper
+
+FACTS = LauncherFacts(name="mpiexec", schedulers=("pbs", "cobalt"), mpi=True, rank_sets=True,
+                      smt="--depth=D --cpu-bind depth, or --cpu-bind=list:...",
+                      on_nodes="--host a:R,b:R")
+
+
+def on_nodes(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
+    """`--host a:R,b:R`, as for mpirun (the form exabench's every-node runs have used on PBS)."""
+    return [argv[0], "--host", ",".join(f"{n}:{ranks_per_node}" for n in nodes), *argv[1:]]
 
 
 def usable_cores_by_socket(node: NodeSpec) -> list[list[int]]:
@@ -105,7 +115,7 @@ def cpu_bind_flags(site: Site, layout: Layout) -> list[str]:
     return [f"--cpu-bind=list:{cpu_list(node, layout, placement)}"]
 
 
-def argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
+def argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:
     out = ["mpiexec", "-n", str(layout.ranks), "--ppn", str(layout.ranks_per_node), *cpu_bind_flags(site, layout),
            "--env", f"OMP_NUM_THREADS={layout.threads_per_rank}"]
     return out + gpu_affinity_wrapper(site, layout, "PMI_LOCAL_RANK") + program

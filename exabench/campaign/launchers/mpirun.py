@@ -10,7 +10,11 @@ Source: Open MPI mpirun(1) man page, "Mapping, Ranking, and Binding".
 
 from __future__ import annotations
 
+from exabench.campaign.launchers.facts import LauncherFacts
 from exabench.campaign.site import Layout, Site
+
+FACTS = LauncherFacts(name="mpirun", schedulers=("none", "slurm", "lsf", "pbs"), mpi=True, rank_sets=True,
+                      smt="--map-by ppr:R:node:PE=C", on_nodes="--host a:R,b:R (mpirun(1))", forwards_env=True)
 
 # Fixed text: no value from a config or site file is ever interpolated into it; the
 # numbers arrive as positional arguments ($1 $2) and are checked as integers by bash.
@@ -27,6 +31,11 @@ def gpu_affinity_wrapper(site: Site, layout: Layout, local_rank_var: str) -> lis
         return []
     script = _AFFINITY_SCRIPT % (local_rank_var, var)
     return ["bash", "-c", script, "gpu-affinity", str(layout.set_size), str(layout.gpus_per_set)]
+
+
+def on_nodes(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
+    """Open MPI mpirun(1): `--host a:R,b:R` (R slots on each named host)."""
+    return [argv[0], "--host", ",".join(f"{n}:{ranks_per_node}" for n in nodes), *argv[1:]]
 
 
 def argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:

@@ -22,7 +22,17 @@ Perlmutter's GPU nodes" (`-c` as 2*floor(64/tasks), `--cpu-bind=cores`); Slurm s
 from __future__ import annotations
 
 from exabench.errors import LayoutError
+from exabench.campaign.launchers.facts import LauncherFacts
 from exabench.campaign.site import Layout, Site
+
+FACTS = LauncherFacts(name="srun", schedulers=("slurm",), mpi=True, rank_sets=True, binds_gpus=True,
+                      smt="--threads-per-core, -c in hardware threads",
+                      on_nodes="--nodes=N --nodelist=a,b (srun(1))")
+
+
+def on_nodes(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
+    """Slurm srun(1): `--nodelist` the named nodes, `--nodes` as many."""
+    return [argv[0], f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", *argv[1:]]
 
 
 def threads_per_core(site: Site, layout: Layout) -> int:
@@ -74,5 +84,5 @@ def flags(site: Site, layout: Layout) -> list[str]:
     return out
 
 
-def argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
+def argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:
     return ["srun", *flags(site, layout), *program]

@@ -6,10 +6,17 @@ Source: PyTorch "torchrun (Elastic Launch)" documentation (--standalone, --nproc
 from __future__ import annotations
 
 from exabench.errors import LayoutError
+from exabench.campaign.launchers.facts import LauncherFacts, on_this_host
 from exabench.campaign.site import Layout, Site
 
+FACTS = LauncherFacts(name="torchrun", schedulers=("none", "slurm"), mpi=False, per_node=False,
+                      on_nodes="the current host only (one node, --standalone)")
 
-def argv(site: Site, layout: Layout, program: list[str]) -> list[str]:
+
+on_nodes = on_this_host  # a single-node launcher runs where it is started
+
+
+def argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:
     if layout.nodes != 1:
         raise LayoutError(site.name, "nodes", layout.nodes,
                           "1 with launcher torchrun (use srun/jsrun/mpiexec across nodes)")

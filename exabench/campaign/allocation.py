@@ -1,0 +1,159 @@
+"""One run's allocation request: every setting the scheduler applies to the whole allocation.
+
+A job script's header and the executor plugins' resources are both built from `request(site,
+layout)`, so that they can never disagree; a bundle (exabench.campaign.bundles) holds only runs
+whose requests are equal, because a bundle has one header for all its runs. What varies from one
+launch to the next inside an allocation (ranks, threads, binding, the launcher's -j/--depth) is
+the launch line's business and not part of the request.
+
+Allocation-wide, per scheduler:
+- SMT: LSF `-alloc_flags smtN` sets the nodes' SMT mode for the whole job (OLCF Summit User
+  Guide, "Hardware Threads"); Slurm `--threads-per-core` in the header where the run asks for
+  more hardware threads than Slurm gives by default (srun.threads_per_core). PBS and Cobalt
+  sites pick hardware threads per launch (aprun -j, mpiexec --depth), so SMT is no part of
+  their request.
+- GPU mode: LSF `-alloc_flags gpumps` starts NVIDIA MPS on every node, for ranks sharing GPUs.
+- GPUs asked for: Slurm `--gpus-per-node` where the site asks for GPUs (request_gpus).
+- Node-local storage: NVMe (LSF `nvme` flag, Slurm `-C nvme`) or a DataWarp burst buffer
+  (`#DW jobdw`), asked for when the site stages data in.
+- Core specialisation (Slurm `--core-spec`, LSF `-core_isolation`), CPU frequency (Slurm
+  `--cpu-freq`), exclusive nodes (Slurm `--exclusive`), the site's queue, account, QoS,
+  constraint and its own extra directives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from exabench.campaign.launchers import srun as srun_arith
+from exabench.campaign.site import Layout, Site
+from exabench.errors import ConfigError
+
+# The settings a scheduler can render; one a site sets for another scheduler is refused (no silent drop).
+RENDERED = {
+    "slurm": {"core_spec", "cpu_freq", "exclusive"},
+    "lsf": {"core_spec"},
+    "pbs": set(),
+    "cobalt": set(),
+    "none": set(),
+}
+
+
+@dataclass(frozen=True)
+class AllocationRequest:
+    """What one job asks the scheduler for, beyond its nodes and walltime (module docstring)."""
+
+    smt: int = 0                # hardware threads per core set for the allocation; 0: set per launch
+    gpu_mode: str = ""          # "mps": ranks share GPUs through MPS; "": one process per GPU
+    gpus_per_node: int = 0      # GPUs asked for in the header; 0: they come with the nodes
+    node_local: str = ""        # "nvme", "burst_buffer" or "" (none asked for)
+    burst_buffer_gb: int = 0
+    core_spec: int = 0          # cores per node kept for the system; 0: the site's default
+    cpu_freq: str = ""          # "": the site's default
+    exclusive: bool = False
+    queue: str = ""             # the site's configured queue (partition); the bundle's bin is picked by size
+    account: str = ""
+    qos: str = ""
+    constraint: str = ""
+    alloc_flags: tuple = ()     # LSF -alloc_flags words, smt and gpumps included
+    extra: tuple = ()           # the site's own header directives
+
+    def differences(self, other: "AllocationRequest") -> list[str]:
+        """The settings in which two requests differ, as 'name a vs b'."""
+        return [f"{f.name} {getattr(self, f.name)!r} vs {getattr(other, f.name)!r}" for f in fields(self)
+                if getattr(self, f.name) != getattr(other, f.name)]
+
+    def describe(self) -> str:
+        """The settings that are not at their defaults, for plan tables ('smt4 mps nvme')."""
+        words = []
+        if self.smt:
+            words.append(f"smt{self.smt}")
+        words += [w for w in (self.gpu_mode, self.node_local) if w]
+        if self.gpus_per_node:
+            words.append(f"gpus{self.gpus_per_node}")
+        if self.core_spec:
+            words.append(f"corespec{self.core_spec}")
+        if self.cpu_freq:
+            words.append(f"freq{self.cpu_freq}")
+        if self.exclusive:
+            words.append("exclusive")
+        return " ".join(words) or "-"
+
+
+def _smt(site: Site, layout: Layout) -> int:
+    if site.scheduler == "lsf":
+        return layout.smt if site.node.smt > 1 else 0
+    if site.scheduler == "slurm":
+        return srun_arith.threads_per_core(site, layout)
+    return 0
+
+
+def _node_local(site: Site) -> str:
+    if not site.storage.get("stage_in_from"):
+        return ""
+    kind = site.storage.get("node_local_kind", "")
+    return kind if kind in ("nvme", "burst_buffer") else ""
+
+
+def request(site: Site, layout: Layout) -> AllocationRequest:
+    """The allocation request of a run of `layout` on `site`: the one source of every batch header
+    and of the executor's resources."""
+    opts = site.scheduler_options
+    for key in ("core_spec", "cpu_freq", "exclusive"):
+        if opts.get(key) and key not in RENDERED[site.scheduler]:
+            raise ConfigError(site.path or site.name, f"scheduler_options.{key}", opts[key],
+                              f"unset with scheduler {site.scheduler} (set on: "
+                              + ", ".join(s for s, keys in RENDERED.items() if key in keys) + ")")
+    smt = _smt(site, layout)
+    gpu_mode = "mps" if site.scheduler == "lsf" and layout.ranks_per_gpu > 1 else ""
+    node_local = _node_local(site)
+    constraint = site.constraint
+    if node_local == "nvme" and site.scheduler == "slurm" and "nvme" not in constraint.split("&"):
+        constraint = "&".join(c for c in (constraint, "nvme") if c)  # Frontier: -C nvme
+    flags: list[str] = []
+    if site.scheduler == "lsf":
+        flags = [f"smt{smt}"] if smt else []
+        flags += ["gpumps"] if gpu_mode == "mps" else []
+        flags += ["nvme"] if node_local == "nvme" else []
+        flags += [w for w in opts.get("alloc_flags", []) if w not in flags]
+    return AllocationRequest(
+        smt=smt, gpu_mode=gpu_mode,
+        gpus_per_node=layout.gpus_per_node if site.scheduler == "slurm" and opts.get("request_gpus") else 0,
+        node_local=node_local,
+        burst_buffer_gb=int(site.storage.get("burst_buffer_gb", 0)) if node_local == "burst_buffer" else 0,
+        core_spec=int(opts.get("core_spec", 0)), cpu_freq=str(opts.get("cpu_freq", "")),
+        exclusive=bool(opts.get("exclusive", False)), queue=site.partition, account=site.account, qos=site.qos,
+        constraint=constraint, alloc_flags=tuple(flags), extra=tuple(opts.get("extra", [])))
+
+
+def slurm_flags(req: AllocationRequest) -> list[str]:
+    """The sbatch options of a request beyond nodes, tasks, queue, account, QoS and constraint (the
+    executor's slurm_extra; the header template writes the same values one per line)."""
+    flags = [f"--gpus-per-node={req.gpus_per_node}"] if req.gpus_per_node else []
+    flags += [f"--threads-per-core={req.smt}"] if req.smt else []
+    flags += [f"--core-spec={req.core_spec}"] if req.core_spec else []
+    flags += [f"--cpu-freq={req.cpu_freq}"] if req.cpu_freq else []
+    flags += ["--exclusive"] if req.exclusive else []
+    return flags
+
+
+def queue_key(site: Site) -> str:
+    """Where the queue picked by size goes: `partition` (Slurm --partition, LSF -q, PBS -q, Cobalt
+    -q) or `qos` (NERSC, whose queues are QOS: scheduler_options.queue_directive)."""
+    if site.scheduler == "slurm" and site.scheduler_options.get("queue_directive") == "qos":
+        return "qos"
+    return "partition"
+
+
+def common_request(site: Site, layouts, what: str) -> AllocationRequest:
+    """The one request every layout of an allocation shares; ConfigError naming the setting that
+    differs where two disagree (a bundle is planned only from runs whose requests are equal)."""
+    layouts = list(layouts)
+    first = request(site, layouts[0])
+    for lay in layouts[1:]:
+        other = request(site, lay)
+        if other != first:
+            raise ConfigError(site.path or site.name, what, f"{lay.nodes}-node layout",
+                              "runs whose allocation requests are equal",
+                              "mixes allocation-wide settings (" + "; ".join(first.differences(other)) + ")")
+    return first

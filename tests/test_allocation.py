@@ -1,0 +1,165 @@
+"""One allocation request per run (exabench.campaign.allocation): the batch header and the executor's
+resources come from it, a bundle holds only runs whose requests are equal, every real site's default
+campaign fits its queues without idle nodes, and a machine-scale ladder asks for what it uses."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from exabench.campaign import allocation
+from exabench.campaign.bundles import IDLE_SHARE, mixed_requests, plan_bundles
+from exabench.campaign.plan import expand
+from exabench.campaign.render import render_bundle, render_script, RunPaths
+from exabench.campaign.site import check_walltime, pick_queue, resolve_layout
+from exabench.config import load_and_validate, validate
+from exabench.errors import ConfigError
+from exabench.workflow import job_resources
+from helpers_sites import FIXED_ROOT, PROFILES, REPO, site
+
+REAL_SITES = tuple(p for p in PROFILES if p not in ("local", "slurm-local"))
+
+
+def _default(name: str):
+    s = site(name)
+    config_file = f"profiles/{name}/campaign.yaml"
+    config = load_and_validate(REPO / config_file, "config")
+    runs = expand(config, s, config_file)
+    return s, runs, plan_bundles(runs, s, config["campaign"], config_file)
+
+
+@pytest.mark.parametrize("name", REAL_SITES)
+def test_every_real_sites_default_campaign_has_no_bundle_mixing_allocation_settings(name):
+    s, runs, bundles = _default(name)
+    assert [b.name for b in bundles if mixed_requests(b, s)] == []
+    for b in bundles:
+        assert check_walltime(s, b.minutes, b.nodes) == b.queue  # fits a named queue of the site
+        assert b.idle_node_hours <= IDLE_SHARE * b.node_hours
+    hours = sum(b.node_hours for b in bundles)
+    assert sum(b.idle_node_hours for b in bundles) <= IDLE_SHARE * hours
+
+
+@pytest.mark.parametrize("name", REAL_SITES)
+def test_every_real_site_models_its_queues_with_the_page_that_documents_them(name):
+    s = site(name)
+    assert s.queues, name
+    for q in s.queues:
+        assert q.source.startswith("https://") and q.max_walltime_min > 0, (name, q.name)
+    if name == "theta":  # ALCF: default's 128-node minimum, 3 h below 256 nodes, debug 1-8 nodes for 1 h
+        (debug,) = [q for q in s.queues if q.name == "debug-cache-quad"]
+        smallest = min((q for q in s.queues if q.submit_as == "default"), key=lambda q: q.max_nodes)
+        assert (debug.max_nodes, debug.max_walltime_min) == (8, 60)
+        assert (smallest.charged_min_nodes, smallest.max_nodes, smallest.max_walltime_min,
+                smallest.min_walltime_min) == (128, 255, 180, 30)
+    if name == "titan":  # OLCF Titan bin 5: 1-125 nodes, 2 h
+        assert [(q.min_nodes, q.max_nodes, q.max_walltime_min) for q in s.queues][0] == (1, 125, 120)
+
+
+def test_theta_plan_names_the_debug_queue_that_runs_one_bundle_at_a_time():
+    from exabench.campaign.bundles import running_limits
+    s, _, bundles = _default("theta")
+    sent = sum(b.queue == "debug-cache-quad" for b in bundles)
+    assert running_limits(bundles, s) == {"debug-cache-quad": (sent, 1)} and sent > 1
+
+
+def test_summits_smt4_analytics_runs_never_share_an_smt1_allocation():
+    # The CORAL-2 BDAS sweep at SMT1 and SMT4: before, 26 of 47 bundles ran 84-thread SMT4 runs
+    # under -alloc_flags "smt1" (the widest run's).
+    s, runs, bundles = _default("summit")
+    assert {r.layout.smt for r in runs} == {1, 4}
+    for b in bundles:
+        smts = {r.layout.smt for r in b.runs}
+        assert len(smts) == 1, b.name
+        text = render_bundle(list(b.runs), s, Path(FIXED_ROOT), b.name)
+        assert f'#BSUB -alloc_flags "smt{smts.pop()}' in text, b.name
+
+
+def test_a_bundle_of_runs_whose_requests_differ_is_refused_naming_the_setting():
+    s, runs, _ = _default("summit")
+    smt1 = next(r for r in runs if r.layout.smt == 1 and r.benchmark == "kmeans")
+    smt4 = next(r for r in runs if r.layout.smt == 4 and r.benchmark == "kmeans")
+    with pytest.raises(ConfigError, match=r"mixes allocation-wide settings \(smt 1 vs 4"):
+        render_bundle([smt1, smt4], s, Path(FIXED_ROOT), "mixed")
+    # planning splits them instead
+    bundles = plan_bundles([smt1, smt4], s, "c", "c.yaml")
+    assert [len(b.runs) for b in bundles] == [1, 1] and not any(mixed_requests(b, s) for b in bundles)
+
+
+def test_the_header_and_the_executors_resources_come_from_the_same_request():
+    # Frontier at SMT2 (--threads-per-core=2), NVMe staging (-C nvme); Perlmutter's GPUs per node.
+    fr = site("frontier", storage={**site("frontier").storage, "stage_in_from": "/lustre/data",
+                                   "node_local": "/mnt/bb/$USER", "node_local_kind": "nvme"})
+    pm = site("perlmutter")
+    sm = site("summit")
+    cases = [(fr, resolve_layout(fr, nodes=2, smt=2)), (pm, resolve_layout(pm, nodes=2)),
+             (sm, resolve_layout(sm, nodes=2, ranks_per_node=12, smt=4))]
+    for s, layout in cases:
+        cfg = validate({"timeout_s": 600, "benchmarks": [{"name": "kmeans"}]}, "config", "c.yaml")
+        run = dataclasses.replace(expand(cfg, s, "c.yaml")[0], layout=layout)
+        text, _ = render_script(run, s, RunPaths(Path(FIXED_ROOT) / s.name, run.run_id))
+        req = allocation.request(s, layout)
+        res = job_resources(s, lambda wildcards: run)
+        if s.scheduler == "slurm":
+            for flag in allocation.slurm_flags(req):
+                assert f"#SBATCH {flag}\n" in text and flag in res["slurm_extra"](None), (s.name, flag)
+            if req.constraint:
+                assert f"#SBATCH --constraint={req.constraint}\n" in text
+                assert res["constraint"](None) == req.constraint
+        else:
+            words = " ".join(req.alloc_flags)
+            assert f'#BSUB -alloc_flags "{words}"\n' in text and res["lsf_extra"](None) == f'-alloc_flags "{words}"'
+    assert allocation.slurm_flags(allocation.request(*cases[0])) == ["--threads-per-core=2"]
+    assert allocation.request(*cases[0]).constraint.endswith("nvme")
+    assert allocation.slurm_flags(allocation.request(*cases[1])) == ["--gpus-per-node=4"]
+    assert allocation.request(*cases[2]).alloc_flags == ("smt4", "gpumps")
+
+
+def test_a_setting_the_scheduler_cannot_render_is_refused():
+    s = site("theta", scheduler_options={**site("theta").scheduler_options, "cpu_freq": "high"})
+    with pytest.raises(ConfigError, match=r"scheduler_options.cpu_freq.*unset with scheduler cobalt.*slurm"):
+        allocation.request(s, resolve_layout(s))
+
+
+def test_the_summit_machine_ladder_asks_for_the_node_hours_it_uses():
+    # ResNet-50 from 1 to 4,096 nodes: before, one 4,096-node 395-minute bundle, 26,965 node-hours
+    # requested for 4,778 of work; now one bundle per node count, nothing idle.
+    s = site("summit")
+    cfg = validate({"campaign": "ladder", "timeout_s": 1800, "benchmarks": [
+        {"name": "resnet50", "sweep": {"nodes": "1..4096", "ranks_per_node": ["per_gpu"],
+                                       "threads_per_rank": ["fill"], "precision": ["fp16"]}}]},
+                   "config", "ladder.yaml")
+    runs = expand(cfg, s, "ladder.yaml")
+    bundles = plan_bundles(runs, s, "ladder", "ladder.yaml")
+    requested = sum(b.node_hours for b in bundles)
+    assert len(bundles) == 13 and sum(b.idle_node_hours for b in bundles) == 0
+    assert requested == pytest.approx(8191 * 35 / 60)  # 4,778.1: each run's nodes for its own job
+    assert sum(b.working_node_hours for b in bundles) == pytest.approx(8191 * 30 / 60)
+    assert [pick_queue(s, b.nodes, b.minutes) for b in bundles] == ["batch"] * 13
+
+
+def test_a_run_no_queue_admits_names_its_nodes_walltime_and_the_closest_queue():
+    s = site("theta")
+    cfg = validate({"timeout_s": 14400, "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [16]}}]},
+                   "config", "theta.yaml")
+    with pytest.raises(ConfigError) as err:
+        expand(cfg, s, "theta.yaml")
+    text = str(err.value)
+    assert re.search(r"run 'kmeans\S+n16\S*' a 245-minute job on 16 node\(s\)", text), text
+    assert "closest: default-128 via default (1-255 nodes, charged as at least 128 nodes, 30-180 min)" in text
+
+
+def test_theta_charges_small_default_jobs_128_nodes_and_30_minutes():
+    # ALCF: "Jobs smaller than the minimum allocation will be allocated and charged for" 128 nodes;
+    # "a minimum job time of thirty minutes". A 16-node, 20-minute run: its bundle is charged 128
+    # nodes (112 of them idle) and its header asks for 30 minutes.
+    s = site("theta")
+    cfg = validate({"campaign": "t", "timeout_s": 900, "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [16]}}]},
+                   "config", "theta.yaml")
+    (b,) = plan_bundles(expand(cfg, s, "theta.yaml"), s, "t", "theta.yaml")
+    assert (b.nodes, b.charged_nodes, b.minutes, b.queue) == (16, 128, 20, "default")
+    assert b.idle_node_hours == pytest.approx(112 * 15 / 60)
+    text = render_bundle(list(b.runs), s, Path(FIXED_ROOT), b.name)
+    assert "#COBALT -n 16\n" in text and "#COBALT -t 30\n" in text
