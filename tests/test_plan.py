@@ -67,3 +67,19 @@ def test_layout_defaults_share_cores_evenly(two_core_site):
 def test_plan_table_rows(two_core_site):
     rows = plan_table(plan(two_core_site, [{"name": "kmeans", "sweep": {"k": [2, 3]}}]))
     assert [r["param.k"] for r in rows] == [2, 3] and rows[0]["ranks"] == 1
+
+
+def test_a_campaign_above_max_runs_is_refused_before_it_is_expanded(two_core_site):
+    """A 10-million-run sweep is sized, not expanded: the message names the entry and the product,
+    at once and without building a run."""
+    huge = {"name": "gemm", "sweep": {"m": list(range(1, 101)), "n": list(range(1, 101)),
+                                      "k": list(range(1, 1001))}}
+    with pytest.raises(ConfigError) as err:
+        plan(two_core_site, [{"name": "kmeans"}, huge])
+    message = str(err.value)
+    assert "benchmarks[1].sweep" in message and "100 x 100 x 1000 = 10,000,000 runs" in message
+    assert "max_runs = 200,000" in message
+    # repeats count too, and a campaign under a lowered limit is refused the same way
+    with pytest.raises(ConfigError, match=r"3 x 2 repeats = 6 runs"):
+        plan(two_core_site, [{"name": "kmeans", "sweep": {"k": [2, 3, 4]}}], repeats=2, max_runs=5)
+    assert len(plan(two_core_site, [{"name": "kmeans", "sweep": {"k": [2, 3, 4]}}], repeats=2, max_runs=6)) == 6

@@ -181,9 +181,40 @@ def _one_gpu_per_rank(request: dict, site: Site) -> dict:
     return {**request, "gpus_per_rank": 1} if 0 < rpn < site.node.gpus else request
 
 
+def check_campaign_size(config: dict, site: Site, config_file: str) -> None:
+    """Refuse a campaign above `max_runs` before expanding it: a sweep's size is the product of its
+    value counts, known without making a run (a 10-million-run typo would otherwise run for minutes
+    and gigabytes before any message)."""
+    limit = config.get("max_runs", 200_000)
+    sizes = []
+    for i, entry in enumerate(config["benchmarks"]):
+        where = f"benchmarks[{i}]"
+        sweep = _machine_sweep(entry.get("sweep") or {}, config.get("scale"), site, config_file, where)
+        counts = [len(v) if isinstance(v, (list, tuple)) else 1 for v in sweep.values()]
+        sizes.append((math.prod(counts) * config["repeats"], where, counts))
+    total = sum(size for size, _, _ in sizes)
+    if total > limit:
+        size, where, counts = max(sizes)
+        product = " x ".join(str(c) for c in counts) or "1"
+        if config["repeats"] > 1:
+            product += f" x {config['repeats']} repeats"
+        raise ConfigError(config_file, f"{where}.sweep", entry_sweep_text(config, where),
+                          f"at most max_runs = {limit:,} runs in the whole campaign (raise `max_runs` on purpose, "
+                          "or sweep fewer values)",
+                          f"expands to {product} = {size:,} runs (the campaign: {total:,})")
+
+
+def entry_sweep_text(config: dict, where: str) -> str:
+    """The entry's sweep as the message shows it: each key and its number of values."""
+    entry = config["benchmarks"][int(where[len("benchmarks["):-1])]
+    return ", ".join(f"{k}: {len(v) if isinstance(v, (list, tuple)) else 1} values"
+                     for k, v in (entry.get("sweep") or {}).items()) or "(none)"
+
+
 def expand(config: dict, site: Site, config_file: str = "config/config.yaml") -> list[Run]:
     """Every run of the campaign, in config order; raises ConfigError/LayoutError early."""
     check_timeout(config, site, config_file)
+    check_campaign_size(config, site, config_file)
     runs: list[Run] = []
     seen: dict[str, tuple[str, dict]] = {}
     for i, entry in enumerate(config["benchmarks"]):
