@@ -239,6 +239,26 @@ def plan_studies(studies: list[Study], base: dict, site: Site) -> dict[str, list
     return out
 
 
+def horovod_runs(plans: dict[str, list[Run]]) -> list[str]:
+    """The planned runs that train over Horovod (`backend: horovod`), each once."""
+    return sorted({r.run_id for runs in plans.values() for r in runs if r.params.get("backend") == "horovod"})
+
+
+def horovod_missing_message(plans: dict[str, list[Run]], site: str) -> str:
+    """Where the studies run on this machine (local, slurm-local) and train over Horovod that this Python
+    cannot import, the line to stop with before the campaign starts; "" otherwise. `make setup` does not
+    build Horovod (a source build of several minutes); `make setup-horovod` does."""
+    import importlib.util
+
+    needing = horovod_runs(plans)
+    if site not in TINY_SITES or not needing or importlib.util.find_spec("horovod") is not None:
+        return ""
+    studies = sorted(name for name, runs in plans.items() if any(r.run_id in needing for r in runs))
+    return (f"{len(needing)} run(s) of {', '.join(studies)} train over Horovod, which this Python cannot import: "
+            "needs `make setup-horovod` (builds it into .venv, several minutes; docs/studies.md), or name the "
+            "other studies in --config study=")
+
+
 def merged_runs(plans: dict[str, list[Run]], campaign: str) -> list[Run]:
     """One list of every study's runs, each id once, recorded under one campaign name."""
     import dataclasses
