@@ -4,9 +4,14 @@ VENV ?= .venv
 PROFILE ?= profiles/local
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup run rerun test test-repeat lint dry-run gpu-check
+.PHONY: setup setup-horovod run rerun test test-repeat lint dry-run gpu-check
 setup:
 	bash scripts/setup.sh
+
+# Horovod (built from source against the venv's torch and tensorflow, several minutes): the studies and
+# configs that train over Horovod need it (docs/studies.md); `make test` builds it too.
+setup-horovod: setup
+	bash scripts/install_horovod.sh $(VENV)
 
 run: setup
 	$(VENV)/bin/exabench run --profile $(PROFILE) $(SNAKEMAKE_ARGS)

@@ -153,6 +153,11 @@ def profile_site_lost(config: dict, argv: list[str] | None = None) -> str:
             f"with it, so this would plan for {config.get('site')}: add site={site} to --config")
 
 
+def study_horovod_missing(plans: dict, site: Site) -> str:
+    """The line to stop with when the studies' runs need a Horovod this Python lacks ("" otherwise)."""
+    return studies.horovod_missing_message({name: runs for name, (_, _, runs) in plans.items()}, site.name)
+
+
 def study_records(results: str, plans: dict, study: str) -> list[str]:
     """The records one study's table reads: its own runs' (shared runs included)."""
     return [f"{results}/records/{run.run_id}.json" for run in plans[study][2]]
@@ -476,10 +481,11 @@ def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out
 
 
 def archive_campaign(results: str, out: str, site: Site, logs: str, configs: list[str], references: str | None,
-                     baseline: str, baseline_records: list[str], log_path: str) -> None:
+                     baseline: str, baseline_records: list[str], log_path: str, studies: dict | None = None) -> None:
     with logged(log_path) as log:
         _say(log, archive.archive_campaign(results, out, site.name, logs, configs, site.path, references,
-                                           baseline=baseline or None, baseline_records=baseline_records))
+                                           baseline=baseline or None, baseline_records=baseline_records,
+                                           studies=studies or None))
 
 
 def ingest_campaign(records: list[str], store: str, receipt: str, log_path: str) -> None:

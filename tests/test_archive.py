@@ -161,3 +161,55 @@ def test_reproduce_of_what_is_not_an_archive_says_so_without_a_traceback(tmp_pat
     make(target)
     res = _exabench("reproduce", str(target), "--out", str(tmp_path / "r"))
     assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+SECOND = """\
+campaign: second
+preset: tiny
+repeats: 1
+timeout_s: 300
+benchmarks:
+  - name: pca
+    params: {size_per_node: 2000rows, repeats: 2}
+    sweep:
+      ranks_per_node: [1]
+      threads_per_rank: [1]
+"""
+
+
+@pytest.mark.timeout(1800)  # three Snakemake campaigns with their archives: about 8 min on 2 busy cores
+def test_two_campaigns_then_a_study_in_one_folder_each_reproduce(tmp_path):
+    """An archive holds exactly its own campaign's (or study's) records and rebuilds exactly its tables,
+    whatever the results folder saw before: each of three archives from one folder is REPRODUCED."""
+    import shutil
+
+    from helpers_compare import REPO, copy_workflow
+
+    work = copy_workflow(tmp_path / "w")
+    shutil.copytree(REPO / "studies", work / "studies")
+    (work / "first.yaml").write_text(SECOND.replace("second", "first").replace("pca", "kmeans"))
+    (work / "second.yaml").write_text(SECOND)
+    steps = {
+        "first": ["all", "archive", "--configfile", "first.yaml"],
+        "second": ["all", "archive", "--configfile", "second.yaml"],
+        "study": ["study", "archive", "--config", "study=coral2-bdas-speedup"],
+    }
+    owns = {"first": {"kmeans.tiny.float64.n1r1t1"}, "second": {"pca.tiny.float64.n1r1t1"},
+            "study": {f"{b}.tiny.float64.n1r2t1" for b in ("kmeans", "pca", "svm")}}
+    for name, args in steps.items():
+        cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--cores", "2", *args]
+        res = subprocess.run(cmd, cwd=work, env=env(), capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, (name, (res.stdout + res.stderr)[-3000:])
+        kept = tmp_path / f"{name}.tar.gz"
+        shutil.copy2(work / "results/archives/local.tar.gz", kept)
+        with tarfile.open(kept) as tar:
+            names = set(tar.getnames())
+        records = {n[len("records/"):-len(".json")] for n in names if n.startswith("records/") and n.count("/") == 1}
+        assert records == owns[name], (name, records)
+        studies = {n for n in names if n.startswith("tables/study-")}
+        assert studies == ({"tables/study-coral2-bdas-speedup.md", "tables/study-coral2-bdas-speedup.csv"}
+                           if name == "study" else set()), (name, studies)
+    for name in steps:
+        res = _exabench("reproduce", str(tmp_path / f"{name}.tar.gz"), "--out", str(tmp_path / f"r-{name}"))
+        assert res.returncode == 0 and "REPRODUCED: every hash" in res.stdout, (name, res.stdout + res.stderr)
+        assert "not rebuilt" not in res.stdout, (name, res.stdout)

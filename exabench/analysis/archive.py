@@ -6,6 +6,11 @@ verdicts into one deterministic .tar.gz, with `inventory.sha256` (sha256sum form
 every other file. `reproduce` unpacks an archive, checks every hash, rebuilds every table,
 plot and verdict from the archived records alone, and compares each with its original byte
 for byte.
+
+A results folder may have seen several campaigns (and studies): an archive holds exactly one,
+the one of the folder's plan.json: its runs' records, scripts and logs, and the derived files
+that campaign's records rebuild (tried at packing time), its studies' tables with the study
+files. Another campaign's records and tables stay out.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ RESULT_PARTS = {"records": "records/**/*.json", "runs": "runs/*/*", "tables": "t
                 "attempts": "attempts/*/*.json"}  # records `exabench retry` set aside
 RESULT_FILES = ("plan.json", "plan.csv")
 DERIVED = ("tables", "plots", "acceptance")
+STUDIES = "studies.json"  # {study: {"variant": ..., "runs": [run ids]}} of a study campaign
 
 
 def sha256_file(path: Path) -> str:
@@ -44,21 +50,50 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def planned_ids(results: Path) -> set[str] | None:
+    """The run ids of the folder's campaign (plan.json), or None where there is no plan."""
+    plan = results / "plan.json"
+    if not plan.is_file():
+        return None
+    try:
+        return {run["run_id"] for run in json.loads(plan.read_text())}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ExabenchError(f"{plan}: not a plan written by the workflow ({exc})") from None
+
+
+def of_campaign(part: str, relative: str, ids: set[str] | None) -> bool:
+    """Whether a file of results/<part>/ belongs to the campaign's runs (records, node records, run folders,
+    set-aside attempts); derived files are chosen after a trial rebuild."""
+    if ids is None or part not in ("records", "runs", "attempts"):
+        return True
+    first = relative.split("/", 1)[0]
+    if part == "records":
+        name = relative[len("nodes/"):] if first == "nodes" else relative
+        run_id = name[: -len(".json")]
+        return run_id in ids or (first == "nodes" and run_id.split(".node-", 1)[0] in ids)
+    return first in ids
+
+
 def collect(results: Path, logs: Path | None, configs: list[Path], site: Path | None, references: Path | None,
             locks: list[Path], baseline_records: list[Path]) -> dict[str, Path]:
-    """Archive name -> file on disk."""
+    """Archive name -> file on disk: the campaign of the folder's plan.json only."""
     files: dict[str, Path] = {}
+    ids = planned_ids(results)
     for part, pattern in RESULT_PARTS.items():
         for p in sorted(results.glob(pattern)):
-            if p.is_file() and not p.name.startswith("."):
-                files[f"{part}/{p.relative_to(results / part).as_posix()}"] = p
+            relative = p.relative_to(results / part).as_posix()
+            if p.is_file() and not p.name.startswith(".") and of_campaign(part, relative, ids):
+                files[f"{part}/{relative}"] = p
     for name in RESULT_FILES:
         if (results / name).is_file():
             files[name] = results / name
     if logs and logs.is_dir():
         for p in sorted(logs.rglob("*")):
-            if p.is_file():
-                files[f"logs/{p.relative_to(logs).as_posix()}"] = p
+            relative = p.relative_to(logs).as_posix()
+            # A run's log (logs/<site>/runs/<run_id>.log) only for the campaign's runs.
+            is_run_log = relative.startswith("runs/") and relative.count("/") == 1
+            if p.is_file() and (not is_run_log or ids is None or p.stem in ids):
+                files[f"logs/{relative}"] = p
     for i, c in enumerate(configs):
         files[f"config/{i}-{c.name}"] = c
     if site:
@@ -83,12 +118,13 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> Non
     tar.addfile(info, io.BytesIO(data))
 
 
-def pack(out: str | Path, files: dict[str, Path], meta: dict) -> Path:
+def pack(out: str | Path, files: dict[str, Path], meta: dict, extra: dict[str, bytes] | None = None) -> Path:
     """Write the archive: deterministic (sorted names, zero times and owners), so packing the
-    same campaign twice gives the same bytes."""
+    same campaign twice gives the same bytes. `extra`: archive name -> bytes written by exabench."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     contents = {name: path.read_bytes() for name, path in sorted(files.items())}
+    contents.update(extra or {})
     contents[META] = (json.dumps({"schema": ARCHIVE_SCHEMA, **meta}, indent=1, sort_keys=True) + "\n").encode()
     inventory = "".join(f"{sha256_bytes(data)}  {name}\n" for name, data in sorted(contents.items()))
     buf = io.BytesIO()
@@ -191,6 +227,7 @@ def rebuild(root: Path, out: Path) -> list[Path]:
     runs = run_table(both, plan, site)
     written += write_tables(all_tables(runs, baseline), tables, baseline)
     written += all_plots(runs, both, node_records, out / "plots")
+    written += rebuild_studies(root, meta, records, tables)
     refs_file = root / "site" / "references.yaml"
     if (root / "acceptance").is_dir() and refs_file.is_file():
         rows = verdicts(records, load_references(refs_file), plan, site)
@@ -201,6 +238,53 @@ def rebuild(root: Path, out: Path) -> list[Path]:
         atomic_write_text(acc / "junit.xml", junit_xml(rows, site))
         written += [acc / "verdicts.md", acc / "verdicts.csv", acc / "junit.xml"]
     return written
+
+
+def rebuild_studies(root: Path, meta: dict, records: list[dict], tables: Path) -> list[Path]:
+    """Each study's table (tables/study-<name>.md and .csv) from the archived study file and records."""
+    from exabench.analysis import studies
+
+    chosen = json.loads((root / STUDIES).read_text()) if (root / STUDIES).is_file() else {}
+    by_id = {r["run_id"]: r for r in records}
+    written = []
+    for name, entry in sorted(chosen.items()):
+        loaded = studies.load_study(root / "studies" / f"{name}.yaml")
+        # The path the table names is the catalogue's, as when the campaign wrote it.
+        study = studies.Study(loaded.name, entry["path"], loaded.data)
+        mine = [by_id[i] for i in entry["runs"] if i in by_id]
+        df = studies.study_table(study, mine, meta["site"], entry["variant"])
+        n_ok = sum(r.get("status") == "ok" for r in mine)
+        md = studies.study_markdown(study, df, meta["site"], entry["variant"], len(mine), n_ok)
+        from exabench.io import atomic_write_text
+
+        atomic_write_text(tables / f"study-{name}.md", md)
+        atomic_write_text(tables / f"study-{name}.csv", df.to_csv(index=False))
+        written += [tables / f"study-{name}.md", tables / f"study-{name}.csv"]
+    return written
+
+
+def derived_of_campaign(files: dict[str, Path], meta: dict, studies_json: bytes | None) -> dict[str, Path]:
+    """The files with the derived ones (tables, plots, verdicts) cut to those the campaign's own records
+    rebuild: a trial rebuild in a scratch folder, so another campaign's tables in the folder stay out.
+    That a kept one is the campaign's own and up to date is the caller's: the Snakemake `archive` target
+    brings every derived file it packs up to date first."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="exabench-archive-") as tmp:
+        stage = Path(tmp) / "stage"
+        for name, path in files.items():
+            top = name.split("/", 1)[0]
+            if top in ("records", "baseline", "site", "studies") or name in RESULT_FILES:
+                (stage / name).parent.mkdir(parents=True, exist_ok=True)
+                (stage / name).write_bytes(path.read_bytes())
+            elif top in DERIVED:  # rebuild writes acceptance verdicts only where the campaign has some
+                (stage / top).mkdir(parents=True, exist_ok=True)
+        (stage / META).write_text(json.dumps(meta))
+        if studies_json is not None:
+            (stage / STUDIES).write_bytes(studies_json)
+        out = Path(tmp) / "out"
+        rebuilt = {p.relative_to(out).as_posix() for p in rebuild(stage, out)}
+    return {n: p for n, p in files.items() if n.split("/", 1)[0] not in DERIVED or n in rebuilt}
 
 
 def reproduce(archive: str | Path, dest: str | Path) -> Check:
@@ -241,8 +325,10 @@ def check_report(check: Check, archive: str) -> str:
 def archive_campaign(results: str, out: str, site_name: str | None = None, logs: str | None = None,
                      configs: list[str] = (), site: str | None = None, references: str | None = None,
                      locks: list[str] = ("requirements.lock", "requirements.txt"), baseline: str | None = None,
-                     baseline_records: list[str] = ()) -> str:
-    """Pack a finished campaign with its inputs into one archive; returns a one-line summary."""
+                     baseline_records: list[str] = (), studies: dict | None = None) -> str:
+    """Pack a finished campaign with its inputs into one archive; returns a one-line summary.
+    `studies`: {name: (Study, variant, runs)} of a study campaign (exabench.workflow.study_plans): each
+    study's file and runs go in, so reproduce rebuilds its table."""
     from exabench import __version__
     from exabench.records.record import record_paths
 
@@ -253,7 +339,16 @@ def archive_campaign(results: str, out: str, site_name: str | None = None, logs:
                     [Path(p) for p in record_paths(baseline_records)])
     meta = {"site": site_name or results_dir.name, "baseline": baseline or "", "exabench_version": __version__,
             "references_name": refs.name if refs else ""}
-    packed = pack(out, files, meta)
+    studies_json = None
+    if studies:
+        for name, (study, _, _) in studies.items():
+            files[f"studies/{name}.yaml"] = Path(study.path)
+        studies_json = (json.dumps({name: {"path": study.path, "variant": variant,
+                                           "runs": sorted(r.run_id for r in runs)}
+                                    for name, (study, variant, runs) in studies.items()},
+                                   indent=1, sort_keys=True) + "\n").encode()
+    files = derived_of_campaign(files, meta, studies_json)
+    packed = pack(out, files, meta, {STUDIES: studies_json} if studies_json else None)
     return f"{len(files)} files -> {packed} (inventory: inventory.sha256); reproduce with: exabench reproduce {packed}"
 
 

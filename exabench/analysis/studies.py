@@ -4,7 +4,10 @@ each study runs on a site, and its table, each published figure beside the repro
 A study file holds a campaign per site (`tiny` for local and slurm-local, a site's own variant, or
 `default`) and its published figures, each with the source that prints it and the way the same
 figure is computed from the study's records (`reproduce`). The verdict of a figure is one of
-VERDICTS: a value is judged only where it is comparable, never where the catalogue has none.
+VERDICTS: a value is judged only on its own machine, from a checkable source (a seed line or a public
+document's table), never where the catalogue has none or the figure says why it is not judged.
+The inventory of the seeds (studies/seeds/inventory.yaml) lists every quantitative result of the seed
+documents and the figure of the catalogue that carries it.
 """
 
 from __future__ import annotations
@@ -27,22 +30,25 @@ from exabench.records.record import workload_of
 from exabench.records.tidy import load_records
 
 CATALOGUE = REPO_ROOT / "studies"
+SEEDS = CATALOGUE / "seeds"  # the seed documents (one .txt each) and their inventory
+INVENTORY = SEEDS / "inventory.yaml"
 # Sites where a study runs its `tiny` variant (unless the study has one named after the site).
 TINY_SITES = ("local", "slurm-local")
 ALL = "all"
 # Layout keys a point may name; every other key of `at` / `baseline` is a benchmark parameter.
-POINT_LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "ranks", "workers")
+POINT_LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "smt", "ranks", "workers")
 SCALE_KEYS = ("nodes", "ranks_per_node", "ranks", "workers")
-# By default a reproduction on another machine is judged only for machine-relative figures.
-COMPARABLE_KINDS = ("efficiency", "speedup")
-
 TINY = "tiny, not comparable"
 NO_VALUE = "no published value in the catalogue"
 NOT_MEASURED = "not measured"
-NOT_COMPARABLE = "not comparable"
+DIFFERENT_MACHINE = "different machine: not judged"
+UNVERIFIED = "unverified: not judged"
+NOT_JUDGED = "not judged"
 WITHIN = "within tolerance"
 OUTSIDE = "outside tolerance"
-VERDICTS = (WITHIN, OUTSIDE, NO_VALUE, NOT_MEASURED, NOT_COMPARABLE, TINY)
+VERDICTS = (WITHIN, OUTSIDE, NOT_MEASURED, NO_VALUE, UNVERIFIED, NOT_JUDGED, DIFFERENT_MACHINE, TINY)
+# Figures over another published figure: the other one's id is `of`.
+OF_KINDS = ("over_figure", "figure_over")
 
 COLUMNS = [
     "study",
@@ -60,6 +66,7 @@ COLUMNS = [
     "reproduced_at",
     "ratio",
     "tolerance",
+    "tolerance_why",
     "verdict",
     "detail",
 ]
@@ -112,7 +119,7 @@ def load_study(path: str | Path) -> Study:
                 where, f"{key}.tolerance", None, "{relative: x} or {absolute: x} for a published value", "is missing"
             )
         rep = fig["reproduce"]
-        if rep["kind"] == "over_figure":
+        if rep["kind"] in OF_KINDS:
             other = next((f for f in data["published"] if f["id"] == rep.get("of")), None)
             if other is None or other["value"] is None:
                 raise ConfigError(
@@ -232,6 +239,26 @@ def plan_studies(studies: list[Study], base: dict, site: Site) -> dict[str, list
     return out
 
 
+def horovod_runs(plans: dict[str, list[Run]]) -> list[str]:
+    """The planned runs that train over Horovod (`backend: horovod`), each once."""
+    return sorted({r.run_id for runs in plans.values() for r in runs if r.params.get("backend") == "horovod"})
+
+
+def horovod_missing_message(plans: dict[str, list[Run]], site: str) -> str:
+    """Where the studies run on this machine (local, slurm-local) and train over Horovod that this Python
+    cannot import, the line to stop with before the campaign starts; "" otherwise. `make setup` does not
+    build Horovod (a source build of several minutes); `make setup-horovod` does."""
+    import importlib.util
+
+    needing = horovod_runs(plans)
+    if site not in TINY_SITES or not needing or importlib.util.find_spec("horovod") is not None:
+        return ""
+    studies = sorted(name for name, runs in plans.items() if any(r.run_id in needing for r in runs))
+    return (f"{len(needing)} run(s) of {', '.join(studies)} train over Horovod, which this Python cannot import: "
+            "needs `make setup-horovod` (builds it into .venv, several minutes; docs/studies.md), or name the "
+            "other studies in --config study=")
+
+
 def merged_runs(plans: dict[str, list[Run]], campaign: str) -> list[Run]:
     """One list of every study's runs, each id once, recorded under one campaign name."""
     import dataclasses
@@ -263,6 +290,7 @@ def record_rows(records: list[dict]) -> list[dict]:
             "workers": workers_of(lay),
             "ranks": int(lay.get("ranks") or lay["nodes"] * lay["ranks_per_node"]),
             **{k: int(lay.get(k) or 0) for k in ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank")},
+            "smt": int(lay.get("smt") or 1),
         }
         for name, m in (rec.get("metrics") or {}).items():
             rows.append(
@@ -377,6 +405,8 @@ def _reproduce(fig: dict, rows: list[dict], figures: dict[str, dict], tiny: bool
         return point.value, where, ""
     if kind == "over_figure":
         return point.value / figures[rep["of"]]["value"], where, ""
+    if kind == "figure_over":
+        return figures[rep["of"]]["value"] / point.value, where, ""
     base_at = dict(rep.get("baseline") or {})
     base_bench = base_at.pop("benchmark", bench)
     base_metric = base_at.pop("metric", metric)
@@ -397,11 +427,6 @@ def _reproduce(fig: dict, rows: list[dict], figures: dict[str, dict], tiny: bool
     return value, f"{where} vs {base.workers} workers", ""
 
 
-def comparable(fig: dict) -> bool:
-    default = fig["reproduce"]["kind"] in COMPARABLE_KINDS
-    return bool(fig.get("comparable_across_machines", default))
-
-
 def within(published: float, reproduced: float, tolerance: dict) -> bool:
     if "absolute" in tolerance:
         return abs(reproduced - published) <= tolerance["absolute"]
@@ -409,12 +434,18 @@ def within(published: float, reproduced: float, tolerance: dict) -> bool:
 
 
 def verdict(fig: dict, reproduced: float, site: str, tiny: bool) -> tuple[str, str]:
+    """Judged (within or outside tolerance) only a published value from a checkable source, on the
+    machine it was published on, measured; every other figure is shown with the reason it is not."""
     if tiny:
         return TINY, "the tiny variant runs the study's code path at laptop scale"
     if fig["value"] is None:
         return NO_VALUE, ""
-    if site != fig["machine"] and not comparable(fig):
-        return NOT_COMPARABLE, f"reproduced on {site}, published on {fig['machine']}"
+    if not fig["verified"]:
+        return UNVERIFIED, "no seed line or public table prints the value"
+    if fig.get("not_judged"):
+        return NOT_JUDGED, fig["not_judged"]
+    if site != fig["machine"]:
+        return DIFFERENT_MACHINE, f"reproduced on {site}, published on {fig['machine']}"
     if math.isnan(reproduced):
         return NOT_MEASURED, ""
     return (WITHIN, "") if within(fig["value"], reproduced, fig["tolerance"]) else (OUTSIDE, "")
@@ -424,6 +455,16 @@ def _tolerance_text(tol: dict | None) -> str:
     if not tol:
         return ""
     return f"±{tol['relative']:.0%}" if "relative" in tol else f"±{tol['absolute']:g}"
+
+
+def source_text(src: dict) -> str:
+    """The source as a reader checks it: document; place; seed file and line, or the address."""
+    parts = [src["document"], src["place"]]
+    if "seed" in src:
+        parts.append(f"studies/seeds/{src['seed']}.txt line {src['line']}")
+    if "url" in src:
+        parts.append(src["url"])
+    return "; ".join(parts)
 
 
 def study_table(study: Study, records: list[dict], site: str, variant: str) -> pd.DataFrame:
@@ -438,7 +479,9 @@ def study_table(study: Study, records: list[dict], site: str, variant: str) -> p
         if why and v not in (WITHIN, OUTSIDE):
             detail = "; ".join(filter(None, [detail, why]))
         published = fig["value"]
-        ratio = value / published if published and not math.isnan(value) and v in (WITHIN, OUTSIDE) else math.nan
+        # The ratio is shown wherever both numbers exist (tiny runs aside): a reader may read it, the
+        # verdict says whether it is judged.
+        ratio = value / published if published and not math.isnan(value) and v != TINY else math.nan
         out.append(
             {
                 "study": study.name,
@@ -448,7 +491,7 @@ def study_table(study: Study, records: list[dict], site: str, variant: str) -> p
                 "unit": fig["unit"],
                 "published_on": fig["machine"],
                 "published_layout": fig["layout"],
-                "source": f"{fig['source']['document']}; {fig['source']['place']}",
+                "source": source_text(fig["source"]),
                 "read_from_figure": fig["read_from_figure"],
                 "verified": fig["verified"],
                 "reproduced": value,
@@ -456,6 +499,7 @@ def study_table(study: Study, records: list[dict], site: str, variant: str) -> p
                 "reproduced_at": where,
                 "ratio": ratio,
                 "tolerance": _tolerance_text(fig.get("tolerance")),
+                "tolerance_why": fig.get("tolerance_why", ""),
                 "verdict": v,
                 "detail": detail,
             }
@@ -471,8 +515,8 @@ def study_markdown(study: Study, df: pd.DataFrame, site: str, variant: str, n_ru
         scope = f"Reproduced on {site}, where it was published."
     else:
         scope = (
-            f"Reproduced on {site}, published on {machines}: only figures that do not depend on the "
-            "machine (scaling efficiency, speedup) are judged off their machine."
+            f"Reproduced on {site}, published on {machines}: a figure is judged on its own machine only; "
+            f"the others say **{DIFFERENT_MACHINE}** beside the reproduced value and the ratio."
         )
     cells = []
     for _, r in df.iterrows():
@@ -491,7 +535,7 @@ def study_markdown(study: Study, df: pd.DataFrame, site: str, variant: str, n_ru
                 markdown.cell(r["reproduced"]),
                 r["reproduced_at"] or "",
                 markdown.cell(r["ratio"]),
-                r["tolerance"],
+                r["tolerance"] + (f" ({r['tolerance_why']})" if r["tolerance_why"] else ""),
                 r["verdict"],
                 markdown.cell(r["detail"]),
             ]
@@ -513,7 +557,7 @@ def study_markdown(study: Study, df: pd.DataFrame, site: str, variant: str, n_ru
                 "reproduced",
                 "reproduced at",
                 "ratio",
-                "tolerance",
+                "tolerance (why)",
                 "verdict",
                 "detail",
             ],

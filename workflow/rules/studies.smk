@@ -7,6 +7,9 @@ try:
     STUDIES = pipeline.study_plans(config, SITE, CONFIG_FILE)
 except pipeline.ExabenchError as exc:
     pipeline.stop(f"invalid study: {exc}")
+HOROVOD_MISSING = pipeline.study_horovod_missing(STUDIES, SITE)
+if HOROVOD_MISSING:
+    pipeline.stop(HOROVOD_MISSING)
 if pipeline.study_target_without_study(workflow.dag_settings, config):
     pipeline.stop(
         "the `study` target runs the studies named by --config study=<name> "
