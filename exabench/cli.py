@@ -76,7 +76,7 @@ def cmd_launch_lines(args) -> int:
 
 def cmd_execute(args) -> int:
     from exabench.execute import execute
-    from exabench.workflow import status_lines
+    from exabench.pipeline import status_lines
     print("\n".join(status_lines(args.spec, execute(args.spec))))
     return 0
 
