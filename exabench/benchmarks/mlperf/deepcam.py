@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from exabench.errors import ConfigError
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Outcome, param
-from exabench.benchmarks.mlperf.params import MLPerfParams
+from exabench.benchmarks.base import Outcome, param
+from exabench.benchmarks.mlperf.base import MLPerfBenchmark, MLPerfParams
 
 
 @dataclass
@@ -105,13 +105,8 @@ def average_batchnorm_statistics(model, world_size: int) -> None:
 
 
 @register
-class DeepCAM(Benchmark):
+class DeepCAM(MLPerfBenchmark):  # time_to_train: to the target IoU
     name = "deepcam"
-    headline = "time_to_train"  # MLPerf-HPC's score: time to the target IoU
-    communication = {"pattern": "ddp-gradient-buckets"}
-    data_parallel = True
-    suite = "mlperf-hpc"
-    framework = "pytorch"
     Params = DeepCAMParams
     presets = {
         # Same code path, laptop scale: 96 x 144 inputs, channels / 8, 2 middle blocks. One sample

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from exabench.errors import ConfigError
 from exabench.benchmarks.registry import register
 from exabench.training import devices
-from exabench.benchmarks.base import Benchmark, Check, Outcome, param
-from exabench.benchmarks.mlperf.params import MLPerfParams
+from exabench.benchmarks.base import Check, Outcome, param
+from exabench.benchmarks.mlperf.base import MLPerfBenchmark, MLPerfParams
 
 
 @dataclass
@@ -88,13 +88,8 @@ def global_l1(pred, target):
 
 
 @register
-class OC20(Benchmark):
+class OC20(MLPerfBenchmark):  # time_to_train: to the target forces MAE
     name = "oc20"
-    headline = "time_to_train"  # MLPerf-HPC's score: time to the target forces MAE
-    communication = {"pattern": "ddp-gradient-buckets"}
-    data_parallel = True
-    suite = "mlperf-hpc"
-    framework = "pytorch"
     Params = OC20Params
     presets = {
         # Same code path, laptop scale: a narrow 2-block DimeNet++ on 14-atom slabs, cutoff 3.5 A (the

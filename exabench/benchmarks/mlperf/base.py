@@ -1,11 +1,18 @@
-"""The parameters every MLPerf-HPC workload shares: data staging, the division written to
-the log, the torch.distributed backend and the seeds. A workload's Params class inherits
-`MLPerfParams` and names its own defaults as class keywords; the shared fields are appended
-after its own, so they keep their place at the end of the parameter list (records, docs)."""
+"""What every MLPerf-HPC workload shares.
+
+- `MLPerfParams`: the parameters (data staging, the division written to the log, the
+  torch.distributed backend and the seeds). A workload's Params class inherits it and names its
+  own defaults as class keywords; the shared fields are appended after its own, so they keep
+  their place at the end of the parameter list (records, docs).
+- `MLPerfBenchmark`: the facts (the score is the time to train to the quality target,
+  data-parallel PyTorch with DDP's gradient buckets, the mlperf-hpc suite).
+"""
 
 from __future__ import annotations
 
-from exabench.benchmarks.base import param
+from typing import ClassVar
+
+from exabench.benchmarks.base import Benchmark, param
 
 BACKENDS = ("auto", "gloo", "nccl", "mpi")
 
@@ -45,3 +52,13 @@ class MLPerfParams:
             annotations[name] = kind
             setattr(cls, name, default)
         cls.__annotations__ = annotations
+
+
+class MLPerfBenchmark(Benchmark):
+    """An MLPerf-HPC workload: set `name`, `Params` (an `MLPerfParams`), `presets` and `run`."""
+
+    headline: ClassVar[str] = "time_to_train"  # MLPerf-HPC's score: time to the quality target
+    communication: ClassVar[dict] = {"pattern": "ddp-gradient-buckets"}
+    data_parallel: ClassVar[bool] = True
+    suite: ClassVar[str] = "mlperf-hpc"
+    framework: ClassVar[str] = "pytorch"
