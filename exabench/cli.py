@@ -76,7 +76,7 @@ def cmd_launch_lines(args) -> int:
 
 def cmd_execute(args) -> int:
     from exabench.execute import execute
-    from exabench.workflow import status_lines
+    from exabench.pipeline import status_lines
     print("\n".join(status_lines(args.spec, execute(args.spec))))
     return 0
 
@@ -376,35 +376,75 @@ def cmd_model_local_check(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="exabench", description="Reproducible HPC deep-learning and analytics benchmarks")
     sub = ap.add_subparsers(dest="command", required=True)
+    for add in (
+        _add_plan, _add_launch_lines, _add_run, _add_execute, _add_aggregate, _add_model_fit, _add_comm_fit,
+        _add_model_validate, _add_model_project, _add_model_local_check, _add_compare, _add_accept,
+        _add_accept_check, _add_references, _add_nodes, _add_plots, _add_archive, _add_reproduce, _add_node_run,
+        _add_node_sweep, _add_ingest, _add_history, _add_retry, _add_restore, _add_list,
+    ):
+        add(sub)  # in this order: the order of `exabench --help`
+    _inherit_shadowed_options(ap)
+    return ap
 
-    def with_config(p):
-        p.add_argument("--config", default=None, help="experiment config (default: the campaign the site's profile "
-                       "loads, profiles/<site>/config.yaml `configfile`; config/config.yaml without --site)")
-        p.add_argument("--site", default=None, help="site.yaml (default: the config's `site`)")
-        return p
 
-    p = with_config(sub.add_parser("plan", help="print the runs a config expands to on a site"))
+def _with_config(p):
+    p.add_argument("--config", default=None, help="experiment config (default: the campaign the site's profile "
+                   "loads, profiles/<site>/config.yaml `configfile`; config/config.yaml without --site)")
+    p.add_argument("--site", default=None, help="site.yaml (default: the config's `site`)")
+    return p
+
+
+def _with_files(p, *names, split=False):
+    for name in names:
+        p.add_argument(f"--{name}", required=True)
+    if split:
+        p.add_argument("--split-bytes", type=int, default=65536, help="allreduce protocol regime boundary "
+                                                                      "(default %(default)s)")
+    return p
+
+
+PUBLISHED_SCALING = "results/reference/published_scaling.yaml"
+STORE_HELP = "the results store (default %(default)s)"
+
+
+def _add_plan(sub) -> None:
+    p = _with_config(sub.add_parser("plan", help="print the runs a config expands to on a site"))
     p.add_argument("--bundle", action="store_true", help="show bundle mode's allocations and the runs of each "
                    "(without it: one row per run, then the bundles)")
     p.set_defaults(fn=cmd_plan)
-    p = with_config(sub.add_parser("launch-lines", help="print the launch line (or --script) of every planned run"))
+
+
+def _add_launch_lines(sub) -> None:
+    p = _with_config(sub.add_parser("launch-lines", help="print the launch line (or --script) of every planned run"))
     p.add_argument("--script", action="store_true", help="print each run's whole job script (header, setup, launch)")
     p.set_defaults(fn=cmd_launch_lines)
+
+
+def _add_run(sub) -> None:
     p = sub.add_parser("run", prefix_chars="+", add_help=False, help="check the config and profile files a snakemake command line names (size, "
                        "UTF-8, duplicate keys, syntax with its line), then run that snakemake",
                        description="exabench run [snakemake arguments]: e.g. exabench run --profile profiles/local "
                        "--configfile config/micro.yaml -n")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="arguments for snakemake, as given to it")
     p.set_defaults(fn=cmd_run)
+
+
+def _add_execute(sub) -> None:
     p = sub.add_parser("execute", help="run one rendered job script and ensure its record exists")
     p.add_argument("--spec", required=True)
     p.set_defaults(fn=cmd_execute)
+
+
+def _add_aggregate(sub) -> None:
     p = sub.add_parser("aggregate", help="records -> tidy CSV table + Markdown summary")
     p.add_argument("--site-name", required=True)
     p.add_argument("--csv", required=True)
     p.add_argument("--markdown", required=True)
     p.add_argument("records", nargs="*")
     p.set_defaults(fn=cmd_aggregate)
+
+
+def _add_model_fit(sub) -> None:
     p = sub.add_parser("model-fit", help="log-linear performance model of a tidy results table (docs/perf.md)")
     p.add_argument("--table", required=True, help="tidy table CSV (results/<site>/tables/results.csv)")
     p.add_argument("--out-dir", required=True)
@@ -416,30 +456,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", default=None, help="factor of the speedup matrix rows")
     p.add_argument("--cols", default=None, help="factor of the speedup matrix columns (default config)")
     p.set_defaults(fn=cmd_model_fit)
-    def with_files(p, *names, split=False):
-        for name in names:
-            p.add_argument(f"--{name}", required=True)
-        if split:
-            p.add_argument("--split-bytes", type=int, default=65536, help="allreduce protocol regime boundary "
-                                                                          "(default %(default)s)")
-        return p
 
-    with_files(sub.add_parser("comm-fit", help="fit allreduce latency and bandwidth to a sweep (n, bytes, time_s)"),
+
+def _add_comm_fit(sub) -> None:
+    _with_files(sub.add_parser("comm-fit", help="fit allreduce latency and bandwidth to a sweep (n, bytes, time_s)"),
                "sweep", "markdown", split=True).set_defaults(fn=cmd_comm_fit)
-    ref = "results/reference/published_scaling.yaml"
-    p = with_files(sub.add_parser("model-validate", help="communication model vs published scaling figures"),
+
+
+def _add_model_validate(sub) -> None:
+    p = _with_files(sub.add_parser("model-validate", help="communication model vs published scaling figures"),
                    "csv", "markdown")
-    p.add_argument("--reference", default=ref)
+    p.add_argument("--reference", default=PUBLISHED_SCALING)
     p.set_defaults(fn=cmd_model_validate)
-    p = with_files(sub.add_parser("model-project", help="PROJECTED scaling of the reference campaign to whole "
+
+
+def _add_model_project(sub) -> None:
+    p = _with_files(sub.add_parser("model-project", help="PROJECTED scaling of the reference campaign to whole "
                                                         "machines"), "csv", "markdown", "plot")
-    p.add_argument("--reference", default=ref)
+    p.add_argument("--reference", default=PUBLISHED_SCALING)
     p.set_defaults(fn=cmd_model_project)
-    p = with_files(sub.add_parser("model-local-check", help="measured 1 -> n rank (node) K-Means and ResNet-50 "
+
+
+def _add_model_local_check(sub) -> None:
+    p = _with_files(sub.add_parser("model-local-check", help="measured 1 -> n rank (node) K-Means and ResNet-50 "
                                                             "scaling vs the model"),
                    "table", "sweep", "csv", "markdown", split=True)
     p.add_argument("--site", default=None, help="site.yaml: usable cores per node, network figures where no fit")
     p.set_defaults(fn=cmd_model_local_check)
+
+
+def _add_compare(sub) -> None:
     p = sub.add_parser("compare", help="records -> comparison tables (Markdown, CSV, Parquet)")
     p.add_argument("--out", required=True, help="directory of the tables")
     p.add_argument("--plan", default=None,
@@ -448,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default=None, help="site the cross-site table compares against")
     p.add_argument("records", nargs="+", help="record files or directories of records")
     p.set_defaults(fn=cmd_compare)
+
+
+def _add_accept(sub) -> None:
     p = sub.add_parser("accept", help="records x references -> verdicts (Markdown, CSV, JUnit XML)")
     p.add_argument("--references", required=True, help="the site's references.yaml")
     p.add_argument("--plan", default=None, help="plan.json: planned runs without a record fail")
@@ -458,9 +507,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 1 when any run fails")
     p.add_argument("records", nargs="+", help="record files or directories of records")
     p.set_defaults(fn=cmd_accept)
+
+
+def _add_accept_check(sub) -> None:
     p = sub.add_parser("accept-check", help="exit 1, naming the runs, when a verdicts table has a failing run")
     p.add_argument("--verdicts", required=True, help="verdicts CSV written by `exabench accept`")
     p.set_defaults(fn=cmd_accept_check)
+
+
+def _add_references(sub) -> None:
     p = sub.add_parser("references", help="derive a site's references.yaml from measured runs")
     p.add_argument("--from", dest="source", nargs="+", default=None, help="record files or directories")
     p.add_argument("--from-history", action="store_true",
@@ -479,6 +534,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--merge", default=None, metavar="REFERENCES_YAML",
                    help="keep this file's published entries and add the derived ones its from_history list asks for")
     p.set_defaults(fn=cmd_references)
+
+
+def _add_nodes(sub) -> None:
     p = sub.add_parser("nodes", help="flag nodes outside tolerance or outliers among peers (every-node records)")
     p.add_argument("--references", default=None)
     p.add_argument("--site-name", required=True)
@@ -487,6 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-only", action="store_true", help="exit 0 even when nodes are flagged")
     p.add_argument("records", nargs="*", help="record files or directories of per-node records")
     p.set_defaults(fn=cmd_nodes)
+
+
+def _add_plots(sub) -> None:
     p = sub.add_parser("plots", help="records -> PNG plots (scaling, precision, allreduce, per node)")
     p.add_argument("--out", required=True, help="directory of the plots")
     p.add_argument("--plan", default=None, help="plan.json: missing runs are marked on the plots")
@@ -494,6 +555,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", nargs="*", default=[], help="per-node records (cluster-wide acceptance)")
     p.add_argument("records", nargs="+", help="record files or directories of records")
     p.set_defaults(fn=cmd_plots)
+
+
+def _add_archive(sub) -> None:
     p = sub.add_parser("archive", help="pack a campaign (records, scripts, logs, config, site, locks, tables) "
                                        "with a sha256 inventory into one .tar.gz")
     p.add_argument("--results", required=True, help="results/<site> of the campaign")
@@ -507,30 +571,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", default=None, help="baseline site of the cross-site table")
     p.add_argument("--baseline-records", nargs="*", default=[], help="the baseline's records (files or dirs)")
     p.set_defaults(fn=cmd_archive)
+
+
+def _add_reproduce(sub) -> None:
     p = sub.add_parser("reproduce", help="check an archive's hashes and rebuild every table and plot from it")
     p.add_argument("archive")
     p.add_argument("--out", default=None, help="directory to unpack and rebuild in (default: a new temp dir)")
     p.set_defaults(fn=cmd_reproduce)
+
+
+def _add_node_run(sub) -> None:
     p = sub.add_parser("node-run", help="derive one node's spec and job script from a single-node run's spec "
                                         "(called by the every-node job script); prints the node's spec path")
     p.add_argument("--spec", required=True)
     p.add_argument("--node", required=True, help="the node, or the node group's name")
     p.add_argument("--group-nodes", default="", help="the group's nodes, comma-separated (a job pinned to them)")
     p.set_defaults(fn=cmd_node_run)
-    p = with_config(sub.add_parser("node-sweep", help="render the every-node acceptance job script"))
+
+
+def _add_node_sweep(sub) -> None:
+    p = _with_config(sub.add_parser("node-sweep", help="render the every-node acceptance job script"))
     p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the site's max_nodes)")
     p.add_argument("--out", required=True)
     p.set_defaults(fn=cmd_node_sweep)
-    store_help = "the results store (default %(default)s)"
+
+
+def _add_ingest(sub) -> None:
     p = sub.add_parser("ingest", help="add result folders, record files or campaign archives to the results store")
-    p.add_argument("--store", default="results/history.duckdb", help=store_help)
+    p.add_argument("--store", default="results/history.duckdb", help=STORE_HELP)
     p.add_argument("sources", nargs="+", help="results/<site>, results/, records, or .tar.gz from exabench archive")
     p.set_defaults(fn=cmd_ingest)
+
+
+def _add_history(sub) -> None:
     # `history` and its subcommands: `exabench compare` is already the comparison-tables command of
     # one campaign's records, so comparing stored selections is `exabench history compare`.
     p = sub.add_parser("history", help="the campaigns in the results store; `history compare` and "
                                        "`history regress` query it (docs/history.md)")
-    p.add_argument("--store", default="results/history.duckdb", help=store_help)
+    p.add_argument("--store", default="results/history.duckdb", help=STORE_HELP)
     p.add_argument("--select", default=None, help="only the campaigns of this selection (docs/history.md)")
     p.add_argument("--csv", default=None, help="also write the table as CSV here")
     p.add_argument("--markdown", default=None, help="also write the table as Markdown here")
@@ -572,11 +650,17 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--correction", default="bh", choices=("bh", "holm", "none"),
                            help="multiple-comparison correction across the campaign (default %(default)s)")
             q.add_argument("--strict", action="store_true", help="exit 1 when any metric regressed")
+
+
+def _add_retry(sub) -> None:
     p = sub.add_parser("retry", help="set aside the records of failed, timed-out and corrupt runs (into "
                        "attempts/), so that the campaign's next snakemake runs exactly those")
     p.add_argument("--results", required=True, help="the campaign's results folder (results/<site>)")
     p.add_argument("-n", "--dry-run", action="store_true", help="only list the runs that would run again")
     p.set_defaults(fn=cmd_retry)
+
+
+def _add_restore(sub) -> None:
     p = sub.add_parser("restore", help="make a kept record a run's record again: from archive/ or attempts/ (the "
                        "latest, or --version), or from a campaign archive (--archive); the replaced one is kept")
     p.add_argument("--results", required=True, help="the campaign's results folder (results/<site>)")
@@ -585,11 +669,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--archive", help="a campaign archive (results/archives/<site>.tar.gz) holding the record")
     p.add_argument("--list", action="store_true", help="list the kept records of the run")
     p.set_defaults(fn=cmd_restore)
+
+
+def _add_list(sub) -> None:
     p = sub.add_parser("list", help="list the registered benchmarks")
     p.add_argument("-v", "--verbose", action="store_true", help="also list parameters")
     p.set_defaults(fn=cmd_list)
-    _inherit_shadowed_options(ap)
-    return ap
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

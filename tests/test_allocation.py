@@ -17,7 +17,7 @@ from exabench.campaign.render import render_bundle, render_script, RunPaths
 from exabench.campaign.site import check_walltime, pick_queue, resolve_layout
 from exabench.config import load_and_validate, validate
 from exabench.errors import ConfigError
-from exabench.workflow import job_resources
+from exabench.pipeline import job_resources
 from helpers_sites import FIXED_ROOT, PROFILES, REPO, site
 
 REAL_SITES = tuple(p for p in PROFILES if p not in ("local", "slurm-local"))

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers_containers import missing_tools_or_userns
+
 from exabench import containers
 from exabench.campaign.site import load_site
 from exabench.containers.sif import assemble_sif, rootfs_arch
@@ -27,17 +29,6 @@ REPO = Path(__file__).resolve().parents[1]
 RANKS = 4
 TOOLS = {"ch-run": "charliecloud-runtime", "mksquashfs": "squashfs-tools", "siftool": "siftool",
          "mpirun": "openmpi-bin", "unshare": "util-linux", "ldd": "libc-bin"}
-
-
-def _skip_reason() -> str | None:
-    for tool, pkg in TOOLS.items():
-        if not shutil.which(tool):
-            return f"{tool} not installed (apt-get install -y {pkg})"
-    try:
-        subprocess.run(["unshare", "-U", "-r", "true"], check=True, timeout=30, capture_output=True)
-    except (subprocess.SubprocessError, OSError) as exc:
-        return f"user namespaces unavailable (unshare -U -r true: {exc})"
-    return None
 
 
 def _shell_rootfs(root: Path) -> Path:
@@ -60,7 +51,7 @@ def _shell_rootfs(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def shell_sif(tmp_path_factory) -> Path:
-    reason = _skip_reason()
+    reason = missing_tools_or_userns(TOOLS)
     if reason:
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("shell-sif")

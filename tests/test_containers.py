@@ -417,15 +417,10 @@ def test_unknown_build_layer_names_the_site_key(tmp_path):
 def _real_build_skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "needs root (debootstrap and the chroot build of %post)"
-    for tool, pkg in (("debootstrap", "debootstrap"), ("mksquashfs", "squashfs-tools"), ("siftool", "siftool"),
-                      ("ch-run", "charliecloud-runtime"), ("unshare", "util-linux"), ("mpirun", "openmpi-bin")):
-        if not shutil.which(tool):
-            return f"{tool} not installed (apt-get install -y {pkg})"
-    try:
-        subprocess.run(["unshare", "-U", "-r", "true"], check=True, timeout=30, capture_output=True)
-    except (subprocess.SubprocessError, OSError) as exc:
-        return f"user namespaces unavailable (unshare -U -r true: {exc})"
-    return None
+    from helpers_containers import missing_tools_or_userns
+
+    return missing_tools_or_userns({"debootstrap": "debootstrap", "mksquashfs": "squashfs-tools", "siftool": "siftool",
+                                    "ch-run": "charliecloud-runtime", "unshare": "util-linux", "mpirun": "openmpi-bin"})
 
 
 @pytest.mark.integration

@@ -17,6 +17,7 @@ from exabench.campaign.plan import expand
 from exabench.campaign.render import RunPaths, write_run_files
 from exabench.config import validate
 from exabench.records.record import base_record, write_record
+from helpers_runs import rendered_kmeans
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,11 +147,8 @@ def test_a_record_under_another_runs_name_is_refused_on_read(tmp_path):
 @pytest.fixture
 def sleeping_run(tmp_path, two_core_site):
     """One rendered run whose job script sleeps (it writes no record: the run ends `failed`)."""
-    cfg = validate({"benchmarks": [{"name": "kmeans"}], "timeout_s": 60}, "config", "c.yaml")
-    run = expand(cfg, two_core_site, "c.yaml")[0]
-    paths = RunPaths(tmp_path / "results" / "local", run.run_id)
-    write_run_files(run, two_core_site, paths)
-    paths.script.write_text("#!/usr/bin/env bash\necho started > \"$(dirname \"$0\")/started\"\nsleep 4\nexit 3\n")
+    script = "#!/usr/bin/env bash\necho started > \"$(dirname \"$0\")/started\"\nsleep 4\nexit 3\n"
+    run, paths = rendered_kmeans(tmp_path, two_core_site, script, timeout_s=60)
     return paths, run.run_id
 
 

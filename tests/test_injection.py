@@ -187,7 +187,7 @@ def test_a_config_item_with_shell_characters_never_runs_its_payload(workflow_cop
 
 @pytest.mark.parametrize("case", sorted(CONFIG_PAYLOADS))
 def test_each_config_item_payload_is_refused_before_any_job(case):
-    from exabench.workflow import check_job_command_line, validate_config
+    from exabench.pipeline import check_job_command_line, validate_config
     item = CONFIG_PAYLOADS[case].format(m="/tmp/never")
     key, _, value = item.partition("=")
     with pytest.raises(ConfigError, match=f"--config: key '{key}'"):

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from exabench.campaign.plan import expand
-from exabench.campaign.render import RunPaths, write_run_files
-from exabench.config import validate
+from exabench.campaign.render import RunPaths
+from helpers_runs import rendered_kmeans
 from test_faults import two_runs  # noqa: F401 - the fixture: a campaign of two runs rendered by snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,10 +32,7 @@ wait
 
 @pytest.fixture
 def rank_run(tmp_path, two_core_site):
-    cfg = validate({"benchmarks": [{"name": "kmeans"}], "timeout_s": 300}, "config", "c.yaml")
-    run = expand(cfg, two_core_site, "c.yaml")[0]
-    paths = RunPaths(tmp_path / "results" / "local", run.run_id)
-    write_run_files(run, two_core_site, paths)
+    run, paths = rendered_kmeans(tmp_path, two_core_site, timeout_s=300)
     paths.script.write_text(RANKS.format(record=paths.record))
     (paths.run_dir / "ok.json").write_text(json.dumps({"run_id": run.run_id, "status": "ok"}))
     return paths

@@ -111,7 +111,7 @@ def report_pages(html: str) -> dict[str, list[list[list[str]]]]:
 
 def test_progress_line_and_final_summary(tmp_path):
     import json
-    from exabench.workflow import final_summary
+    from exabench.pipeline import final_summary
     from exabench.records.progress import progress_line
     res = tmp_path / "results" / "local"
     (res / "records").mkdir(parents=True)

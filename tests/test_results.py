@@ -7,12 +7,10 @@ import os
 
 import pytest
 
-from exabench.config import validate
 from exabench.execute import execute
-from exabench.campaign.render import RunPaths, write_run_files
-from exabench.campaign.plan import expand
 from exabench.records.record import ENV_ALLOW, SCHEMA, RecordError, allowed_env, read_record, write_record
 from exabench.io import atomic_write_many, atomic_write_text
+from helpers_runs import rendered_kmeans
 
 
 def test_atomic_write_leaves_old_content_on_failure(tmp_path):
@@ -134,12 +132,7 @@ def read_record_ok(tmp_path) -> bool:
 
 @pytest.fixture
 def rendered(tmp_path, two_core_site):
-    cfg = validate({"benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [2]}}], "timeout_s": 2},
-                   "config", "c.yaml")
-    run = expand(cfg, two_core_site, "c.yaml")[0]
-    paths = RunPaths(tmp_path / "results" / "local", run.run_id)
-    write_run_files(run, two_core_site, paths)
-    return paths
+    return rendered_kmeans(tmp_path, two_core_site, sweep={"ranks_per_node": [2]}, timeout_s=2)[1]
 
 
 def test_launcher_failure_gives_failed_record(rendered):

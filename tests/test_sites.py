@@ -304,7 +304,7 @@ def test_a_config_can_sweep_ranks_per_gpu_and_ranks_per_set(tmp_path):
 
 
 def test_frontier_smt2_jobs_ask_the_executor_plugin_for_threads_per_core():
-    from exabench.workflow import job_resources
+    from exabench.pipeline import job_resources
     s = site("frontier")
     runs = {"smt": _any_run(resolve_layout(s, nodes=1, smt=2)), "plain": _any_run(resolve_layout(s, nodes=1))}
     res = job_resources(s, lambda w: runs[w])
@@ -314,7 +314,7 @@ def test_frontier_smt2_jobs_ask_the_executor_plugin_for_threads_per_core():
 
 def test_the_executor_plugin_gets_each_runs_queue():
     from exabench.campaign.site import Queue
-    from exabench.workflow import job_resources
+    from exabench.pipeline import job_resources
     s = site("frontier", partition="", queues=(Queue("debug", 120, 1, 2), Queue("batch", 720)))
     runs = {"small": _any_run(resolve_layout(s, nodes=2)), "wide": _any_run(resolve_layout(s, nodes=8))}
     res = job_resources(s, lambda w: runs[w])

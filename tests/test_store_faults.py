@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from exabench.records import store
-from exabench.workflow import history_report, ingest_campaign
+from exabench.pipeline import history_report, ingest_campaign
 from helpers_compare import RECORDS, env
 
 GOLDEN = [str(RECORDS / "local"), str(RECORDS / "titan")]

@@ -425,7 +425,7 @@ def test_every_tiny_variant_runs_through_snakemake(tmp_path):
 
 
 def test_a_profile_site_replaced_by_the_command_line_is_caught(monkeypatch):
-    import exabench.workflow as pipeline
+    from exabench import pipeline
 
     monkeypatch.chdir(REPO)
     lost = pipeline.profile_site_lost(

@@ -2,7 +2,7 @@
 #   snakemake --profile profiles/<site> acceptance
 # Verdicts and JUnit XML are always written; the `acceptance` rule then fails, naming the
 # failing runs, when any run fails (so CI sees a non-zero exit and keeps the JUnit file).
-REFERENCES = config.get("references") or str(Path(config["site"]).parent / "references.yaml")
+# REFERENCES (the site's references.yaml unless the config names one): common.smk.
 ACCEPTANCE = f"{RESULTS}/acceptance"
 
 

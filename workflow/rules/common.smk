@@ -3,9 +3,9 @@ import sys
 from glob import glob
 from pathlib import Path
 
-# exabench.workflow is the one package module the stages import; named `pipeline` so that
-# Snakemake's own `workflow` object stays usable.
-import exabench.workflow as pipeline
+# exabench.pipeline is the one package module the stages import (its name leaves Snakemake's
+# own `workflow` object usable).
+from exabench import pipeline
 
 # Errors name the user's file: the last --configfile (it overrides the Snakefile's default), else the default.
 CONFIG_FILE = pipeline.config_file_of(workflow.overwrite_configfiles, workflow.configfiles)
@@ -58,7 +58,8 @@ def get_run_spec_params(wildcards):
     return RUN_DICTS[wildcards.run_id]
 
 
-def get_plan_params(wildcards):
+def get_plan_dicts(wildcards=None):
+    # Every run as a dict: the plan rules' params (a changed run re-plans) and plan.json's content.
     return list(RUN_DICTS.values())
 
 
@@ -76,6 +77,13 @@ def get_final_outputs(wildcards=None):
 
 
 # --- comparison, acceptance and report stages -------------------------------------
+# Their names are set here, before the functions below and the stages' rule files read them.
+
+BASELINE = config.get("baseline_site") or ""
+COMPARE_TABLES = pipeline.compare_table_names(BASELINE)
+REPORT_TABLES = ["summary", *COMPARE_TABLES]  # as HTML pages in the report (report.smk)
+REFERENCES = config.get("references") or str(Path(config["site"]).parent / "references.yaml")
+PLOTS = pipeline.PLOTS
 
 
 def get_baseline_records(wildcards=None):
@@ -91,10 +99,6 @@ def get_references_if_any(wildcards=None):
 def get_node_records(wildcards=None):
     # Per-node records of a cluster-wide acceptance campaign (results/<site>/records/nodes/).
     return sorted(glob(f"{RESULTS}/records/nodes/*.json"))
-
-
-def get_plan_dicts(wildcards=None):
-    return list(RUN_DICTS.values())
 
 
 def get_compare_outputs(wildcards=None):

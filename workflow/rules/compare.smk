@@ -1,7 +1,5 @@
 # Records (and the plan, so runs that left no record show as missing) -> comparison tables.
-BASELINE = config.get("baseline_site") or ""
-COMPARE_TABLES = pipeline.compare_table_names(BASELINE)
-REPORT_TABLES = ["summary", *COMPARE_TABLES]  # as HTML pages in the report (report.smk)
+# BASELINE and COMPARE_TABLES: common.smk.
 
 
 localrules:

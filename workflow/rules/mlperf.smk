@@ -34,7 +34,7 @@ rule throughput_bundle:
     log:
         f"{LOGS}/throughput_bundle.log",
     params:
-        runs=get_plan_params,
+        runs=get_plan_dicts,
     run:
         pipeline.write_bundle_script(
             list(RUNS.values()), SITE, RESULTS, config["campaign"], output[0], log[0], concurrent=True

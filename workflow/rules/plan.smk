@@ -13,7 +13,7 @@ rule plan:
     log:
         f"{LOGS}/plan.log",
     params:
-        runs=get_plan_params,
+        runs=get_plan_dicts,
     run:
         pipeline.write_plan(list(RUNS.values()), output[0], log[0])
 

@@ -3,7 +3,7 @@
 # It collects every output marked report(): the plots, and the summary, comparison tables and
 # acceptance verdicts as HTML pages (the report shows HTML in place; a CSV is only a download).
 # The verdicts are part of `all` when the site has references (the failing `acceptance` target is not).
-PLOTS = pipeline.PLOTS
+# PLOTS and REPORT_TABLES: common.smk.
 
 
 localrules:

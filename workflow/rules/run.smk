@@ -1,7 +1,7 @@
 # Execute each rendered job script; a record exists afterwards whatever happened
 # (a failed benchmark is a result with status `failed`, not a pipeline error).
 # With a cluster executor plugin (slurm, lsf) each run is one job whose resources come from
-# the plan and the site (exabench/workflow.py); the rule then runs the rendered launch
+# the plan and the site (exabench/pipeline.py); the rule then runs the rendered launch
 # line (srun/jsrun ...) inside that allocation. With no scheduler the dict is empty.
 # A run holds runs/<run_id>/run.lock while it runs (a second execution is refused); SIGINT and
 # SIGTERM to snakemake stop the running ranks and leave those runs without a record, so a

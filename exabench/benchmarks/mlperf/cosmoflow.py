@@ -17,7 +17,8 @@ from pathlib import Path
 from exabench.errors import ConfigError
 from exabench.benchmarks.registry import register
 from exabench.training import devices
-from exabench.benchmarks.base import Benchmark, Outcome, param
+from exabench.benchmarks.base import Outcome, param
+from exabench.benchmarks.mlperf.base import MLPerfBenchmark, MLPerfParams
 
 
 def network_settings(p) -> dict:
@@ -29,7 +30,7 @@ def network_settings(p) -> dict:
 
 @dataclass
 
-class CosmoFlowParams:
+class CosmoFlowParams(MLPerfParams, seed=42, data_set="CosmoFlow", staging_timed=True):
     sample_size: int = param(128, "edge of the cubic input volume in voxels (4 channels)", minimum=32)
     conv_size: int = param(32, "filters of the first conv layer (doubled per layer; reference 32)", minimum=1)
     kernel_size: int = param(3, "conv kernel edge", minimum=1)
@@ -54,19 +55,6 @@ class CosmoFlowParams:
     data_format: str = param("tfrecord", "file format to read", choices=("tfrecord", "hdf5"))
     n_train: int = param(1024, "training samples to generate (synthetic data only)", minimum=1)
     n_validation: int = param(256, "validation samples to generate (synthetic data only)", minimum=1)
-    stage_dir: str = param("", "node-local directory to copy the data to first (timed); empty: no staging")
-    division: str = param(
-        "open",
-        "MLPerf division written to the log (closed: only the reference network and target on the CosmoFlow data set)",
-        choices=("open", "closed"),
-    )
-    backend: str = param(
-        "auto", "torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)", choices=("auto", "gloo", "nccl", "mpi")
-    )
-    # Fixed across a Time To Solution campaign's seeds: the reference's data set does not change
-    # with the seed.
-    data_seed: int = param(42, "seed of the synthetic data set", minimum=1)
-    seed: int = param(42, "seed of weights and shuffling", minimum=1)
 
 
 # What the closed division fixes beyond the logged hyper-parameters the checker sees: the
@@ -109,13 +97,8 @@ def parse_decay(text: str, key: str = "decay_schedule") -> dict[int, float]:
 
 
 @register
-class CosmoFlow(Benchmark):
+class CosmoFlow(MLPerfBenchmark):  # time_to_train: to the target MAE
     name = "cosmoflow"
-    headline = "time_to_train"  # MLPerf-HPC's score: time to the target MAE
-    communication = {"pattern": "ddp-gradient-buckets"}
-    data_parallel = True
-    suite = "mlperf-hpc"
-    framework = "pytorch"
     Params = CosmoFlowParams
     presets = {
         # Same code path, laptop scale: 32^3 volumes, narrow convs, a few hundred samples.

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 from exabench.errors import ConfigError
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Outcome, param
+from exabench.benchmarks.base import Outcome, param
+from exabench.benchmarks.mlperf.base import MLPerfBenchmark, MLPerfParams
 
 
 @dataclass
-class DeepCAMParams:
+class DeepCAMParams(MLPerfParams, seed=333, data_set="DeepCAM", staging_timed=True):
     height: int = param(768, "input height in pixels (multiple of 16)", minimum=16)
     width: int = param(1152, "input width in pixels (multiple of 16)", minimum=16)
     model_width: int = param(1, "divisor of every channel count (1: the reference network)", minimum=1)
@@ -49,19 +50,6 @@ class DeepCAMParams:
     data_dir: str = param("", "data set root (train/, validation/, stats.h5); empty: generate a synthetic one")
     n_train: int = param(1024, "training samples to generate (synthetic data only)", minimum=1)
     n_validation: int = param(128, "validation samples to generate (synthetic data only)", minimum=1)
-    stage_dir: str = param("", "node-local directory to copy the data to first (timed); empty: no staging")
-    division: str = param(
-        "open",
-        "MLPerf division written to the log (closed: only the reference network and target on the DeepCAM data set)",
-        choices=("open", "closed"),
-    )
-    backend: str = param(
-        "auto", "torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)", choices=("auto", "gloo", "nccl", "mpi")
-    )
-    # Fixed across a Time To Solution campaign's seeds: the reference's data set does not change
-    # with the seed.
-    data_seed: int = param(333, "seed of the synthetic data set", minimum=1)
-    seed: int = param(333, "seed of weights and shuffling", minimum=1)
 
 
 # What the closed division fixes beyond the logged hyper-parameters the checker sees: the
@@ -117,13 +105,8 @@ def average_batchnorm_statistics(model, world_size: int) -> None:
 
 
 @register
-class DeepCAM(Benchmark):
+class DeepCAM(MLPerfBenchmark):  # time_to_train: to the target IoU
     name = "deepcam"
-    headline = "time_to_train"  # MLPerf-HPC's score: time to the target IoU
-    communication = {"pattern": "ddp-gradient-buckets"}
-    data_parallel = True
-    suite = "mlperf-hpc"
-    framework = "pytorch"
     Params = DeepCAMParams
     presets = {
         # Same code path, laptop scale: 96 x 144 inputs, channels / 8, 2 middle blocks. One sample

@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from exabench.benchmarks.base import Benchmark, Outcome, param
+from exabench.benchmarks.base import Outcome, param
+from exabench.benchmarks.mlperf.base import MLPerfBenchmark, MLPerfParams
 from exabench.benchmarks.registry import register
 from exabench.data.openfold_disk import TRAIN_MAX_PDB_RELEASE_DATE, VAL_CAMEO_DATES, VAL_MAX_SEQUENCE_LENGTH
 from exabench.training import devices
@@ -51,7 +52,8 @@ CLOSED_PARAMS = {
 
 
 @dataclass
-class OpenFoldParams:
+class OpenFoldParams(MLPerfParams, seed=1234567890, data_seed=False,
+                     seed_doc="seed of weights, sampling and synthetic data"):
     width_divisor: int = param(1, "divisor of every channel and hidden width (1: the reference network)", minimum=1)
     evoformer_blocks: int = param(48, "Evoformer blocks (reference 48)", minimum=1)
     extra_msa_blocks: int = param(4, "extra-MSA stack blocks (reference 4)", minimum=1)
@@ -99,12 +101,6 @@ class OpenFoldParams:
         "(docs/mlperf-hpc.md); another value than 0.5 is open division only",
         minimum=0.0,
     )
-    stage_dir: str = param("", "node-local directory to copy the data to first; empty: no staging")
-    division: str = param("open", "MLPerf division written to the log", choices=("open", "closed"))
-    backend: str = param(
-        "auto", "torch.distributed backend (auto: nccl on GPUs, gloo on CPUs)", choices=("auto", "gloo", "nccl", "mpi")
-    )
-    seed: int = param(1234567890, "seed of weights, sampling and synthetic data", minimum=1)
 
 
 def closed_rules(p: OpenFoldParams) -> None:
@@ -197,13 +193,8 @@ def save_checkpoint(model, path: Path) -> None:
 
 
 @register
-class OpenFold(Benchmark):
+class OpenFold(MLPerfBenchmark):  # time_to_train: to the target lDDT-Ca
     name = "openfold"
-    headline = "time_to_train"  # MLPerf-HPC's score: time to the target lDDT-Ca
-    communication = {"pattern": "ddp-gradient-buckets"}
-    data_parallel = True
-    suite = "mlperf-hpc"
-    framework = "pytorch"
     Params = OpenFoldParams
     presets = {
         # Same code path, laptop scale: widths / 8, one block per stack, 16-residue chains of one
