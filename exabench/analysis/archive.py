@@ -327,7 +327,7 @@ def archive_campaign(results: str, out: str, site_name: str | None = None, logs:
                      locks: list[str] = ("requirements.lock", "requirements.txt"), baseline: str | None = None,
                      baseline_records: list[str] = (), studies: dict | None = None) -> str:
     """Pack a finished campaign with its inputs into one archive; returns a one-line summary.
-    `studies`: {name: (Study, variant, runs)} of a study campaign (exabench.workflow.study_plans): each
+    `studies`: {name: (Study, variant, runs)} of a study campaign (exabench.pipeline.study_plans): each
     study's file and runs go in, so reproduce rebuilds its table."""
     from exabench import __version__
     from exabench.records.record import record_paths
