@@ -87,9 +87,13 @@ def test_logits_equal_the_reference_models_with_the_same_weights(reference_sized
             assert float(y.mean()) == pytest.approx(want["mean"], abs=1e-5 * scale), mode
             assert float(y.std()) == pytest.approx(want["std"], rel=1e-5), mode
             assert float(y.abs().mean()) == pytest.approx(want["abs_mean"], rel=1e-5), mode
+            # Train mode normalises by batch statistics of a 2-image batch through ~100 layers, which
+            # magnifies fp32 rounding: another CPU's kernels differ by up to 9e-5 of the logits' std
+            # there (measured on an AMD EPYC), 8e-8 in eval mode. A wrong layer differs by O(std).
+            atol = (3e-4 if mode == "train" else 1e-5) * scale
             for got, key in ((y[0, :, 0, :6], "slice"), (y[1, :, -1, -6:], "slice_last")):
                 torch.testing.assert_close(
-                    got, torch.tensor(want[key], dtype=torch.float64), rtol=0, atol=1e-5 * scale, msg=f"{mode} {key}"
+                    got, torch.tensor(want[key], dtype=torch.float64), rtol=0, atol=atol, msg=f"{mode} {key}"
                 )
 
 
