@@ -59,8 +59,10 @@ def test_the_energy_to_solution_figure_draws_measured_runs_only(tmp_path):
 
 
 def test_regression_verdicts_judge_energy_like_any_metric(tmp_path):
-    """Three campaigns of five repeats: the third uses 30 % more energy for the same work, which the
-    history's regression verdict flags (energy: lower is better), while its time is unchanged."""
+    """Five campaigns of five repeats: the last uses 30 % more energy for the same work, which the
+    history's regression verdict flags (energy: lower is better), while its time is unchanged. The
+    campaign is the unit that varies between campaigns, so the history needs several of them (two
+    give one degree of freedom and no verdict at alpha 0.01)."""
     import json
 
     from exabench.analysis import history
@@ -70,7 +72,7 @@ def test_regression_verdicts_judge_energy_like_any_metric(tmp_path):
     # A golden record (it has no system description, hence same_system=False below).
     template = json.loads((RECORDS / "local" / "kmeans.prec.tiny.float32.init-kmeans.n1r1t1.json").read_text())
     db = tmp_path / "history.duckdb"
-    for k, joules in enumerate((100.0, 101.0, 130.0)):
+    for k, joules in enumerate((100.0, 101.0, 99.5, 100.5, 130.0)):
         folder = tmp_path / f"c{k}" / "records"
         folder.mkdir(parents=True)
         for rep in range(1, 6):
