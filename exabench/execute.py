@@ -498,6 +498,11 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
             if watchdog is not None:
                 watchdog.kill()
                 watchdog.wait()
+    reason = None if timed_out or rc == 0 else _stop_reason(run_dir, watch)
+    if reason:  # the watchdog stopped the ranks first (the owner died): no result, a resume runs it
+        record_path.unlink(missing_ok=True)
+        raise RunInterrupted(f"run {spec['run_id']} {reason}; its ranks were stopped and no record was written: "
+                             "run the campaign again to resume")
     output = out_path.read_text(errors="replace")
     if log is not None:
         log.write(output)
