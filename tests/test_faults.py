@@ -269,7 +269,6 @@ def two_runs(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_snakemake_stops_the_ranks_and_the_resume_runs_only_the_unfinished_run(two_runs, sig):
-    import time
     cwd, cfg, runs, (fast, slow), flag = two_runs
     records = cwd / "results" / "local" / "records"
     smk = snakemake_popen(cwd, cfg, f"results/local/records/{fast}.json", f"results/local/records/{slow}.json")
@@ -278,11 +277,9 @@ def test_a_signal_to_snakemake_stops_the_ranks_and_the_resume_runs_only_the_unfi
         wait_for(records / f"{fast}.json", timeout=60, proc=smk)
         job = int((runs / slow / "job.pid").read_text())
         fast_record = (records / f"{fast}.json").read_text()
-        t0 = time.monotonic()
         smk.send_signal(sig)
         assert pid_gone(job, 15), f"the run's job (PID {job}) still runs 15 s after {sig.name} to snakemake"
-        out, _ = smk.communicate(timeout=60)
-        assert time.monotonic() - t0 < 30
+        out, _ = smk.communicate(timeout=60)  # snakemake ends (communicate's limit bounds it; no wall-clock assert)
     finally:
         if smk.poll() is None:
             os.killpg(smk.pid, signal.SIGKILL)

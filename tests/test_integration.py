@@ -33,7 +33,7 @@ def test_kmeans_two_ranks(tmp_path, two_core_site):
     assert rec["status"] == "ok", rec["error"]
     assert rec["layout"]["ranks"] == 2 and rec["layout"]["launch_line"].startswith("mpirun -np 2")
     t = rec["metrics"]["time"]
-    assert t["unit"] == "s" and len(t["samples"]) == 3 and t["value"] == pytest.approx(t["stats"]["median"])
+    assert t["unit"] == "s" and 5 <= len(t["samples"]) <= 20 and t["value"] == pytest.approx(t["stats"]["median"])
     assert {c["name"]: c["passed"] for c in rec["checks"]}["centres_recovered"]
     assert rec["info"]["rows"] == 6000  # each rank generated its own share of the node's rows
     fom = rec["metrics"]["fom"]
