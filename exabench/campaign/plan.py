@@ -191,24 +191,18 @@ def check_campaign_size(config: dict, site: Site, config_file: str) -> None:
         where = f"benchmarks[{i}]"
         sweep = _machine_sweep(entry.get("sweep") or {}, config.get("scale"), site, config_file, where)
         counts = [len(v) if isinstance(v, (list, tuple)) else 1 for v in sweep.values()]
-        sizes.append((math.prod(counts) * config["repeats"], where, counts))
-    total = sum(size for size, _, _ in sizes)
+        sizes.append((math.prod(counts) * config["repeats"], where, counts, entry.get("sweep") or {}))
+    total = sum(size for size, *_ in sizes)
     if total > limit:
-        size, where, counts = max(sizes)
+        size, where, counts, sweep = max(sizes, key=lambda s: s[0])
         product = " x ".join(str(c) for c in counts) or "1"
         if config["repeats"] > 1:
             product += f" x {config['repeats']} repeats"
-        raise ConfigError(config_file, f"{where}.sweep", entry_sweep_text(config, where),
+        shown = ", ".join(f"{k}: {len(v) if isinstance(v, (list, tuple)) else 1} values" for k, v in sweep.items())
+        raise ConfigError(config_file, f"{where}.sweep", shown or "(none)",
                           f"at most max_runs = {limit:,} runs in the whole campaign (raise `max_runs` on purpose, "
                           "or sweep fewer values)",
                           f"expands to {product} = {size:,} runs (the campaign: {total:,})")
-
-
-def entry_sweep_text(config: dict, where: str) -> str:
-    """The entry's sweep as the message shows it: each key and its number of values."""
-    entry = config["benchmarks"][int(where[len("benchmarks["):-1])]
-    return ", ".join(f"{k}: {len(v) if isinstance(v, (list, tuple)) else 1} values"
-                     for k, v in (entry.get("sweep") or {}).items()) or "(none)"
 
 
 def expand(config: dict, site: Site, config_file: str = "config/config.yaml") -> list[Run]:
