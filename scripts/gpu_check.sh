@@ -4,7 +4,8 @@
 # See docs/gpu-check.md. Arguments go to `python -m exabench.gpucheck` (--out, --only, --quick, --dry-run).
 #
 # Uses the machine's own Python and torch (PYTHON=..., default python3); where that Python lacks
-# what exabench needs beyond torch, a venv over it is filled from .gpu-wheels/ (scripts/gpu_wheels.sh).
+# what exabench needs beyond torch, the wheels of just what it lacks are installed from .gpu-wheels/
+# (scripts/gpu_wheels.sh) into .gpu-check-site/, put first on PYTHONPATH.
 set -euo pipefail
 # The check's time bound (600 s, 240 s with --quick) counts from here, set-up included.
 export GPU_CHECK_STARTED=$(date +%s)
@@ -26,24 +27,29 @@ if ! "$PYTHON" -c 'import torchvision' >/dev/null 2>&1; then
 fi
 export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH}
 needs='import yaml, jsonschema, jinja2, numpy, h5py, mlperf_logging, google_crc32c'
-python=$PYTHON
-if ! "$python" -c "$needs" >/dev/null 2>&1; then
-  # Not all there: a venv over the machine's Python (it keeps seeing the machine's torch), filled
-  # from the wheels scripts/gpu_wheels.sh downloaded.
-  venv=${GPU_CHECK_VENV:-$here/.gpu-check-venv}
-  python=$venv/bin/python
-  if [ ! -x "$python" ]; then
-    "$PYTHON" -m venv --system-site-packages "$venv"
+if ! "$PYTHON" -c "$needs" >/dev/null 2>&1; then
+  # Not all there: the wheels of what this Python lacks (and only those: the machine's numpy,
+  # pandas and torch stay), from the folder scripts/gpu_wheels.sh downloaded, into a folder put
+  # first on PYTHONPATH. Not a venv: where python3 is itself a venv, a venv over it would not see
+  # the packages of the machine's venv (torch's own, for one).
+  site=${GPU_CHECK_SITE:-$here/.gpu-check-site}
+  if [ ! -f "$here/.gpu-wheels/requirements.txt" ]; then
+    echo "gpu_check: exabench's dependencies are missing and there is no .gpu-wheels/ folder: run" \
+         "scripts/gpu_wheels.sh on a machine with network and copy the folder here" >&2
+    exit 3
   fi
-  if ! "$python" -c "$needs" >/dev/null 2>&1; then
-    if [ ! -f "$here/.gpu-wheels/requirements.txt" ]; then
-      echo "gpu_check: exabench's dependencies are missing and there is no .gpu-wheels/ folder: run" \
-           "scripts/gpu_wheels.sh on a machine with network and copy the folder here" >&2
-      exit 3
-    fi
-    "$python" -m pip install --quiet --no-index --find-links "$here/.gpu-wheels" \
-      -r "$here/.gpu-wheels/requirements.txt"
+  export PYTHONPATH=$site:$PYTHONPATH
+  wheels=$("$PYTHON" -m exabench.gpucheck.wheels --missing "$here/.gpu-wheels") || exit 3
+  if [ -n "$wheels" ]; then
+    # shellcheck disable=SC2086  # one wheel path per word
+    "$PYTHON" -m pip install --quiet --no-index --no-deps --no-compile --upgrade --target "$site" $wheels
+  fi
+  if ! "$PYTHON" -c "$needs"; then
+    echo "gpu_check: $PYTHON still cannot import what exabench needs (above), after installing" \
+         "from .gpu-wheels/ into $site" >&2
+    exit 3
   fi
 fi
+python=$PYTHON
 cd "$here"
 exec "$python" -m exabench.gpucheck "$@"

@@ -9,6 +9,7 @@ import math
 import json
 import os
 import re
+import zipfile
 import subprocess
 import sys
 from importlib import metadata
@@ -31,7 +32,7 @@ def gpucheck(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 def test_dry_run_plans_every_cuda_path_within_ten_minutes_on_one_gpu(tmp_path):
     proc = gpucheck("--out", str(tmp_path / "one"), "--dry-run", "--assume-gpu", H100, "--gpus", "1")
     assert proc.returncode == 0, proc.stderr
-    assert "23 runs, budgets 800 s in all; bounded at 600 s (parts that no longer fit are skipped" in proc.stdout
+    assert "23 runs, budgets 840 s in all; bounded at 600 s (parts that no longer fit are skipped" in proc.stdout
     for key in ("resnet50-fp32", "resnet50-tf32", "resnet50-fp16-nhwc", "resnet50-bf16", "gemm-bf16",
                 "conv-heuristic", "conv-benchmark", "conv-deterministic", "rnn-lstm", "allreduce-nccl-1gpu",
                 "cosmoflow", "deepcam", "bare-fp32", "bare-bf16-nhwc"):
@@ -46,12 +47,12 @@ def test_dry_run_plans_every_cuda_path_within_ten_minutes_on_one_gpu(tmp_path):
 def test_quick_mode_plans_within_four_minutes(tmp_path):
     proc = gpucheck("--out", str(tmp_path / "q"), "--dry-run", "--quick", "--assume-gpu", H100, "--gpus", "1")
     assert proc.returncode == 0, proc.stderr
-    assert "8 runs" not in proc.stdout and "7 runs, budgets 240 s in all; bounded at 240 s" in proc.stdout
+    assert "7 runs" not in proc.stdout and "6 runs, budgets 235 s in all; bounded at 240 s" in proc.stdout
     planned = [line.split()[0] for line in proc.stdout.splitlines()[1:] if line.startswith("  ") and
                not line.startswith("      ") and "skipped" not in line]
     assert planned == [k for k in plan.QUICK_PARTS if k != "allreduce-nccl-across"]
     two = gpucheck("--out", str(tmp_path / "q2"), "--dry-run", "--quick", "--assume-gpu", H100, "--gpus", "2")
-    assert "8 runs, budgets 270 s in all; bounded at 240 s (parts that no longer fit are skipped" in two.stdout
+    assert "7 runs, budgets 265 s in all; bounded at 240 s (parts that no longer fit are skipped" in two.stdout
 
 
 def test_parts_that_no_longer_fit_the_bound_are_skipped_and_named():
@@ -222,6 +223,28 @@ def test_requirement_lines_follow_the_lock(tmp_path):
     (tmp_path / "lock").write_text("PyYAML==6.0\n")
     with pytest.raises(SystemExit, match="no pinned version of jsonschema"):
         wheels.requirement_lines(tmp_path / "lock")
+
+
+def _wheel(folder: Path, name: str, requires: list[str]) -> None:
+    meta = "Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n" % name + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as z:
+        z.writestr(f"{name}-1.0.dist-info/METADATA", meta)
+
+
+def test_only_the_wheels_this_python_lacks_are_chosen(tmp_path):
+    """On the GPU machine only what its Python lacks is installed (its numpy, pandas and torch stay):
+    a wanted distribution that is missing comes with what it needs and this Python lacks too; what
+    this Python has, what an extra or a false marker asks for, is left out."""
+    _wheel(tmp_path, "exb_absent_a", ["PyYAML>=5", "exb-absent-b", 'exb-absent-c; extra == "docs"',
+                                      'exb-absent-d; python_version < "3"'])
+    _wheel(tmp_path, "exb_absent_b", [])
+    _wheel(tmp_path, "exb_absent_c", [])
+    _wheel(tmp_path, "pyyaml", [])
+    (tmp_path / "requirements.txt").write_text("exb-absent-a==1.0\nPyYAML==6.0.3\n")
+    assert [w.name.split("-")[0] for w in wheels.missing_wheels(tmp_path)] == ["exb_absent_a", "exb_absent_b"]
+    (tmp_path / "exb_absent_b-1.0-py3-none-any.whl").unlink()
+    with pytest.raises(SystemExit, match="lacks exb-absent-b and there is no wheel of it"):
+        wheels.missing_wheels(tmp_path)
 
 
 def test_cpu_rehearsal_runs_real_records_and_writes_the_report(tmp_path):
