@@ -4,7 +4,7 @@ VENV ?= .venv
 PROFILE ?= profiles/local
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup setup-horovod run rerun test test-repeat lint dry-run gpu-check
+.PHONY: setup setup-horovod run rerun test test-full test-unit test-repeat lint dry-run gpu-check
 setup:
 	bash scripts/setup.sh
 
@@ -30,11 +30,24 @@ lint: setup
 	$(VENV)/bin/snakemake --profile $(PROFILE) --lint
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 
+# Unit tests first (no process started, about a minute), before the test tools are built, so a
+# unit failure stops in minutes; then the integration tests (MPI ranks, Snakemake campaigns, the
+# loopback Slurm, containers, Horovod).
 test:
+	bash scripts/setup.sh
+	$(VENV)/bin/python -m pytest -ra tests/unit $(PYTEST_ARGS)
 	bash scripts/setup.sh --test
 	@echo "campaign scale at 1,000 runs (figures printed, not asserted; bench/campaign_scale.py):"
 	$(VENV)/bin/python bench/campaign_scale.py --sizes 1000 --repeats 1
-	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -ra tests/integration $(PYTEST_ARGS)
+
+# `make test` and the tiny runs it leaves out (docs/studies.md, "What study=all costs").
+test-full:
+	EXABENCH_ALL_STUDIES=1 $(MAKE) test
+
+test-unit:
+	bash scripts/setup.sh
+	$(VENV)/bin/python -m pytest -ra tests/unit $(PYTEST_ARGS)
 
 # The flakiness check (README, "Testing"): the process-starting tests REPEAT times in a row (default 3);
 # says how many runs passed and which tests failed in which run. REPEAT_TESTS narrows it.

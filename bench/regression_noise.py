@@ -7,7 +7,7 @@ three campaigns' runs interleaved (tests/helpers_noise.py says why).
     PYTHONPATH=. python bench/regression_noise.py [--trials 3] [--keep DIR]
 
 Prints each trial's verdicts, changes, intervals, floors and runs, and the totals: false verdicts
-(the neighbour called a change) and slowdowns found. tests/test_regression_noise.py asserts one trial.
+(the neighbour called a change) and slowdowns found. tests/integration/test_regression_noise.py asserts one trial.
 """
 
 from __future__ import annotations

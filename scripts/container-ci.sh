@@ -18,4 +18,4 @@ if [[ $# -ge 1 ]]; then
     export EXABENCH_CI_IMAGE_DIR="$(cd "$1" && pwd)"
 fi
 "$PY" -m exabench.containers lint
-exec "$PY" -m pytest -ra -p no:cacheprovider tests/test_containers.py -k "real_cpu_sif or sif_has"
+exec "$PY" -m pytest -ra -p no:cacheprovider tests/integration/test_containers.py -k "real_cpu_sif or sif_has"

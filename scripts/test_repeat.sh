@@ -3,8 +3,8 @@
 # torch.distributed) REPEAT times in a row and say how many runs passed and which tests failed
 # in which run. A test that fails in any run is a defect: fix it, do not rerun it.
 #   make test-repeat                          # 3 runs of every process-starting test file
-#   make test-repeat REPEAT=5 REPEAT_TESTS="tests/test_oc20.py tests/test_mlperf_scores.py"
-# REPEAT_TESTS: the test files or node ids to repeat (default: every tests/test_*.py that starts a
+#   make test-repeat REPEAT=5 REPEAT_TESTS="tests/integration/test_oc20.py tests/integration/test_mlperf_scores.py"
+# REPEAT_TESTS: the test files or node ids to repeat (default: every tests/integration/test_*.py that starts a
 # process: subprocess, mpirun, Snakemake or the loopback Slurm); PYTEST_ARGS: more pytest options
 # (e.g. -k or -m); logs of each run in REPEAT_DIR (default results/test-repeat/).
 set -uo pipefail
@@ -14,7 +14,7 @@ python="${VENV:-.venv}/bin/python"
 if [ -n "${REPEAT_TESTS:-}" ]; then
     read -r -a tests <<< "$REPEAT_TESTS"
 else
-    mapfile -t tests < <(grep -lE 'subprocess|mpirun|run_mpi|Popen|snakemake|helpers_slurm' tests/test_*.py)
+    mapfile -t tests < <(grep -lE 'subprocess|mpirun|run_mpi|Popen|snakemake|helpers_slurm' tests/integration/test_*.py)
 fi
 if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
     echo "test-repeat: REPEAT=$runs is not valid; valid: a whole number of runs, at least 1" >&2

@@ -1,4 +1,4 @@
-"""Run under mpirun by tests/test_analytics.py: the analytics kernels on every rank's block,
+"""Run under mpirun by tests/integration/test_analytics.py: the analytics kernels on every rank's block,
 the same data gathered on rank 0 and fitted by scikit-learn, and the comparison written as JSON.
 
     mpirun -np 3 python tests/analytics_mpi_job.py OUT.json ROWS

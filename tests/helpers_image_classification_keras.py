@@ -1,4 +1,4 @@
-"""TensorFlow checks for tests/test_image_classification_keras.py, run in child processes
+"""TensorFlow checks for tests/integration/test_image_classification_keras.py, run in child processes
 (never import TensorFlow in the pytest process): each prints one JSON object.
 
     python helpers_image_classification_keras.py counts

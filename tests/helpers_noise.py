@@ -1,4 +1,4 @@
-"""The two-campaign experiment of `history regress` under real machine noise (tests/test_regression_noise.py,
+"""The two-campaign experiment of `history regress` under real machine noise (tests/integration/test_regression_noise.py,
 bench/regression_noise.py): campaigns of one tiny K-Means config run through the real path (plan ->
 job script -> runner -> record -> results store), one of them beside a CPU-burning neighbour
 process, one with 30% more rows (the injected slowdown), each judged against the

@@ -1,4 +1,4 @@
-"""Run under mpirun or horovodrun by tests/test_horovod_tensorflow.py: Horovod's TensorFlow
+"""Run under mpirun or horovodrun by tests/integration/test_horovod_tensorflow.py: Horovod's TensorFlow
 operations on every rank, written as OUTDIR/rank<N>.json for the test to compare.
 
     mpirun -np 2 python tests/horovod_tf_job.py OUTDIR

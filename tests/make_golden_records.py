@@ -1,5 +1,5 @@
 """Re-make the golden records (tests/data/records/{local,titan}) and the local plan.json; then run
-`EXABENCH_REGEN_GOLDEN=1 python -m pytest tests/test_compare.py` and review the diff before committing.
+`EXABENCH_REGEN_GOLDEN=1 python -m pytest tests/integration/test_compare.py` and review the diff before committing.
 
 What a record asks (run id, parameters, swept values, layout, launch line, workload facts) comes
 from the current planner and renderer, as a real run's record would, so the tests see what the

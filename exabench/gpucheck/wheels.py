@@ -17,7 +17,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-# Distributions the planner, the runner and the checked benchmarks import (tests/test_gpucheck.py
+# Distributions the planner, the runner and the checked benchmarks import (tests/integration/test_gpucheck.py
 # checks this list against what they really import). torch itself is the machine's own.
 RUNTIME = ("PyYAML", "jsonschema", "Jinja2", "numpy", "h5py", "mlperf-logging", "google-crc32c")
 

@@ -8,7 +8,7 @@ Differences from the reference, both deliberate:
 - `width` divides every channel count and `middle_blocks` sets the middle flow's
   depth (16 in the reference), so a laptop-sized preset runs the same code path.
   width=1, middle_blocks=16 is the reference network (56,454,720 parameters).
-Everything else is the reference's, checked against its own code in tests/test_deepcam.py
+Everything else is the reference's, checked against its own code in tests/integration/test_deepcam.py
 (tests/golden/deepcam_reference.json): the same logits for the same weights and input,
 and the same initial weights for the same seed.
 Batch norm is synchronised over `process_group` when one is given (the reference's

@@ -19,7 +19,7 @@ What the reference computes, kept here:
 - energy = sum over atoms of the output blocks; forces = -dE/dpos (create_graph while training).
 
 The parameter count at the reference configuration (hidden 192, 3 blocks, ...) is checked in
-tests/test_oc20.py against the reference model built from its own code.
+tests/integration/test_oc20.py against the reference model built from its own code.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def test_the_timed_samples_of_a_micro_benchmark_are_the_meters_timed_region(tmp_
 
     from exabench.benchmarks.timing import Device, timed_samples
     from exabench.energy import activate, deactivate, open_meter
-    from test_energy_readers import powercap_tree
+    from helpers_energy import powercap_tree
 
     meter = open_meter(0, powercap_root=powercap_tree(tmp_path), cray_root=tmp_path / "no-cray")
     activate(meter)

@@ -6,7 +6,7 @@ starting together on a fresh node race and all but one die with "can't mkdir:
 /var/tmp/<user>.ch: File exists". The rendered line names a mount point made at render time;
 each results root here is new, as a fresh node's would be. The image is a small SIF of the
 host's /bin/sh, assembled as the real build assembles one (mksquashfs + siftool), so the test
-takes seconds; tests/test_containers.py runs a benchmark in a real debootstrapped image."""
+takes seconds; tests/integration/test_containers.py runs a benchmark in a real debootstrapped image."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from exabench import containers
 from exabench.campaign.site import load_site
 from exabench.containers.sif import assemble_sif, rootfs_arch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RANKS = 4
 TOOLS = {"ch-run": "charliecloud-runtime", "mksquashfs": "squashfs-tools", "siftool": "siftool",
          "mpirun": "openmpi-bin", "unshare": "util-linux", "ldd": "libc-bin"}

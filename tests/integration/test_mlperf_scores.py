@@ -15,29 +15,7 @@ import pytest
 
 from exabench.analysis import mlperf_scores as scores
 from exabench.benchmarks.mlperf import harness as mlperf
-
-
-def _log(path, durations, quality, batch=16, staging=False, seed=1, nodes=1):
-    """An OC20-shaped log through MLPerfLog and run_to_target: each epoch sleeps its duration
-    (real timestamps, no training); the quality per epoch is given."""
-    log = mlperf.MLPerfLog(path, 0, "oc20", platform="test")
-    log.start("init_start")
-    log.event("cache_clear", True)
-    for key, value in (("number_of_nodes", nodes), ("accelerators_per_node", 0), ("global_batch_size", batch),
-                       ("seed", seed), ("opt_name", "AdamW"), ("opt_base_learning_rate", 0.0004),
-                       ("opt_learning_rate_warmup_steps", 31252), ("opt_learning_rate_warmup_factor", 0.2),
-                       ("opt_learning_rate_decay_boundary_steps", [125008, 187512, 250016]),
-                       ("opt_learning_rate_decay_factor", 0.1), ("train_samples", 64), ("eval_samples", 8)):
-        log.event(key, value)
-    if staging:
-        log.start("staging_start")
-        time.sleep(0.2)
-        log.end("staging_stop", metadata={"staging_duration": 0.2})
-    log.end("init_stop")
-    mlperf.run_to_target(log, len(quality), lambda e: (time.sleep(durations[e - 1]), (0.0, 64, 1.0))[1],
-                         lambda e: quality[e - 1], "eval_error", 0.036, False, lambda: None)
-    log.close()
-    return path
+from helpers_mlperf import oc20_log
 
 
 def _stamps(path):
@@ -47,7 +25,7 @@ def _stamps(path):
 
 def test_time_to_solution_is_the_summarizers_olympic_average_of_the_logs(tmp_path):
     sleeps = [0.05, 0.25, 0.15, 0.35, 0.1]
-    paths = [_log(tmp_path / f"run{i}.log", [s, s], [0.1, 0.03], seed=i) for i, s in enumerate(sleeps)]
+    paths = [oc20_log(tmp_path / f"run{i}.log", [s, s], [0.1, 0.03], seed=i) for i, s in enumerate(sleeps)]
     runs = [scores.read_log(p) for p in paths]
     tts = scores.time_to_solution(runs, tmp_path / "sub")
     minutes = sorted((_stamps(p)["run_stop"] - _stamps(p)["run_start"]) / 60000 for p in paths)
@@ -60,14 +38,14 @@ def test_time_to_solution_is_the_summarizers_olympic_average_of_the_logs(tmp_pat
         [f"result_{i}.txt" for i in range(5)]
     # A run that missed the target fails the checker and is dropped: the summarizer then drops
     # only the best of the rest (the dropped run stands for the worst).
-    _log(tmp_path / "bad.log", [0.01], [0.2], seed=9)
+    oc20_log(tmp_path / "bad.log", [0.01], [0.2], seed=9)
     tts = scores.time_to_solution(runs + [scores.read_log(tmp_path / "bad.log")], tmp_path / "sub")
     assert [r["counted"] for r in tts.runs] == [True] * 5 + [False] and tts.runs[-1]["checker"] == "FAILED"
     assert tts.olympic_minutes == pytest.approx(sum(minutes[1:]) / 4)
 
 
 def test_fewer_runs_than_required_are_scored_and_marked_partial(tmp_path):
-    paths = [_log(tmp_path / f"r{i}.log", [0.01 * (i + 1)], [0.03], seed=i) for i in range(3)]
+    paths = [oc20_log(tmp_path / f"r{i}.log", [0.01 * (i + 1)], [0.03], seed=i) for i in range(3)]
     tts = scores.time_to_solution([scores.read_log(p) for p in paths], tmp_path / "sub")
     assert not tts.complete and tts.olympic_minutes is not None
     text = "\n".join(scores.tts_markdown([tts]))
@@ -77,13 +55,13 @@ def test_fewer_runs_than_required_are_scored_and_marked_partial(tmp_path):
 def test_rcp_checker_judges_a_batch_it_ships_points_for(tmp_path):
     # Global batch 256 has reference convergence points: converging in 2 epochs is far faster
     # than the reference's runs, which the checker flags.
-    paths = [_log(tmp_path / f"r{i}.log", [0.0, 0.0], [0.1, 0.03], batch=256, seed=i) for i in range(5)]
+    paths = [oc20_log(tmp_path / f"r{i}.log", [0.0, 0.0], [0.1, 0.03], batch=256, seed=i) for i in range(5)]
     tts = scores.time_to_solution([scores.read_log(p) for p in paths], tmp_path / "sub")
     assert tts.rcp.startswith("fail: RCP found"), tts.rcp
 
 
 def test_staging_counts_before_hpc_3_and_not_after(tmp_path):
-    path = _log(tmp_path / "staged.log", [0.05], [0.03], staging=True)
+    path = oc20_log(tmp_path / "staged.log", [0.05], [0.03], staging=True)
     t = _stamps(path)
     v3 = scores.read_log(path, "3.0.0")
     v2 = scores.read_log(path, "2.0.0")
@@ -95,7 +73,7 @@ def test_staging_counts_before_hpc_3_and_not_after(tmp_path):
 
 
 def test_a_truncated_log_is_named(tmp_path):
-    path = _log(tmp_path / "cut.log", [0.0], [0.03])
+    path = oc20_log(tmp_path / "cut.log", [0.0], [0.03])
     lines = path.read_text().splitlines()
     path.write_text("\n".join(lines[:-1]) + "\n")
     with pytest.raises(scores.LogError, match=r"cut\.log: no run_stop line"):
@@ -103,7 +81,7 @@ def test_a_truncated_log_is_named(tmp_path):
 
 
 def test_throughput_refuses_mixed_scales_and_pruning_every_instance(tmp_path):
-    one, two = (scores.read_log(_log(tmp_path / f"n{n}.log", [0.0], [0.03], nodes=n)) for n in (1, 2))
+    one, two = (scores.read_log(oc20_log(tmp_path / f"n{n}.log", [0.0], [0.03], nodes=n)) for n in (1, 2))
     with pytest.raises(scores.LogError, match=r"share one scale S .* got \[1, 2\]"):
         scores.throughput([one, two])
     with pytest.raises(scores.LogError, match="score_mlperf_prune = 2: must be between 0 and 1"):
@@ -115,7 +93,7 @@ def test_throughput_is_a_score_only_from_the_rules_count_of_converged_distinct_s
     (the rules' table; mlperf-logging's weak-scaling scorer checks the same count)."""
     from mlperf_logging.benchmark_meta import get_result_file_counts
     assert {b: scores.required_instances(b) for b in scores.REQUIRED_RUNS} == get_result_file_counts("hpc")
-    good = [scores.read_log(_log(tmp_path / f"ok{i}.log", [0.01 * (i + 1)], [0.03], seed=i + 1)) for i in range(5)]
+    good = [scores.read_log(oc20_log(tmp_path / f"ok{i}.log", [0.01 * (i + 1)], [0.03], seed=i + 1)) for i in range(5)]
     full = scores.throughput(good, tmp_path / "sub")
     span = (max(r.run_stop_ms for r in good) - min(r.run_start_ms for r in good)) / 60000
     assert full.complete and full.required == 5 and full.M == full.M_counted == 5
@@ -125,7 +103,7 @@ def test_throughput_is_a_score_only_from_the_rules_count_of_converged_distinct_s
         [f"result_{i}.txt" for i in range(5)]
 
     # One instance missed the target: 4 converged is a span, not a score.
-    missed = scores.read_log(_log(tmp_path / "missed.log", [0.01], [0.2], seed=9))
+    missed = scores.read_log(oc20_log(tmp_path / "missed.log", [0.01], [0.2], seed=9))
     short = scores.throughput(good[:4] + [missed])
     assert (short.M, short.M_counted, short.complete) == (5, 4, False)
     assert short.TTTa_minutes is None and short.models_per_minute is None and short.span_minutes > 0
@@ -134,13 +112,13 @@ def test_throughput_is_a_score_only_from_the_rules_count_of_converged_distinct_s
     assert not scores.throughput(good, prune=1).complete
 
     # Two instances with one seed: both are left out, whichever converged first.
-    twin = scores.read_log(_log(tmp_path / "twin.log", [0.0], [0.03], seed=3))
+    twin = scores.read_log(oc20_log(tmp_path / "twin.log", [0.0], [0.03], seed=3))
     six = scores.throughput(good + [twin])
     assert six.M == 6 and six.M_counted == 4 and not six.complete
     assert sorted(Path(r["log"]).name for r in six.rejected) == ["ok2.log", "twin.log"]
     assert six.rejected[0]["why"].startswith("seed 3 also used by ")
     # A further instance of a new seed brings M' back to 5: a score, with the twins named in the table.
-    seven = scores.throughput(good + [twin, scores.read_log(_log(tmp_path / "ok7.log", [0.0], [0.03], seed=7))])
+    seven = scores.throughput(good + [twin, scores.read_log(oc20_log(tmp_path / "ok7.log", [0.0], [0.03], seed=7))])
     assert (seven.M, seven.M_counted, seven.complete) == (7, 5, True)
     text = "\n".join(scores.throughput_markdown([short, seven]))
     assert "4 of >= 5" in text and "| n/a |" in text and "- twin.log: left out, seed 3 also used by ok2.log" in text
@@ -163,7 +141,7 @@ def test_throughput_run_of_two_instances_of_one_rank(tmp_path, two_core_site):
     bundle = results / "bundles" / "tp.throughput.sh"
     write_bundle(runs, two_core_site, results, "tp", bundle, concurrent=True)
     assert bundle.read_text().count(" & pids+=($!)") == 2
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))  # this checkout's package
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))  # this checkout's package
     proc = subprocess.run(["bash", str(bundle)], capture_output=True, text=True, timeout=280, env=env)
     assert "0 run(s) failed" in proc.stdout, proc.stdout + proc.stderr
     records = [read_record(results / "records" / f"{r.run_id}.json") for r in runs]
@@ -246,7 +224,7 @@ def test_time_to_solution_campaign_of_3_seeds_x_4_benchmarks_through_snakemake(t
 def test_a_crashed_seed_refused_by_the_score_is_named_with_its_run_and_status(tmp_path, cut):
     records = []
     for seed in (1, 2, 3):
-        path = _log(tmp_path / f"s{seed}.log", [0.0], [0.03], seed=seed)
+        path = oc20_log(tmp_path / f"s{seed}.log", [0.0], [0.03], seed=seed)
         status, error = "ok", None
         if seed == 2:
             lines = path.read_text().splitlines()

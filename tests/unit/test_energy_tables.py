@@ -12,7 +12,7 @@ import pytest
 from exabench.analysis import mlperf_scores as scores
 from exabench.analysis.plots import plot_energy_to_solution
 from exabench.records.tidy import ENERGY_COLUMNS, tidy_table
-from test_mlperf_scores import _log
+from helpers_mlperf import oc20_log as _log
 
 
 def _record(run_id, energy):

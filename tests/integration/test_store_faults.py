@@ -116,7 +116,7 @@ def test_a_store_held_by_another_process_leaves_the_campaign_going(tmp_path, mon
         assert f"exabench ingest {results} --store {db}" in (tmp_path / "ingest.log").read_text()
         out = {k: tmp_path / f"r.{k}" for k in ("csv", "md", "png")}
         from exabench.campaign.site import load_site
-        site = load_site(Path(__file__).resolve().parents[1] / "profiles" / "local" / "site.yaml")
+        site = load_site(Path(__file__).resolve().parents[2] / "profiles" / "local" / "site.yaml")
         history_report(str(db), str(receipt), site, str(out["csv"]), str(out["md"]), str(out["png"]),
                        str(tmp_path / "h.log"))
         assert "The campaign was not ingested" in out["md"].read_text() and out["png"].exists()

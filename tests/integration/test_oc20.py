@@ -27,7 +27,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-REFERENCE = json.loads((Path(__file__).parent / "data" / "oc20" / "dimenet_reference.json").read_text())
+REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "oc20" / "dimenet_reference.json").read_text())
 
 
 def _fill(model):

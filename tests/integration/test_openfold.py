@@ -15,7 +15,7 @@ import torch
 from exabench.models.alphafold import AlphaFold, AlphaFoldConfig, atoms, geometry, parameter_count, residues
 from exabench.models.alphafold import loss as af_loss
 
-GOLDEN = Path(__file__).parent / "golden" / "openfold_sidechain_reference.json"
+GOLDEN = Path(__file__).parents[1] / "golden" / "openfold_sidechain_reference.json"
 
 
 def test_full_network_has_the_checkers_parameter_count():

@@ -17,7 +17,7 @@ from helpers_micro import metric, run_in_process, run_launched
 from exabench.benchmarks.candle import MODELS, build_model, keras_categorical_crossentropy, loss_and_correct, \
     make_optimizer
 
-GOLDEN = json.loads((Path(__file__).parent / "golden" / "candle_release01.json").read_text())
+GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "candle_release01.json").read_text())
 SMALL = {"max_features": 256, "batch_size": 16, "samples_per_rank": 160, "epochs": 2, "val_samples_per_rank": 64}
 ACTIVATIONS = {torch.nn.ReLU: "relu", torch.nn.Sigmoid: "sigmoid", torch.nn.Softmax: "softmax"}
 

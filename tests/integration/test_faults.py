@@ -19,7 +19,7 @@ from exabench.config import validate
 from exabench.records.record import base_record, write_record
 from helpers_runs import rendered_kmeans
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def exabench(*args, cwd=None, timeout=120) -> subprocess.CompletedProcess:

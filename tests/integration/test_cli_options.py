@@ -13,7 +13,7 @@ import pytest
 
 from exabench.cli import _subparsers, build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def nested(parser, path=()):

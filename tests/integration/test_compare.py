@@ -3,7 +3,7 @@ sites `local` and `titan`, with failed, timed-out and missing runs), plus the sc
 against hand-computed values.
 
 Regenerate the golden files after a deliberate change (and review the diff):
-    EXABENCH_REGEN_GOLDEN=1 python -m pytest tests/test_compare.py
+    EXABENCH_REGEN_GOLDEN=1 python -m pytest tests/integration/test_compare.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One job per node or node group (exabench.campaign.node_groups): the `every_node` key's node lists
 and groups, the group scripts (pinned, sequential, skipping what is recorded), and a real group
-job run here with bash. The same scripts on the loopback Slurm: tests/test_slurm.py."""
+job run here with bash. The same scripts on the loopback Slurm: tests/integration/test_slurm.py."""
 
 from __future__ import annotations
 

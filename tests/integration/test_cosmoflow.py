@@ -34,7 +34,7 @@ def test_output_equals_the_reference_models_with_the_same_weights():
     import torch
     from exabench.models.cosmoflow import CosmoFlow
 
-    golden = json.loads((Path(__file__).parent / "golden" / "cosmoflow_reference.json").read_text())
+    golden = json.loads((Path(__file__).parents[1] / "golden" / "cosmoflow_reference.json").read_text())
     size = golden["sample_size"]
     model = CosmoFlow(size, conv_size=golden["conv_size"], dropout=0.5).eval()
     state = model.state_dict()

@@ -18,7 +18,7 @@ from exabench.campaign.render import RunPaths
 from helpers_runs import rendered_kmeans
 from test_faults import two_runs  # noqa: F401 - the fixture: a campaign of two runs rendered by snakemake
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # A stand-in for a run's ranks: a child that would write an `ok` record after 60 s, and the script
 # (the launcher) waiting on it. Both live in the job's own session, as real ranks do.

@@ -59,7 +59,7 @@ def gap_site(tmp_path):
     import yaml
 
     from exabench.campaign.site import load_site
-    root = Path(__file__).resolve().parents[1] / "profiles" / "frontier"
+    root = Path(__file__).resolve().parents[2] / "profiles" / "frontier"
     data = yaml.safe_load((root / "site.yaml").read_text())
     data["queues"] = [q for q in data["queues"] if q["max_nodes"] <= 183]
     path = tmp_path / "site.yaml"

@@ -17,7 +17,7 @@ from exabench.errors import ConfigError, ExabenchError
 from exabench.perf.projection import site_allreduce_projection, site_comm_table, write_site_comm
 from exabench.campaign.site import load_site
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _site_with(tmp_path, network) -> Path:

@@ -19,7 +19,7 @@ import pytest
 
 from exabench.gpucheck import anchors, plan, wheels
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 H100 = "NVIDIA H100 80GB HBM3"
 
 

@@ -22,7 +22,7 @@ from exabench.models import segmentation as seg
 from exabench.models.deeplab import DeepLabV3Plus, GroupBatchNorm2d
 
 
-GOLDEN = json.loads((Path(__file__).parent / "golden" / "deepcam_reference.json").read_text())
+GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "deepcam_reference.json").read_text())
 
 
 def test_full_size_network_has_the_reference_parameter_count():

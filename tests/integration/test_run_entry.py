@@ -18,7 +18,7 @@ from exabench.campaign.plan import expand
 from exabench.campaign.site import load_site
 from exabench.config import MAX_YAML_BYTES, load_and_validate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 

@@ -28,7 +28,7 @@ from exabench.campaign.plan import Run, expand
 from exabench.records.record import provenance
 from exabench.campaign.site import load_site, resolve_layout
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PROFILES = sorted(p.parent.name for p in (REPO / "profiles").glob("*/site.yaml"))
 CONTAINER_PROFILES = [n for n in PROFILES
                       if load_site(REPO / "profiles" / n / "site.yaml").container.get("runtime", "none") != "none"]

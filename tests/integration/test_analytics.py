@@ -17,7 +17,7 @@ from exabench.benchmarks.analytics import common as analytics
 from exabench.benchmarks import get
 from exabench.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "tests" / "analytics_mpi_job.py"
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "self,vader,tcp",
            "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo", "OMP_NUM_THREADS": "1",
