@@ -350,13 +350,13 @@ def cmd_model_fit(args) -> int:
 
 
 def cmd_comm_fit(args) -> int:
-    from exabench.perf.projection import write_comm_fit
+    from exabench.perf.comm_fit import write_comm_fit
     print(write_comm_fit(args.sweep, args.markdown, args.split_bytes))
     return 0
 
 
 def cmd_model_validate(args) -> int:
-    from exabench.perf.projection import write_validation
+    from exabench.perf.validation import write_validation
     print(write_validation(args.reference, args.csv, args.markdown))
     return 0
 
@@ -368,8 +368,11 @@ def cmd_model_project(args) -> int:
 
 
 def cmd_model_local_check(args) -> int:
-    from exabench.perf.projection import write_local_check
-    print(write_local_check(args.table, args.sweep, args.csv, args.markdown, args.split_bytes, site=args.site))
+    from pathlib import Path
+    from exabench.perf.local_report import write_local_check
+    records = args.records or sorted((Path(args.table).resolve().parents[1] / "records").glob("*.json"))
+    print(write_local_check(args.table, args.sweep, records, args.csv, args.markdown, args.split_bytes,
+                            site=args.site))
     return 0
 
 
@@ -482,6 +485,9 @@ def _add_model_local_check(sub) -> None:
                                                             "scaling vs the model"),
                    "table", "sweep", "csv", "markdown", split=True)
     p.add_argument("--site", default=None, help="site.yaml: usable cores per node, network figures where no fit")
+    p.add_argument("--records", nargs="+", default=None, metavar="RECORD",
+                   help="the runs' records (parameter counts, load averages); default: the records/ folder beside "
+                        "the table's folder")
     p.set_defaults(fn=cmd_model_local_check)
 
 

@@ -30,8 +30,12 @@ from exabench.errors import ConfigError, ExabenchError
 from exabench.execute import ResultsClaim, execute, request_stop, snakemake_ancestors
 from exabench.io import atomic_write_many, atomic_write_text, logged
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
-from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
-                                      write_projection, write_site_comm, write_sweep, write_validation)
+from exabench.perf.comm_fit import write_comm_fit  # noqa: F401
+from exabench.perf.local_report import write_local_check  # noqa: F401
+from exabench.perf.projection import write_projection  # noqa: F401
+from exabench.perf.site_comm import write_site_comm  # noqa: F401
+from exabench.perf.sweep import allreduce_records, site_sweep, write_sweep  # noqa: F401
+from exabench.perf.validation import write_validation  # noqa: F401
 from exabench.records.progress import progress_counts, progress_line
 from exabench.records.store import StoreBusyError, ingest, store_errors
 from exabench.records.tidy import aggregate
