@@ -13,10 +13,11 @@ import re
 import sys
 from pathlib import Path
 
-from exabench.analysis import acceptance, archive, compare, plots, studies
+from exabench.analysis import acceptance, archive, compare, plots
+from exabench.analysis import studies as study_tables
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
-from exabench.campaign import allocation
+from exabench.campaign import allocation, studies
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import render_node_sweep
@@ -204,7 +205,7 @@ def study_target_without_study(dag_settings, config: dict, argv: list[str] | Non
 def write_study_table(study, variant: str, records: list[str], site: Site, markdown: str, csv: str,
                       log_path: str) -> None:
     with logged(log_path) as log:
-        _say(log, studies.write_study_table(study, records, site.name, variant, markdown, csv), echo=True)
+        _say(log, study_tables.write_study_table(study, records, site.name, variant, markdown, csv), echo=True)
 
 
 def write_plan(runs: list[Run], path: str, log_path: str) -> None:
