@@ -350,13 +350,13 @@ def cmd_model_fit(args) -> int:
 
 
 def cmd_comm_fit(args) -> int:
-    from exabench.perf.projection import write_comm_fit
+    from exabench.perf.comm_fit import write_comm_fit
     print(write_comm_fit(args.sweep, args.markdown, args.split_bytes))
     return 0
 
 
 def cmd_model_validate(args) -> int:
-    from exabench.perf.projection import write_validation
+    from exabench.perf.validation import write_validation
     print(write_validation(args.reference, args.csv, args.markdown))
     return 0
 
@@ -368,8 +368,11 @@ def cmd_model_project(args) -> int:
 
 
 def cmd_model_local_check(args) -> int:
-    from exabench.perf.projection import write_local_check
-    print(write_local_check(args.table, args.sweep, args.csv, args.markdown, args.split_bytes, site=args.site))
+    from pathlib import Path
+    from exabench.perf.local_report import write_local_check
+    records = args.records or sorted((Path(args.table).resolve().parents[1] / "records").glob("*.json"))
+    print(write_local_check(args.table, args.sweep, records, args.csv, args.markdown, args.split_bytes,
+                            site=args.site))
     return 0
 
 
@@ -400,6 +403,14 @@ def _with_files(p, *names, split=False):
     if split:
         p.add_argument("--split-bytes", type=int, default=65536, help="allreduce protocol regime boundary "
                                                                       "(default %(default)s)")
+    return p
+
+
+def _over_records(p, plan_help: str):
+    """The inputs of a command that reads a campaign's records: the records (files or folders), and the
+    plan whose runs without a record it shows."""
+    p.add_argument("--plan", default=None, help=plan_help)
+    p.add_argument("records", nargs="+", help="record files or directories of records")
     return p
 
 
@@ -482,30 +493,27 @@ def _add_model_local_check(sub) -> None:
                                                             "scaling vs the model"),
                    "table", "sweep", "csv", "markdown", split=True)
     p.add_argument("--site", default=None, help="site.yaml: usable cores per node, network figures where no fit")
+    p.add_argument("--records", nargs="+", default=None, metavar="RECORD",
+                   help="the runs' records (parameter counts, load averages); default: the records/ folder beside "
+                        "the table's folder")
     p.set_defaults(fn=cmd_model_local_check)
 
 
 def _add_compare(sub) -> None:
-    p = sub.add_parser("compare", help="records -> comparison tables (Markdown, CSV, Parquet)")
+    p = _over_records(sub.add_parser("compare", help="records -> comparison tables (Markdown, CSV, Parquet)"),
+                      "plan.json of the campaign: planned runs without a record show as missing")
     p.add_argument("--out", required=True, help="directory of the tables")
-    p.add_argument("--plan", default=None,
-                   help="plan.json of the campaign: planned runs without a record show as missing")
     p.add_argument("--site-name", default=None, help="site of the planned runs (default: each plan entry's)")
     p.add_argument("--baseline", default=None, help="site the cross-site table compares against")
-    p.add_argument("records", nargs="+", help="record files or directories of records")
     p.set_defaults(fn=cmd_compare)
 
 
 def _add_accept(sub) -> None:
-    p = sub.add_parser("accept", help="records x references -> verdicts (Markdown, CSV, JUnit XML)")
+    p = _over_records(sub.add_parser("accept", help="records x references -> verdicts (Markdown, CSV, JUnit XML)"),
+                      "plan.json: planned runs without a record fail")
     p.add_argument("--references", required=True, help="the site's references.yaml")
-    p.add_argument("--plan", default=None, help="plan.json: planned runs without a record fail")
-    p.add_argument("--site-name", required=True)
-    p.add_argument("--markdown", required=True)
-    p.add_argument("--csv", required=True)
-    p.add_argument("--junit", required=True)
+    _with_files(p, "site-name", "markdown", "csv", "junit")
     p.add_argument("--strict", action="store_true", help="exit 1 when any run fails")
-    p.add_argument("records", nargs="+", help="record files or directories of records")
     p.set_defaults(fn=cmd_accept)
 
 
@@ -539,8 +547,7 @@ def _add_references(sub) -> None:
 def _add_nodes(sub) -> None:
     p = sub.add_parser("nodes", help="flag nodes outside tolerance or outliers among peers (every-node records)")
     p.add_argument("--references", default=None)
-    p.add_argument("--site-name", required=True)
-    p.add_argument("--markdown", required=True)
+    _with_files(p, "site-name", "markdown")
     p.add_argument("--z", type=float, default=3.5, help="robust z-score above which a node is an outlier")
     p.add_argument("--report-only", action="store_true", help="exit 0 even when nodes are flagged")
     p.add_argument("records", nargs="*", help="record files or directories of per-node records")
@@ -548,12 +555,11 @@ def _add_nodes(sub) -> None:
 
 
 def _add_plots(sub) -> None:
-    p = sub.add_parser("plots", help="records -> PNG plots (scaling, precision, allreduce, per node)")
+    p = _over_records(sub.add_parser("plots", help="records -> PNG plots (scaling, precision, allreduce, per node)"),
+                      "plan.json: missing runs are marked on the plots")
     p.add_argument("--out", required=True, help="directory of the plots")
-    p.add_argument("--plan", default=None, help="plan.json: missing runs are marked on the plots")
     p.add_argument("--site-name", default=None)
     p.add_argument("--nodes", nargs="*", default=[], help="per-node records (cluster-wide acceptance)")
-    p.add_argument("records", nargs="+", help="record files or directories of records")
     p.set_defaults(fn=cmd_plots)
 
 

@@ -64,3 +64,14 @@ def cell(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v).replace("|", "/").replace("\n", " ")
+
+
+def frame(df) -> str:
+    """A DataFrame as a Markdown table (tabulate, which comes with snakemake): floats to 3 significant
+    digits, integers whole, text as given."""
+    import pandas as pd
+    shown = df.copy()
+    for c in shown.columns:
+        if pd.api.types.is_float_dtype(shown[c]):
+            shown[c] = [f"{v:.3g}" for v in shown[c]]
+    return shown.to_markdown(index=False, disable_numparse=True)

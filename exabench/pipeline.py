@@ -13,10 +13,11 @@ import re
 import sys
 from pathlib import Path
 
-from exabench.analysis import acceptance, archive, compare, plots, studies
+from exabench.analysis import acceptance, archive, compare, plots
+from exabench.analysis import studies as study_tables
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
-from exabench.campaign import allocation
+from exabench.campaign import allocation, studies
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import render_node_sweep
@@ -30,8 +31,12 @@ from exabench.errors import ConfigError, ExabenchError
 from exabench.execute import ResultsClaim, execute, request_stop, snakemake_ancestors
 from exabench.io import atomic_write_many, atomic_write_text, logged
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
-from exabench.perf.projection import (allreduce_records, site_sweep, write_comm_fit, write_local_check,  # noqa: F401
-                                      write_projection, write_site_comm, write_sweep, write_validation)
+from exabench.perf.comm_fit import write_comm_fit  # noqa: F401
+from exabench.perf.local_report import write_local_check  # noqa: F401
+from exabench.perf.projection import write_projection  # noqa: F401
+from exabench.perf.site_comm import write_site_comm  # noqa: F401
+from exabench.perf.sweep import allreduce_records, site_sweep, write_sweep  # noqa: F401
+from exabench.perf.validation import write_validation  # noqa: F401
 from exabench.records.progress import progress_counts, progress_line
 from exabench.records.store import StoreBusyError, ingest, store_errors
 from exabench.records.tidy import aggregate
@@ -200,7 +205,7 @@ def study_target_without_study(dag_settings, config: dict, argv: list[str] | Non
 def write_study_table(study, variant: str, records: list[str], site: Site, markdown: str, csv: str,
                       log_path: str) -> None:
     with logged(log_path) as log:
-        _say(log, studies.write_study_table(study, records, site.name, variant, markdown, csv), echo=True)
+        _say(log, study_tables.write_study_table(study, records, site.name, variant, markdown, csv), echo=True)
 
 
 def write_plan(runs: list[Run], path: str, log_path: str) -> None:

@@ -24,6 +24,14 @@ def site(name: str, **changes) -> Site:
     return dataclasses.replace(s, **changes) if changes else s
 
 
+def plan_config(path: Path, site_obj: Site, text: str | None = None) -> list:
+    """The runs a config file plans on a site, as `exabench plan` expands them; with `text`, the file is
+    written with it first."""
+    if text is not None:
+        path.write_text(text)
+    return expand(load_and_validate(path, "config"), site_obj, str(path))
+
+
 def render_config(config_path: Path, site_obj: Site, root: str = FIXED_ROOT) -> list[tuple[str, str, str]]:
     """[(run_id, script, launch line)] for every run of a config on a site."""
     config = load_and_validate(config_path, "config")

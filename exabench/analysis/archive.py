@@ -243,14 +243,15 @@ def rebuild(root: Path, out: Path) -> list[Path]:
 def rebuild_studies(root: Path, meta: dict, records: list[dict], tables: Path) -> list[Path]:
     """Each study's table (tables/study-<name>.md and .csv) from the archived study file and records."""
     from exabench.analysis import studies
+    from exabench.campaign.studies import Study, load_study
 
     chosen = json.loads((root / STUDIES).read_text()) if (root / STUDIES).is_file() else {}
     by_id = {r["run_id"]: r for r in records}
     written = []
     for name, entry in sorted(chosen.items()):
-        loaded = studies.load_study(root / "studies" / f"{name}.yaml")
+        loaded = load_study(root / "studies" / f"{name}.yaml")
         # The path the table names is the catalogue's, as when the campaign wrote it.
-        study = studies.Study(loaded.name, entry["path"], loaded.data)
+        study = Study(loaded.name, entry["path"], loaded.data)
         mine = [by_id[i] for i in entry["runs"] if i in by_id]
         df = studies.study_table(study, mine, meta["site"], entry["variant"])
         n_ok = sum(r.get("status") == "ok" for r in mine)

@@ -1,13 +1,12 @@
-"""Published studies as runnable artifacts (docs/studies.md): the catalogue in studies/, the campaign
-each study runs on a site, and its table, each published figure beside the reproduced one.
+"""Published studies against their reproduction (docs/studies.md): each published figure of a study
+(campaign.studies loads the catalogue and plans the campaigns) beside the same figure computed from
+the study's records, with its verdict.
 
-A study file holds a campaign per site (`tiny` for local and slurm-local, a site's own variant, or
-`default`) and its published figures, each with the source that prints it and the way the same
-figure is computed from the study's records (`reproduce`). The verdict of a figure is one of
-VERDICTS: a value is judged only on its own machine, from a checkable source (a seed line or a public
-document's table), never where the catalogue has none or the figure says why it is not judged.
-The inventory of the seeds (studies/seeds/inventory.yaml) lists every quantitative result of the seed
-documents and the figure of the catalogue that carries it.
+Each figure says the way the same figure is computed from the study's records (`reproduce`). The
+verdict of a figure is one of VERDICTS: a value is judged only on its own machine, from a checkable
+source (a seed line or a public document's table), never where the catalogue has none or the figure
+says why it is not judged. The inventory of the seeds (studies/seeds/inventory.yaml) lists every
+quantitative result of the seed documents and the figure of the catalogue that carries it.
 """
 
 from __future__ import annotations
@@ -21,21 +20,10 @@ import pandas as pd
 from exabench import markdown
 from exabench.analysis import scaling
 from exabench.analysis.runs import workers_of
-from exabench.campaign.plan import Run
-from exabench.campaign.plan import expand as expand_runs
-from exabench.campaign.site import Site
-from exabench.config import REPO_ROOT, load_and_validate, validate
-from exabench.errors import ConfigError
+from exabench.campaign.studies import Study
 from exabench.records.record import workload_of
 from exabench.records.tidy import load_records
 
-CATALOGUE = REPO_ROOT / "studies"
-SEEDS = CATALOGUE / "seeds"  # the seed documents (one .txt each) and their inventory
-INVENTORY = SEEDS / "inventory.yaml"
-# Sites where a study runs its `tiny` variant (unless the study has one named after the site).
-TINY_SITES = ("local", "slurm-local")
-ALL = "all"
-# Layout keys a point may name; every other key of `at` / `baseline` is a benchmark parameter.
 POINT_LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "smt", "ranks", "workers")
 SCALE_KEYS = ("nodes", "ranks_per_node", "ranks", "workers")
 TINY = "tiny, not comparable"
@@ -47,8 +35,6 @@ NOT_JUDGED = "not judged"
 WITHIN = "within tolerance"
 OUTSIDE = "outside tolerance"
 VERDICTS = (WITHIN, OUTSIDE, NOT_MEASURED, NO_VALUE, UNVERIFIED, NOT_JUDGED, DIFFERENT_MACHINE, TINY)
-# Figures over another published figure: the other one's id is `of`.
-OF_KINDS = ("over_figure", "figure_over")
 
 COLUMNS = [
     "study",
@@ -70,207 +56,6 @@ COLUMNS = [
     "verdict",
     "detail",
 ]
-
-
-# -- the catalogue -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Study:
-    name: str
-    path: str
-    data: dict
-
-    @property
-    def figures(self) -> list[dict]:
-        return self.data["published"]
-
-    def machines(self) -> list[str]:
-        return list(dict.fromkeys(f["machine"] for f in self.figures))
-
-
-def load_study(path: str | Path) -> Study:
-    """One study file, validated (schema, then the checks a schema cannot say), or ConfigError."""
-    path = Path(path)
-    where = str(path)
-    data = load_and_validate(path, "study")
-    if data["name"] != path.stem:
-        raise ConfigError(where, "name", data["name"], f"the file's name, {path.stem!r}", "differs from the file name")
-    # Every campaign, tiny included, measures the study's own workloads: another model's runs
-    # reproduce none of its figures.
-    reproduced = {f["reproduce"]["benchmark"] for f in data["published"]}
-    for variant, camp in data["campaigns"].items():
-        names = [b["name"] for b in camp["benchmarks"]]
-        if not reproduced & set(names):
-            raise ConfigError(
-                where,
-                f"campaigns.{variant}.benchmarks",
-                names,
-                f"at least one benchmark the study's figures reproduce ({', '.join(sorted(reproduced))})",
-                "runs none of them",
-            )
-    ids = [f["id"] for f in data["published"]]
-    for i, fig in enumerate(data["published"]):
-        key = f"published[{i}]"
-        if ids.count(fig["id"]) > 1:
-            raise ConfigError(where, f"{key}.id", fig["id"], "an id given once per study", "is given twice")
-        if fig["value"] is not None and "tolerance" not in fig:
-            raise ConfigError(
-                where, f"{key}.tolerance", None, "{relative: x} or {absolute: x} for a published value", "is missing"
-            )
-        rep = fig["reproduce"]
-        if rep["kind"] in OF_KINDS:
-            other = next((f for f in data["published"] if f["id"] == rep.get("of")), None)
-            if other is None or other["value"] is None:
-                raise ConfigError(
-                    where,
-                    f"{key}.reproduce.of",
-                    rep.get("of"),
-                    "the id of another figure of this study with a published value",
-                    "names no such figure",
-                )
-        if rep["kind"] == "ratio" and "baseline" not in rep:
-            raise ConfigError(where, f"{key}.reproduce.baseline", None, "the point divided by (a ratio)", "is missing")
-        for part in ("at", "baseline"):
-            for k in ("benchmark", "metric"):
-                if part == "at" and k in rep.get(part, {}):
-                    raise ConfigError(
-                        where,
-                        f"{key}.reproduce.at.{k}",
-                        rep["at"][k],
-                        f"reproduce.{k}, not inside `at`",
-                        "is misplaced",
-                    )
-    return Study(data["name"], where, data)
-
-
-def load_catalogue(directory: str | Path = CATALOGUE) -> dict[str, Study]:
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise ConfigError(
-            str(directory), "(directory)", str(directory), "the study catalogue (studies/*.yaml)", "does not exist"
-        )
-    studies = [load_study(p) for p in sorted(directory.glob("*.yaml"))]
-    return {s.name: s for s in studies}
-
-
-def select(
-    catalogue: dict[str, Study], wanted: str, where: str = "--config study", site: str | None = None
-) -> list[Study]:
-    """The studies `wanted` names: one name, several separated by commas, or `all` (those with a campaign
-    for `site`)."""
-    if wanted == ALL:  # every study that has a campaign for the site, when a site is given
-        return [s for s in catalogue.values() if site is None or runs_on(s, site)]
-    names = [w.strip() for w in str(wanted).split(",") if w.strip()]
-    for name in names:
-        if name not in catalogue:
-            raise ConfigError(
-                where,
-                "study",
-                name,
-                f"{ALL!r} or one of {', '.join(sorted(catalogue))} (studies/*.yaml; docs/studies.md)",
-                "is not a study of the catalogue",
-            )
-    return [catalogue[n] for n in dict.fromkeys(names)]
-
-
-def runs_on(study: Study, site: str) -> bool:
-    """Whether the study has a campaign for `site` (its own, `tiny` on local sites, or `default`)."""
-    camps = study.data["campaigns"]
-    return site in camps or site in TINY_SITES or "default" in camps
-
-
-def variant_of(study: Study, site: str) -> str:
-    """The campaign a study runs on `site`: the site's own, `tiny` on local and slurm-local, else `default`."""
-    camps = study.data["campaigns"]
-    if site in camps:
-        return site
-    if site in TINY_SITES:
-        return "tiny"
-    if "default" in camps:
-        return "default"
-    raise ConfigError(
-        study.path,
-        "campaigns",
-        sorted(camps),
-        f"a campaign named {site!r} or 'default' to run on site {site!r}",
-        "has none for this site",
-    )
-
-
-def campaign_config(study: Study, variant: str, base: dict) -> dict:
-    """The experiment config of one study on one site: the base config's settings with the study's
-    campaign; validated as any config, errors naming the study file and variant."""
-    camp = study.data["campaigns"][variant]
-    # The study's campaign is exact: the base config's benchmarks and node scale do not apply.
-    config = {k: v for k, v in base.items() if k not in ("benchmarks", "study", "scale")}
-    config.update(
-        campaign=f"study-{study.name}",
-        benchmarks=[dict(b) for b in camp["benchmarks"]],
-        preset=camp.get("preset", "tiny" if variant == "tiny" else "full"),
-    )
-    for key in ("repeats", "timeout_s"):
-        if key in camp:
-            config[key] = camp[key]
-    return validate(config, "config", f"{study.path} (campaigns.{variant})")
-
-
-def plan_studies(studies: list[Study], base: dict, site: Site) -> dict[str, list[Run]]:
-    """Each study's runs on `site`. A run two studies share (same id) is planned once: both tables read
-    it; two studies planning different runs under one id are refused."""
-    out: dict[str, list[Run]] = {}
-    seen: dict[str, tuple[str, dict]] = {}
-    for study in studies:
-        variant = variant_of(study, site.name)
-        where = f"{study.path} (campaigns.{variant})"
-        runs = expand_runs(campaign_config(study, variant, base), site, where)
-        for run in runs:
-            facts = {k: v for k, v in run.to_dict().items() if k != "campaign"}
-            if run.run_id in seen and seen[run.run_id][1] != facts:
-                raise ConfigError(
-                    where,
-                    "benchmarks",
-                    run.benchmark,
-                    f"the same run as {seen[run.run_id][0]} plans under that id, or a 'label' that tells them apart",
-                    f"plans run '{run.run_id}' differently",
-                )
-            seen.setdefault(run.run_id, (study.path, facts))
-        out[study.name] = runs
-    return out
-
-
-def horovod_runs(plans: dict[str, list[Run]]) -> list[str]:
-    """The planned runs that train over Horovod (`backend: horovod`), each once."""
-    return sorted({r.run_id for runs in plans.values() for r in runs if r.params.get("backend") == "horovod"})
-
-
-def horovod_missing_message(plans: dict[str, list[Run]], site: str) -> str:
-    """Where the studies run on this machine (local, slurm-local) and train over Horovod that this Python
-    cannot import, the line to stop with before the campaign starts; "" otherwise. `make setup` does not
-    build Horovod (a source build of several minutes); `make setup-horovod` does."""
-    import importlib.util
-
-    needing = horovod_runs(plans)
-    if site not in TINY_SITES or not needing or importlib.util.find_spec("horovod") is not None:
-        return ""
-    studies = sorted(name for name, runs in plans.items() if any(r.run_id in needing for r in runs))
-    return (f"{len(needing)} run(s) of {', '.join(studies)} train over Horovod, which this Python cannot import: "
-            "needs `make setup-horovod` (builds it into .venv, several minutes; docs/studies.md), or name the "
-            "other studies in --config study=")
-
-
-def merged_runs(plans: dict[str, list[Run]], campaign: str) -> list[Run]:
-    """One list of every study's runs, each id once, recorded under one campaign name."""
-    import dataclasses
-
-    runs: dict[str, Run] = {}
-    for study_runs in plans.values():
-        for run in study_runs:
-            runs.setdefault(run.run_id, dataclasses.replace(run, campaign=campaign))
-    return list(runs.values())
-
-
-# -- reproducing a figure from records ---------------------------------------------------------
 
 
 def record_rows(records: list[dict]) -> list[dict]:

@@ -139,7 +139,7 @@ def test_cost_terms_match_the_time_functions():
 # --- the reference file, the validation table and the projection ------------------------------------
 
 def test_every_reference_value_is_cited():
-    from exabench.perf.projection import Reference
+    from exabench.perf.reference import Reference
     ref = Reference()
     for section in ("machines", "workloads"):
         for name, entry in ref.data[section].items():
@@ -152,7 +152,8 @@ def test_every_reference_value_is_cited():
 
 
 def test_validation_table_has_published_projected_gap_and_sources():
-    from exabench.perf.projection import Reference, validation_table
+    from exabench.perf.reference import Reference
+    from exabench.perf.validation import validation_table
     ref = Reference()
     t = validation_table(ref)
     assert len(t) == len(ref.data["cases"]) >= 6
@@ -166,7 +167,8 @@ def test_validation_table_has_published_projected_gap_and_sources():
 
 
 def test_reference_with_an_unknown_source_is_rejected(tmp_path):
-    from exabench.perf.projection import Reference, validation_table
+    from exabench.perf.reference import Reference
+    from exabench.perf.validation import validation_table
     data = yaml.safe_load((REPO / "results/reference/published_scaling.yaml").read_text())
     data["machines"]["summit"]["inter_bandwidth_GBps"]["source"] = "nowhere"
     path = tmp_path / "ref.yaml"

@@ -187,15 +187,18 @@ def test_tiny_preset_reaches_the_target_on_two_ranks(tmp_path):
 
 def test_keras_network_has_the_reference_parameter_count():
     pytest.importorskip("tensorflow")
+    from exabench.benchmarks.mlperf.cosmoflow import CosmoFlowParams, network_settings
     from exabench.models.cosmoflow_keras import build_model
 
-    assert build_model(128).count_params() == 8_907_556
-    tiny = build_model(32, conv_size=4)
+    # Built as the benchmark builds it: its default parameters are the reference's network.
+    assert build_model(128, **network_settings(CosmoFlowParams())).count_params() == 8_907_556
+    small = network_settings(CosmoFlowParams(conv_size=4))
+    tiny = build_model(32, **small)
     assert tiny.output_shape == (None, 4)
     # The reference's l2 regularises the two hidden Dense kernels only.
     regularised = [
         type(layer).__name__
-        for layer in build_model(32, conv_size=4, l2=0.01).layers
+        for layer in build_model(32, **small, l2=0.01).layers
         if getattr(layer, "kernel_regularizer", None) is not None
     ]
     assert regularised == ["Dense", "Dense"]

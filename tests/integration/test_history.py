@@ -21,6 +21,7 @@ from conftest import requires_mpi
 from exabench.analysis import history
 from exabench.records import store
 from helpers_compare import RECORDS, copy_workflow, env
+from helpers_png import drawn_in, not_blank, pixels
 
 GOLDEN = [str(RECORDS / "local"), str(RECORDS / "titan")]
 
@@ -218,7 +219,11 @@ def test_the_slowed_campaign_is_regressed(campaigns3):
     assert view["campaigns_history"] == 2 and view["level"] == "runs+campaigns" and view["change"] > 1.0
     assert view["verdict"] in ("regressed", "unchanged") and view["floor"] >= 0.05
     assert f"| {view['verdict']} |" in (d / "results/local/history/regressions.md").read_text()
-    assert (d / "results/local/history/history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The history figure: one 500 x 300 px panel per series, the series' line (C0) and the current
+    # campaign's mark (C3) drawn on it.
+    img = pixels(d / "results/local/history/history.png")
+    assert img.shape[1] in (500, 1000) and img.shape[0] % 300 == 0 and not_blank(img), img.shape
+    assert len(drawn_in(img, "C0")) > 100 and len(drawn_in(img, "C3", 0.1)) > 0
 
 
 @requires_mpi

@@ -75,3 +75,22 @@ def test_comm_fit_and_local_check_read_the_campaigns_records(tmp_path):
     assert row["measured_s"] > 0 and row["model_comm_s"] > 0 and row["load_1m"] >= 0
     assert "fitted" in row["link_origin"]
     assert "Why, per run" in (results / "perf/local_scaling.md").read_text()
+
+    # The check reads the records themselves (load average, parameter count): a changed record re-runs it as
+    # its own input, and its new value reaches the check's table. The dry run considers this rule alone, so
+    # that the rebuild of the table (which also follows the record) cannot be the reason.
+    path = results / "records" / f"{row['run_id']}.json"
+    changed = json.loads(path.read_text())
+    changed["provenance"]["hardware"]["load_average"] = [7.25, 7.25, 7.25]
+    path.write_text(json.dumps(changed))
+    dry = subprocess.run(cmd[:-3] + ["--dry-run", "--allowed-rules", "perf_local_check", "--", "perf_local_check"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
+    job = (dry.stdout + dry.stderr).split("rule perf_local_check:")[1].split("\n\n")[0]
+    reason = next(line for line in job.splitlines() if line.strip().startswith("reason:"))
+    assert "Updated input files:" in reason and f"records/{row['run_id']}.json" in reason, job
+    res = subprocess.run(cmd[:-3] + ["perf_local_check"], cwd=tmp_path, capture_output=True, text=True, timeout=200,
+                         start_new_session=True)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    check = pd.read_csv(results / "perf/local_scaling.csv").set_index("run_id")
+    assert check.loc[row["run_id"], "load_1m"] == 7.25

@@ -9,6 +9,7 @@ from exabench.analysis import plots, runs
 from exabench.analysis.acceptance import node_outliers
 from exabench.records.tidy import load_records
 from helpers_compare import DATA, PLAN, finished_campaign, record_paths, scratch_copy, snakemake
+from helpers_png import drawn_in, not_blank, pixels
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -35,6 +36,24 @@ def test_allreduce_points_from_records(inputs):
     pts = plots.allreduce_points(records)
     assert list(pts.sort_values("bytes")["bytes"]) == [8, 1024, 131072, 1048576]
     assert pts.set_index("bytes").loc[1048576, "busbw"] == 2.5
+
+
+def test_the_history_plot_draws_each_campaign_and_marks_the_current(tmp_path):
+    # Three campaigns of one series, the last (current) one five times slower.
+    history = runs.pd.DataFrame([
+        {"series": "kmeans.tiny", "metric": "time", "unit": "s", "campaign_id": cid,
+         "started": f"2026-01-0{day}T10:00:00", "value": value + 0.01 * repeat}
+        for day, (cid, value) in enumerate([("c1", 1.0), ("c2", 1.1), ("c3", 5.0)], 1) for repeat in range(3)])
+    img = pixels(plots.plot_history(history, ["c3"], tmp_path / "h.png"))
+    assert img.shape == (300, 500, 3) and not_blank(img)  # one 5 x 3 in panel at 100 dpi
+    line, current = drawn_in(img, "C0"), drawn_in(img, "C3", 0.1)
+    assert len(line) > 100 and len(current) > 0
+    # The mark sits on the line's right end, above its left end (rows count down from the top).
+    left = line[line[:, 1] < line[:, 1].min() + 5]
+    assert current[:, 1].mean() > line[:, 1].mean() and current[:, 0].mean() < left[:, 0].mean()
+    # Without a stored campaign the figure says so, and draws no series.
+    empty = pixels(plots.plot_history(history.iloc[:0], [], tmp_path / "e.png"))
+    assert not_blank(empty) and len(drawn_in(empty, "C0")) == 0
 
 
 def test_empty_inputs_still_give_a_figure(tmp_path):

@@ -149,10 +149,16 @@ def test_launcher_failure_gives_failed_record(rendered):
 
 
 def test_time_limit_gives_timeout_record(rendered):
-    rendered.script.write_text("#!/usr/bin/env bash\nsleep 60\n")
+    # The job says which process it is and would outlive its 2 s limit by far: the limit, not the job's
+    # end, must stop it (judged by the process being gone, not by a wall-clock bound that load can break).
+    pid_file = rendered.run_dir / "job.pid"
+    rendered.script.write_text(f"#!/usr/bin/env bash\necho $$ > {pid_file}\nsleep 60\n")
     rec = execute(rendered.spec)
     assert rec["status"] == "timeout" and "time limit of 2 s" in rec["error"]
-    assert rec["provenance"]["elapsed_s"] < 30
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+    assert rec["provenance"]["elapsed_s"] >= 2  # never stopped before its limit
+    print(f"\ntimeout record after {rec['provenance']['elapsed_s']:.2f} s (limit 2 s)")
 
 
 def test_a_rank_error_is_reported_with_its_rank(rendered):

@@ -20,7 +20,7 @@ from exabench.campaign.render import RunPaths, render_script
 from exabench.campaign.site import check_layout, default_config_file, node_counts, queue_admits_nodes, resolve_layout
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError, LayoutError
-from helpers_sites import FIXED_ROOT, PROFILES, REPO, site
+from helpers_sites import FIXED_ROOT, PROFILES, REPO, plan_config, site
 
 TINY_SITES = ("local", "slurm-local")
 REAL_SITES = tuple(p for p in PROFILES if p not in TINY_SITES)
@@ -186,13 +186,11 @@ def test_numa_domains_are_set_only_with_a_source_and_per_numa_uses_them(name):
 
 
 def test_a_laptop_campaign_on_summit_gives_each_rank_one_gpu_not_three(tmp_path):
-    config_file = REPO / "config/config.yaml"
-    runs = expand(load_and_validate(config_file, "config"), site("summit"), str(config_file))
+    runs = plan_config(REPO / "config/config.yaml", site("summit"))
     line = render_script(runs[0], site("summit"), RunPaths(Path(FIXED_ROOT) / "summit", runs[0].run_id))[1]
     assert line.startswith("jsrun -n2 -r2 -a1 -c21 -g1 "), line
-    path = tmp_path / "sockets.yaml"
-    path.write_text("benchmarks:\n  - name: resnet50\n    sweep: {ranks_per_node: [per_socket]}\n")
-    [run] = expand(load_and_validate(path, "config"), site("summit"), str(path))
+    [run] = plan_config(tmp_path / "sockets.yaml", site("summit"),
+                        "benchmarks:\n  - name: resnet50\n    sweep: {ranks_per_node: [per_socket]}\n")
     assert (run.layout.ranks_per_node, run.layout.gpus_per_rank) == (2, 1)
     bad = tmp_path / "c.yaml"
     bad.write_text("benchmarks:\n  - name: kmeans\n    sweep: {nodes: '1..x'}\n")
@@ -249,11 +247,9 @@ def test_the_summit_profile_plans_its_campaign_and_a_given_configfile_replaces_i
 
 def test_the_scale_key_sizes_every_entry_that_names_no_nodes(tmp_path):
     path = tmp_path / "scaled.yaml"
-    path.write_text("scale: machine\ntimeout_s: 300\nbenchmarks:\n"
-                    "  - name: kmeans\n    sweep: {ranks_per_node: [per_node]}\n"
-                    "  - name: pca\n    sweep: {nodes: [1]}\n")
-    runs = expand(load_and_validate(path, "config"), site("slurm-local"), str(path))
+    runs = plan_config(path, site("slurm-local"), "scale: machine\ntimeout_s: 300\nbenchmarks:\n"
+                       "  - name: kmeans\n    sweep: {ranks_per_node: [per_node]}\n"
+                       "  - name: pca\n    sweep: {nodes: [1]}\n")
     assert [(r.benchmark, r.layout.nodes) for r in runs] == [("kmeans", 1), ("kmeans", 2), ("pca", 1)]
-    path.write_text("scale: rack\nbenchmarks:\n  - name: kmeans\n")
     with pytest.raises(ConfigError, match=r"scaled\.yaml: key 'scale' = 'rack'.*rack_nodes"):
-        expand(load_and_validate(path, "config"), dataclasses.replace(site("polaris"), rack_nodes=0), str(path))
+        plan_config(path, site("polaris", rack_nodes=0), "scale: rack\nbenchmarks:\n  - name: kmeans\n")

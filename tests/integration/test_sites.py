@@ -13,14 +13,12 @@ import sys
 import pytest
 import yaml
 
-from exabench.config import load_and_validate
 from exabench.errors import ConfigError, LayoutError
 from exabench.execute import execute
 from exabench.campaign.render import RunPaths, render_script, walltime_min, write_run_files
-from exabench.campaign.plan import expand
 from exabench.campaign.site import load_site, pick_queue, resolve_layout
 
-from helpers_sites import PROFILES, REPO, site, write_site_with
+from helpers_sites import PROFILES, REPO, plan_config, site, write_site_with
 
 EXPECTED = {"summit", "summitdev", "titan", "cori-knl", "theta", "stampede2", "frontier", "perlmutter", "polaris",
             "aurora", "slurm-local", "local"}
@@ -150,10 +148,8 @@ def test_stage_in_copies_and_times_for_real_on_this_machine(tmp_path):
     local = site("local")
     s = dataclasses.replace(local, python=sys.executable, storage={"node_local": str(tmp_path / "nvme"),
                                                                    "stage_in_from": str(data)})
-    config = tmp_path / "c.yaml"
-    config.write_text("campaign: stage\ntimeout_s: 240\nbenchmarks:\n  - name: kmeans\n    sweep:\n"
-                      "      ranks_per_node: [1]\n      k: [2]\n")
-    [run] = expand(load_and_validate(config, "config"), s, str(config))
+    [run] = plan_config(tmp_path / "c.yaml", s, "campaign: stage\ntimeout_s: 240\nbenchmarks:\n  - name: kmeans\n"
+                        "    sweep:\n      ranks_per_node: [1]\n      k: [2]\n")
     paths = RunPaths(tmp_path / "results" / "local", run.run_id)
     write_run_files(run, s, paths)
     record = execute(paths.spec)
@@ -287,20 +283,18 @@ def test_a_bundle_goes_to_the_queue_that_admits_its_summed_walltime(tmp_path):
 def test_a_config_can_sweep_ranks_per_gpu_and_ranks_per_set(tmp_path):
     # OLCF Summit "Jsrun Examples": 2 ranks per GPU; the climate-segmentation layout: 6 ranks in one
     # 6-GPU, 42-core resource set per node. Both are sweepable layout keys with their own run ids.
-    config = tmp_path / "c.yaml"
-    config.write_text("timeout_s: 600\nbenchmarks:\n  - name: resnet50\n    sweep:\n      nodes: [2]\n"
-                      "      ranks_per_node: [12]\n      ranks_per_gpu: [2]\n      cores_per_rank: [1]\n"
-                      "  - name: resnet50\n    label: rs\n    sweep:\n      nodes: [2]\n      ranks_per_set: [6]\n")
-    runs = expand(load_and_validate(config, "config"), site("summit"), str(config))
+    runs = plan_config(tmp_path / "c.yaml", site("summit"),
+                       "timeout_s: 600\nbenchmarks:\n  - name: resnet50\n    sweep:\n      nodes: [2]\n"
+                       "      ranks_per_node: [12]\n      ranks_per_gpu: [2]\n      cores_per_rank: [1]\n"
+                       "  - name: resnet50\n    label: rs\n    sweep:\n      nodes: [2]\n      ranks_per_set: [6]\n")
     lines = {r.run_id: render_script(r, site("summit"), RunPaths(tmp_path, r.run_id))[1] for r in runs}
     assert [r.run_id.split(".")[-1] for r in runs] == ["n2r12t1s2", "n2r6t7g1a6"]
     shared, pooled = lines.values()
     assert shared.startswith("jsrun -n12 -r6 -a2 -c2 -g1 -bpacked:1 -dpacked ")
     assert pooled.startswith("jsrun -n2 -r1 -a6 -c42 -g6 -bpacked:7 -dpacked ")
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("benchmarks:\n  - name: resnet50\n    sweep:\n      ranks_per_set: [4]\n")
     with pytest.raises(ConfigError, match="ranks_per_set"):
-        expand(load_and_validate(bad, "config"), site("summit"), str(bad))
+        plan_config(tmp_path / "bad.yaml", site("summit"),
+                    "benchmarks:\n  - name: resnet50\n    sweep:\n      ranks_per_set: [4]\n")
 
 
 def test_frontier_smt2_jobs_ask_the_executor_plugin_for_threads_per_core():

@@ -17,12 +17,13 @@ import pytest
 import yaml
 
 from exabench.analysis import seed_inventory, studies
+from exabench.campaign import studies as catalogue
 from exabench.campaign.site import load_site
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError
 from helpers_compare import REPO, env
 
-CATALOGUE = studies.load_catalogue()
+CATALOGUE = catalogue.load_catalogue()
 BASE = load_and_validate(REPO / "config" / "config.yaml", "config")
 # The studies issue 17 names, at least.
 NAMED = [
@@ -150,16 +151,16 @@ def test_every_campaign_plans_on_its_site(name):
     study = CATALOGUE[name]
     for variant in study.data["campaigns"]:
         site = load_site(REPO / "profiles" / _site_of(variant) / "site.yaml")
-        assert studies.variant_of(study, site.name) == variant
-        runs = studies.plan_studies([study], BASE, site)[name]
+        assert catalogue.variant_of(study, site.name) == variant
+        runs = catalogue.plan_studies([study], BASE, site)[name]
         assert runs and all(r.campaign == f"study-{name}" for r in runs)
         if variant != "tiny":
             assert all(r.preset == "full" for r in runs), variant
 
 
 def test_shared_tiny_runs_are_planned_once():
-    plans = studies.plan_studies(list(CATALOGUE.values()), BASE, load_site(REPO / "profiles/local/site.yaml"))
-    merged = studies.merged_runs(plans, "studies")
+    plans = catalogue.plan_studies(list(CATALOGUE.values()), BASE, load_site(REPO / "profiles/local/site.yaml"))
+    merged = catalogue.merged_runs(plans, "studies")
     assert len({r.run_id for r in merged}) == len(merged) < sum(len(v) for v in plans.values())
 
 
@@ -193,19 +194,19 @@ def test_a_bad_study_names_file_and_key(tmp_path, spoil, key):
     spoil(data)
     path = _write(tmp_path, data)
     with pytest.raises(ConfigError) as err:
-        studies.load_study(path)
+        catalogue.load_study(path)
     assert str(path) in str(err.value) and f"'{key}'" in str(err.value)
 
 
 def test_an_unknown_study_lists_the_catalogue():
     with pytest.raises(ConfigError) as err:
-        studies.select(CATALOGUE, "no-such-study")
+        catalogue.select(CATALOGUE, "no-such-study")
     assert "no-such-study" in str(err.value) and "stampede2-strong-scaling" in str(err.value)
 
 
 def test_a_study_without_a_campaign_for_the_site_says_so():
     with pytest.raises(ConfigError) as err:
-        studies.variant_of(CATALOGUE["deeplabv3-climate-summit"], "frontier")
+        catalogue.variant_of(CATALOGUE["deeplabv3-climate-summit"], "frontier")
     assert "frontier" in str(err.value) and "deeplabv3-climate-summit" in str(err.value)
 
 
@@ -266,7 +267,7 @@ def test_another_machine_is_shown_and_never_judged():
 
 def test_unverified_and_not_judged_figures_are_shown_never_judged():
     unverified = {**STRONG.figures[0], "verified": False}
-    study = studies.Study("s", "studies/s.yaml", {**STRONG.data, "published": [unverified]})
+    study = catalogue.Study("s", "studies/s.yaml", {**STRONG.data, "published": [unverified]})
     recs = [_record("a1", 1, 100.0, CONVNET, {"scaling": "strong"}), _record("a4", 4, 200.0, CONVNET, {"scaling": "strong"})]
     row = studies.study_table(study, recs, "stampede2", "stampede2").iloc[0]
     assert row["verdict"] == studies.UNVERIFIED and row["reproduced"] == pytest.approx(0.5)
@@ -355,7 +356,7 @@ LOCAL = load_site(REPO / "profiles/local/site.yaml")
 
 
 def _needs_horovod(name: str) -> bool:
-    return bool(studies.horovod_runs(studies.plan_studies([CATALOGUE[name]], BASE, LOCAL)))
+    return bool(catalogue.horovod_runs(catalogue.plan_studies([CATALOGUE[name]], BASE, LOCAL)))
 
 
 def _copy_workflow(dest: Path) -> Path:
@@ -458,19 +459,19 @@ def test_a_profile_site_replaced_by_the_command_line_is_caught(monkeypatch):
 
 
 def test_all_on_a_site_is_every_study_with_a_campaign_there():
-    on_stampede2 = {s.name for s in studies.select(CATALOGUE, "all", site="stampede2")}
+    on_stampede2 = {s.name for s in catalogue.select(CATALOGUE, "all", site="stampede2")}
     assert {n for n in NAMED if n.startswith("stampede2-")} <= on_stampede2
     assert "deeplabv3-climate-summit" not in on_stampede2
-    assert {s.name for s in studies.select(CATALOGUE, "all", site="local")} == set(CATALOGUE)
+    assert {s.name for s in catalogue.select(CATALOGUE, "all", site="local")} == set(CATALOGUE)
 
 
 def test_two_studies_planning_different_runs_under_one_id_are_refused():
     local = load_site(REPO / "profiles/local/site.yaml")
     one = CATALOGUE["coral2-dl-speedup"]
-    other = studies.Study("other", "studies/other.yaml", {**one.data, "name": "other"})
+    other = catalogue.Study("other", "studies/other.yaml", {**one.data, "name": "other"})
     other.data["campaigns"] = {
         "tiny": {"benchmarks": [{"name": "resnet50", "params": {"steps": 3}, "sweep": {"ranks_per_node": [1, 2]}}]}
     }
     with pytest.raises(ConfigError) as err:
-        studies.plan_studies([one, other], BASE, local)
+        catalogue.plan_studies([one, other], BASE, local)
     assert "studies/other.yaml" in str(err.value) and "differently" in str(err.value)

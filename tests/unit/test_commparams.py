@@ -14,7 +14,7 @@ from exabench.perf.alphabeta import Link, ring_allreduce_time
 from exabench.perf.link_params import (error_by_range, fit_table, preferred_fits, resolve_links, site_link,
                                        site_machine)
 from exabench.errors import ConfigError, ExabenchError
-from exabench.perf.projection import site_allreduce_projection, site_comm_table, write_site_comm
+from exabench.perf.site_comm import site_allreduce_projection, site_comm_table, write_site_comm
 from exabench.campaign.site import load_site
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,7 +141,7 @@ def test_write_site_comm_files(tmp_path):
 def test_site_figures_agree_with_the_reference_files_machines(site_name, machine):
     # The same machine is described twice (site file for runs, reference file for the published cases):
     # where both give a bandwidth, they must not drift apart.
-    from exabench.perf.projection import Reference
+    from exabench.perf.reference import Reference
     ref = Reference(REPO / "results/reference/published_scaling.yaml").machine(machine)
     net = load_site(REPO / f"profiles/{site_name}/site.yaml").network
     assert net["inter_node_bandwidth_GBps"]["value"] * 1e9 == ref.inter.bandwidth_Bps
