@@ -395,7 +395,7 @@ def test_the_studies_left_out_by_default_run_no_benchmark_the_others_do_not():
     catalogue still runs in the default campaign."""
     kept = [CATALOGUE[n] for n in CATALOGUE if n not in REPEATED_NETWORK_STUDIES]
     dropped = [CATALOGUE[n] for n in REPEATED_NETWORK_STUDIES]
-    runs = lambda chosen: {r.benchmark for v in studies.plan_studies(chosen, BASE, LOCAL).values() for r in v}
+    runs = lambda chosen: {r.benchmark for v in catalogue.plan_studies(chosen, BASE, LOCAL).values() for r in v}
     assert runs(dropped) <= runs(kept), runs(dropped) - runs(kept)
 
 
