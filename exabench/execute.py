@@ -451,6 +451,16 @@ def execute(spec_path: str | Path, script: str | Path | None = None, log=None,
             lock.release()
 
 
+def execute_logged(spec_path: str | Path, log_path: str | Path | None = None) -> dict:
+    """execute() as a campaign's run job calls it: the job's output in `log_path` (the rule's log),
+    and the run stopped if the snakemake above it dies (none above: only the caller is watched)."""
+    if not log_path:
+        return execute(spec_path, watch=snakemake_ancestors())
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        return execute(spec_path, log=log, watch=snakemake_ancestors())
+
+
 def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch) -> dict:
     record_path = Path(spec["paths"]["record"])
     for stale in error_dir(run_dir).glob("rank*.txt"):

@@ -46,16 +46,22 @@ def get_run(wildcards):
     return RUNS[wildcards.run_id]
 
 
-# Each run as a dict, made once: the render jobs' params and the plan rules read these.
+# Each run as a dict, made once: the run jobs' params and the plan and render rules' read these.
 RUN_DICTS = {run_id: run.to_dict() for run_id, run in RUNS.items()}
-# Every template, found once (the render jobs' inputs: editing one re-renders, and so re-runs,
-# the runs; the same set as ever, so that a campaign rendered before is not rendered again).
+# Every template, found once: the render job's inputs, and (their digest) a param of every run, so
+# that editing one re-renders and re-runs the runs.
 RUN_TEMPLATES = sorted(str(p) for p in TEMPLATES.rglob("*.j2"))
+TEMPLATES_DIGEST = pipeline.files_digest(RUN_TEMPLATES)
+# The command of a run job (run.smk's shell; a name of the Snakefile, so that the rule's code, which
+# decides a rerun, holds no interpreter path).
+EXECUTE_COMMAND = pipeline.EXECUTE_COMMAND
+# What the render job writes: every run's job.sh and spec.json, and the campaign's run ids.
+RUN_FILES = pipeline.run_file_outputs(RESULTS, RUNS)
 
 
 def get_run_spec_params(wildcards):
-    # A change to one run's resolved spec re-renders (and so re-runs) that run only.
-    return RUN_DICTS[wildcards.run_id]
+    # A change to one run's resolved spec (or to a template) runs that run again, and no other.
+    return {"spec": RUN_DICTS[wildcards.run_id], "templates": TEMPLATES_DIGEST}
 
 
 def get_plan_dicts(wildcards=None):
