@@ -17,6 +17,16 @@ if pipeline.study_target_without_study(workflow.dag_settings, config):
     )
 
 
+def get_study_outputs(wildcards=None):
+    # tables/study-<name>.md and .csv of every study planned (none without `study`): `all` and `study`.
+    return pipeline.study_outputs(RESULTS, STUDIES)
+
+
+def get_study_records(wildcards):
+    # One study's table reads its own runs' records (shared runs included).
+    return pipeline.study_records(RESULTS, STUDIES, wildcards.study)
+
+
 wildcard_constraints:
     study=r"[a-z0-9][a-z0-9-]*",
 
@@ -28,7 +38,7 @@ localrules:
 
 rule study_table:
     input:
-        lambda wildcards: pipeline.study_records(RESULTS, STUDIES, wildcards.study),
+        get_study_records,
     output:
         markdown=f"{RESULTS}/tables/study-{{study}}.md",
         csv=f"{RESULTS}/tables/study-{{study}}.csv",
@@ -41,4 +51,4 @@ rule study_table:
 
 rule study:
     input:
-        pipeline.study_outputs(RESULTS, STUDIES),
+        get_study_outputs,
