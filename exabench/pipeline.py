@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 import sys
 from pathlib import Path
 
@@ -277,11 +276,15 @@ def write_bundle_scripts(bundles, site, results_dir, campaign, log_path) -> None
 
 # --- run -----------------------------------------------------------------------------------------
 
-# The command of each run's job (run.smk's `shell:`): a process of its own that imports what one
-# run needs (exabench.execute) and never the workflow, so a run costs no Snakefile parse. The
-# package's folder leads PYTHONPATH, as for the watchdog: the job finds the package Snakemake found.
-EXECUTE_COMMAND = (f"PYTHONPATH={shlex.quote(str(Path(__file__).resolve().parents[1]))}${{PYTHONPATH:+:$PYTHONPATH}} "
-                   f"{shlex.quote(sys.executable)} -m exabench execute")
+def run_job_environment(deployment_methods=()) -> dict[str, str]:
+    """What the run jobs' shell (run.smk) reads: the Python that runs `exabench execute` and the
+    package's folder, put first on its PYTHONPATH (the job finds the package Snakemake found). Under
+    `--sdm conda` the job's Python is the one of its conda environment (workflow/envs/exabench.yaml).
+    Set in Snakemake's environment, not written into the rule: the rule's code, which decides a
+    rerun, then holds no interpreter path."""
+    conda = any(str(getattr(m, "name", m)).lower() == "conda" for m in deployment_methods or ())
+    return {"EXABENCH_PYTHON": "python" if conda else sys.executable,
+            "EXABENCH_ROOT": str(Path(__file__).resolve().parents[1])}
 
 
 def claim_results(results: str, checkout: str, config_files) -> None:

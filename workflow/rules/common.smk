@@ -1,4 +1,5 @@
 # Validate config and site before anything runs, and expand the plan that gives the wildcards.
+import os
 import sys
 from glob import glob
 from pathlib import Path
@@ -52,9 +53,8 @@ RUN_DICTS = {run_id: run.to_dict() for run_id, run in RUNS.items()}
 # that editing one re-renders and re-runs the runs.
 RUN_TEMPLATES = sorted(str(p) for p in TEMPLATES.rglob("*.j2"))
 TEMPLATES_DIGEST = pipeline.files_digest(RUN_TEMPLATES)
-# The command of a run job (run.smk's shell; a name of the Snakefile, so that the rule's code, which
-# decides a rerun, holds no interpreter path).
-EXECUTE_COMMAND = pipeline.EXECUTE_COMMAND
+# The run jobs' `exabench execute` (run.smk): its Python and the package's folder, in the environment.
+os.environ.update(pipeline.run_job_environment(workflow.deployment_settings.deployment_method))
 # What the render job writes: every run's job.sh and spec.json, and the campaign's run ids.
 RUN_FILES = pipeline.run_file_outputs(RESULTS, RUNS)
 
@@ -162,3 +162,16 @@ def get_mlperf_outputs(wildcards=None):
     if not MLPERF_SCORES:
         return []
     return [f"{RESULTS}/tables/mlperf.md", f"{RESULTS}/tables/mlperf.json"]
+
+
+# --- published studies (studies.smk, which sets STUDIES) ---------------------------
+
+
+def get_study_outputs(wildcards=None):
+    # tables/study-<name>.md and .csv of every study planned (none without `study`): `all` and `study`.
+    return pipeline.study_outputs(RESULTS, STUDIES)
+
+
+def get_study_records(wildcards):
+    # One study's table reads its own runs' records (shared runs included).
+    return pipeline.study_records(RESULTS, STUDIES, wildcards.study)

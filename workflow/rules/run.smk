@@ -3,8 +3,8 @@
 # With a cluster executor plugin (slurm, lsf) each run is one job whose resources come from
 # the plan and the site (exabench/pipeline.py); the rule then runs the rendered launch
 # line (srun/jsrun ...) inside that allocation. With no scheduler the dict is empty.
-# Each run job is one light process, `exabench execute` (pipeline.EXECUTE_COMMAND): it imports what
-# one run needs and not the workflow. Its job script and spec come from the campaign's one render
+# Each run job is one light process, `exabench execute` (its Python: pipeline.run_job_environment): it
+# imports what one run needs and not the workflow. Its job script and spec come from the campaign's one render
 # job and are read as `ancient`: the render job running again (a new run in the plan) does not run
 # the finished runs again; a run whose own spec or templates changed does run again (its params).
 # A run holds runs/<run_id>/run.lock while it runs (a second execution is refused); SIGINT and
@@ -35,5 +35,8 @@ rule run_benchmark:
     threads: get_run_threads
     resources:
         **pipeline.job_resources(SITE, get_run),
+    conda:
+        "../envs/exabench.yaml"
     shell:
-        "{EXECUTE_COMMAND} --spec {input.spec:q} --log {log:q} --planned {input.run_ids:q}"
+        'PYTHONPATH="$EXABENCH_ROOT${{PYTHONPATH:+:$PYTHONPATH}}" "$EXABENCH_PYTHON" -m exabench execute'
+        " --spec {input.spec:q} --log {log:q} --planned {input.run_ids:q}"

@@ -17,16 +17,6 @@ if pipeline.study_target_without_study(workflow.dag_settings, config):
     )
 
 
-def get_study_outputs(wildcards=None):
-    # tables/study-<name>.md and .csv of every study planned (none without `study`): `all` and `study`.
-    return pipeline.study_outputs(RESULTS, STUDIES)
-
-
-def get_study_records(wildcards):
-    # One study's table reads its own runs' records (shared runs included).
-    return pipeline.study_records(RESULTS, STUDIES, wildcards.study)
-
-
 wildcard_constraints:
     study=r"[a-z0-9][a-z0-9-]*",
 
