@@ -44,4 +44,4 @@ rule all:
         get_report_outputs,
         get_history_outputs,
         get_mlperf_outputs,
-        pipeline.study_outputs(RESULTS, STUDIES),
+        get_study_outputs,

@@ -18,6 +18,14 @@ With --render-jobs N it also runs the Snakemake render jobs of an N-run campaign
 (`snakemake --profile profiles/local --until render`): each is its own job, and Snakemake runs a
 `run:` job in a new Python process that loads the whole workflow again, so each costs seconds
 where the batch write (plan + render above) costs well under a millisecond per run.
+
+With --execute N it runs an N-run campaign for real and prices the harness: the campaign is
+rendered through Snakemake (`--until render`, timed), each run's job script is replaced by a no-op
+stand-in (it copies a valid `ok` record, prepared beside it, into place: the benchmark's own work is
+nil, so what is left is the harness), then the same N job scripts run one after another in a plain
+shell loop, then through `snakemake --profile profiles/local --cores 1 --until run_benchmark` (one
+at a time too, so the two compare). Harness overhead per run = (Snakemake - loop) / N. With
+--execute-real the job scripts stay the rendered K-Means tiny ones (a real MPI run each: slow).
 """
 
 from __future__ import annotations
@@ -89,6 +97,67 @@ def time_render_jobs(config_file: Path, workdir: Path) -> tuple[float, float]:
     return time_dry_run(config_file, workdir, ["--until", "render"])
 
 
+NOOP_SCRIPT = """#!/usr/bin/env bash
+# No-op stand-in for the run's ranks: the run's `ok` record, prepared beside this script, put in place.
+cp "$(dirname "$0")/ok.json" {record}.tmp && mv {record}.tmp {record}
+"""
+
+
+def noop_jobs(runs_dir: Path) -> list[Path]:
+    """Replace each rendered job script under `runs_dir` by the no-op stand-in; its job scripts."""
+    import json
+    import shlex
+
+    from exabench.records.record import base_record, check_record
+    scripts = []
+    for spec_path in sorted(runs_dir.glob("*/spec.json")):
+        spec = json.loads(spec_path.read_text())
+        rec = {**base_record(spec), "status": "ok", "error": None, "checks": [],
+               "metrics": {"elapsed_s": {"value": 0.0, "unit": "s", "higher_is_better": False, "samples": [0.0]}},
+               "provenance": {"hosts": ["noop"], "start_time": "", "end_time": ""}}
+        check_record(rec, spec_path)
+        (spec_path.parent / "ok.json").write_text(json.dumps(rec))
+        script = spec_path.parent / "job.sh"
+        script.write_text(NOOP_SCRIPT.format(record=shlex.quote(spec["paths"]["record"])))
+        scripts.append(script)
+    return scripts
+
+
+def time_shell_loop(scripts: list[Path], records: Path) -> tuple[float, float]:
+    """The job scripts run one after another by bash (their records removed afterwards)."""
+    listing = records.parent / "jobs.txt"
+    listing.write_text("".join(f"{s}\n" for s in scripts))
+    cpu, wall = children_cpu(), time.perf_counter()
+    out = subprocess.run(["bash", "-c", 'while read -r s; do bash "$s" || exit 1; done < "$1"', "loop", str(listing)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wall, cpu = time.perf_counter() - wall, children_cpu() - cpu
+    if out.returncode != 0:
+        raise SystemExit(f"the shell loop failed:\n{out.stdout[-3000:]}")
+    for rec in records.glob("*.json"):
+        rec.unlink()
+    return wall, cpu
+
+
+def time_execution(n: int, real: bool) -> dict[str, tuple[float, float]]:
+    """Render an n-run campaign through Snakemake, then run its job scripts in a shell loop and
+    through Snakemake: {stage: (wall s, cpu s)}."""
+    with tempfile.TemporaryDirectory(prefix="exabench-execute-") as tmp:
+        work = Path(tmp)
+        config_file = work / f"scale{n}.yaml"
+        config_file.write_text(yaml.safe_dump(sweep_config(n), default_flow_style=None))
+        figures = {"render (snakemake)": time_render_jobs(config_file, work)}
+        results = work / "results" / "local"
+        scripts = sorted(results.glob("runs/*/job.sh")) if real else noop_jobs(results / "runs")
+        assert len(scripts) == n, (len(scripts), n)
+        (results / "records").mkdir(parents=True, exist_ok=True)
+        figures["shell loop"] = time_shell_loop(scripts, results / "records")
+        figures["snakemake run"] = time_dry_run(config_file, work, ["--cores", "1", "--until", "run_benchmark"])
+        done = len(list((results / "records").glob("*.json")))
+        if done != n:
+            raise SystemExit(f"snakemake left {done} of {n} records")
+        return figures
+
+
 def time_aggregate(runs: int, workdir: Path) -> tuple[float, float]:
     from aggregate_10k import make_records
 
@@ -104,13 +173,18 @@ def time_aggregate(runs: int, workdir: Path) -> tuple[float, float]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10_000])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[100, 1000, 10_000],
+                    help="sizes of the package-API stages (none: `--sizes` alone)")
     ap.add_argument("--repeats", type=int, default=1, help="take the minimum of this many measurements")
     ap.add_argument("--skip-snakemake", action="store_true", help="leave out the dry-run (the slowest stage)")
     ap.add_argument("--render-jobs", type=int, default=0, metavar="N",
                     help="also run the Snakemake render jobs of an N-run campaign (seconds per run: keep N small)")
+    ap.add_argument("--execute", type=int, default=0, metavar="N",
+                    help="run an N-run campaign for real: Snakemake against a shell loop (harness overhead per run)")
+    ap.add_argument("--execute-real", action="store_true",
+                    help="with --execute: keep the rendered K-Means tiny job scripts (not the no-op stand-ins)")
     args = ap.parse_args(argv)
-    if any(n % 4 for n in args.sizes + [args.render_jobs]):
+    if any(n % 4 for n in args.sizes + [args.render_jobs, args.execute]):
         ap.error("each size must be a multiple of 4 (seed x k x ranks per node)")
     stages = ["plan + render", "aggregate"] + ([] if args.skip_snakemake else ["snakemake -n"])
     figures: dict[str, dict[int, tuple[float, float]]] = {s: {} for s in stages}
@@ -152,6 +226,15 @@ def main(argv=None) -> int:
             wall, cpu = time_render_jobs(config_file, Path(tmp))
         print(f"{'render jobs':14s} {n:7d} {wall:8.2f} {cpu:8.2f} {1000 * wall / n:8.2f}  "
               "(snakemake --until render: one job, and one Python process, per run)")
+    if args.execute:
+        n = args.execute
+        what = "K-Means tiny" if args.execute_real else "no-op"
+        ex = time_execution(n, args.execute_real)
+        for stage, (wall, cpu) in ex.items():
+            print(f"{stage:18s} {n:7d} {wall:8.2f} {cpu:8.2f} {1000 * wall / n:8.2f}  ({what} job scripts)")
+        (smk, smk_cpu), (loop, loop_cpu) = ex["snakemake run"], ex["shell loop"]
+        print(f"harness overhead per run: {(smk - loop) / n:.3f} s wall, {(smk_cpu - loop_cpu) / n:.3f} s CPU "
+              f"(snakemake {smk:.1f} s / shell loop {loop:.1f} s = {smk / loop:.1f}x)")
     print(f"(growth: wall time over the size before; load average now {os.getloadavg()[0]:.2f}, "
           f"{os.cpu_count()} CPUs)")
     return 0

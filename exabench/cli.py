@@ -75,9 +75,11 @@ def cmd_launch_lines(args) -> int:
 
 
 def cmd_execute(args) -> int:
-    from exabench.execute import execute
-    from exabench.pipeline import status_lines
-    print("\n".join(status_lines(args.spec, execute(args.spec))))
+    # A run's job in a campaign is this command (run.smk): it imports what one run needs, never the workflow.
+    from exabench.execute import execute_logged
+    from exabench.records.progress import read_run_ids, status_lines
+    rec = execute_logged(args.spec, args.log)
+    print("\n".join(status_lines(args.spec, rec, read_run_ids(args.planned) if args.planned else None)), flush=True)
     return 0
 
 
@@ -443,6 +445,8 @@ def _add_run(sub) -> None:
 def _add_execute(sub) -> None:
     p = sub.add_parser("execute", help="run one rendered job script and ensure its record exists")
     p.add_argument("--spec", required=True)
+    p.add_argument("--log", help="write the job's output here (the run rule's log)")
+    p.add_argument("--planned", help="the campaign's run ids, one a line, for the progress line (runs/run_ids.txt)")
     p.set_defaults(fn=cmd_execute)
 
 

@@ -31,12 +31,10 @@ import threading
 import time
 from pathlib import Path
 
-from exabench import containers
-from exabench.containers import ContainerError
-from exabench.errors import ExabenchError
+from exabench.errors import ContainerError, ExabenchError
 from exabench.io import atomic_write_text
-from exabench.records.record import failed_record, now_iso, read_record, write_record
-from exabench.runner import error_dir
+from exabench.processes import alive, group_alive, proc_parent, proc_start, stop_group
+from exabench.records.record import error_dir, failed_record, now_iso, read_record, write_record
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -65,77 +63,6 @@ class RunInterrupted(ExabenchError):
     """The run was stopped on request (snakemake got SIGINT/SIGTERM or died); no record was written."""
 
 
-def _proc_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), to tell a reused PID apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _proc_parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def _alive(pid: int, start: str | None = None) -> bool:
-    """The process runs (a zombie, dead but not yet reaped by its parent, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if _proc_state(pid) in ("Z", "X"):
-        return False
-    got = _proc_start(pid)
-    return start is None or got is None or got == start
-
-
-def _group_alive(pgid: int) -> bool:
-    """A process of the group runs. Zombies do not count: where nothing reaps orphans (a container
-    whose PID 1 does not), a group of zombies would look alive for ever."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not Path("/proc/self/stat").exists():
-        return True
-    for f in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = f.read_text().rsplit(")", 1)[-1].split()
-        except OSError:  # ended while we looked
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
-
-
-def _stop_group(pgid: int) -> None:
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        end = time.monotonic() + wait
-        while time.monotonic() < end:
-            if not _group_alive(pgid):
-                return
-            time.sleep(0.1)
-
-
 class OwnerLock:
     """A lock file naming its owner (PID and its start time, host, start time, and what `info` adds):
     created atomically (a complete file linked into place), released by its owner only. A lock
@@ -143,7 +70,7 @@ class OwnerLock:
 
     def __init__(self, path: Path, info: dict):
         self.path = Path(path)
-        self.info = {"pid": os.getpid(), "pid_start": _proc_start(os.getpid()), "host": socket.gethostname(),
+        self.info = {"pid": os.getpid(), "pid_start": proc_start(os.getpid()), "host": socket.gethostname(),
                      "start_time": now_iso(), **info}
 
     def _read(self) -> dict | None:
@@ -157,7 +84,7 @@ class OwnerLock:
         return f"PID {held.get('pid')} on host {held.get('host')}, since {held.get('start_time')}"
 
     def _owner_alive(self, held: dict) -> bool:
-        return held.get("host") == self.info["host"] and _alive(held["pid"], held.get("pid_start"))
+        return held.get("host") == self.info["host"] and alive(held["pid"], held.get("pid_start"))
 
     def held_by(self, held: dict, say) -> bool:
         """Raise to respect `held`; True to share it (the lock stays its owner's); False to take it over."""
@@ -214,8 +141,8 @@ class RunLock(OwnerLock):
                 f"{self.path}); wait for it to finish, or stop it (kill {held['pid']}), then run again.")
         note = ""
         pgid = held.get("job_pgid")
-        if isinstance(pgid, int) and _group_alive(pgid):
-            _stop_group(pgid)
+        if isinstance(pgid, int) and group_alive(pgid):
+            stop_group(pgid)
             note = f"; its job (process group {pgid}) was still running and has been stopped"
         say(f"exabench: run {self.run_id}: orphaned execution found ({self._describe(held)}, "
             f"owner no longer running{note}); taking over its lock {self.path}")
@@ -278,8 +205,8 @@ def snakemake_ancestors() -> list[tuple[int, str | None]]:
     snakemake is above this process (a run started by hand)."""
     chain, pid = [], os.getppid()
     while pid and pid > 1 and len(chain) < 32:
-        chain.append((pid, _proc_start(pid)))
-        pid = _proc_parent(pid)
+        chain.append((pid, proc_start(pid)))
+        pid = proc_parent(pid)
     tops = [i for i, (p, _) in enumerate(chain) if b"snakemake" in _cmdline(p)]
     return chain[: tops[-1] + 1] if tops else []
 
@@ -302,12 +229,12 @@ def request_stop(runs_dir: str | Path, owner_pid: int | None = None) -> list[str
             pid = int(held["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if held.get("host") != host or not _alive(pid, held.get("pid_start")):
+        if held.get("host") != host or not alive(pid, held.get("pid_start")):
             continue
         if owner_pid is not None and pid != owner_pid:
             p, seen = pid, 0
             while p and p > 1 and p != owner_pid and seen < 64:
-                p, seen = _proc_parent(p), seen + 1
+                p, seen = proc_parent(p), seen + 1
             if p != owner_pid:
                 continue
         (lock.parent / STOP_NAME).write_text(f"stop requested by PID {os.getpid()} at {now_iso()}\n")
@@ -319,7 +246,7 @@ def _stop_reason(run_dir: Path, watch: list[tuple[int, str | None]]) -> str | No
     if (run_dir / STOP_NAME).exists():
         return "stopped on request (snakemake was interrupted: SIGINT or SIGTERM)"
     for pid, start in watch:
-        if not _alive(pid, start):
+        if not alive(pid, start):
             return f"stopped because the process that started it (PID {pid}) is gone"
     return None
 
@@ -328,10 +255,7 @@ def parent_watch() -> list[tuple[int, str | None]]:
     """This process's parent (PID, start time): the script or snakemake that started the execution.
     Empty where the parent is already gone (adopted by init or a subreaper before we looked)."""
     ppid = os.getppid()
-    return [] if ppid <= 1 else [(ppid, _proc_start(ppid))]
-
-
-WATCHDOG_POLL_S = 0.5
+    return [] if ppid <= 1 else [(ppid, proc_start(ppid))]
 
 
 def _start_watchdog(pgid: int, owners: list[tuple[int, str | None]]) -> subprocess.Popen | None:
@@ -341,24 +265,11 @@ def _start_watchdog(pgid: int, owners: list[tuple[int, str | None]]) -> subproce
     package_root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     try:
-        return subprocess.Popen([sys.executable, "-c", "import sys; from exabench.execute import watch_job; "
+        return subprocess.Popen([sys.executable, "-c", "import sys; from exabench.processes import watch_job; "
                                  "watch_job(sys.argv[1:])", *args], env=env, start_new_session=True,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError:  # no process to spare: the execution's own poll and signal handlers still stop the job
         return None
-
-
-def watch_job(argv: list[str]) -> None:
-    """The watchdog's loop (argv: PGID, then PID:START of each owner): it ends when the group is gone,
-    and stops the group (SIGTERM, then SIGKILL) when an owner is gone."""
-    pgid = int(argv[0])
-    owners = [(int(pid), start or None) for pid, _, start in (a.partition(":") for a in argv[1:])]
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the execution's to handle
-    while _group_alive(pgid):
-        if any(not _alive(pid, start) for pid, start in owners):
-            _stop_group(pgid)
-            return
-        time.sleep(WATCHDOG_POLL_S)
 
 
 class _Signalled(RunInterrupted):
@@ -451,6 +362,16 @@ def execute(spec_path: str | Path, script: str | Path | None = None, log=None,
             lock.release()
 
 
+def execute_logged(spec_path: str | Path, log_path: str | Path | None = None) -> dict:
+    """execute() as a campaign's run job calls it: the job's output in `log_path` (the rule's log),
+    and the run stopped if the snakemake above it dies (none above: only the caller is watched)."""
+    if not log_path:
+        return execute(spec_path, watch=snakemake_ancestors())
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        return execute(spec_path, log=log, watch=snakemake_ancestors())
+
+
 def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch) -> dict:
     record_path = Path(spec["paths"]["record"])
     for stale in error_dir(run_dir).glob("rank*.txt"):
@@ -460,7 +381,9 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
     start = now_iso()
     t0 = time.monotonic()
     try:
-        containers.check_before_start(spec.get("container"))
+        if spec.get("container"):  # only a run in an image pays for the container modules' import
+            from exabench.containers import check_before_start
+            check_before_start(spec["container"])
     except ContainerError as exc:
         record = failed_record(spec, "failed", str(exc), start, now_iso())
         write_record(record, record_path, spec["paths"]["archive_dir"])
@@ -471,7 +394,7 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
         deadline = t0 + spec["timeout_s"]
         watchdog = None
         try:
-            watchdog = _start_watchdog(proc.pid, [(os.getpid(), _proc_start(os.getpid())), *watch])
+            watchdog = _start_watchdog(proc.pid, [(os.getpid(), proc_start(os.getpid())), *watch])
             lock.set_job(proc.pid)
             while True:
                 try:
@@ -494,7 +417,7 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
             record_path.unlink(missing_ok=True)
             raise
         finally:
-            _stop_group(proc.pid)  # what the job left behind in its group (a rank the launcher lost)
+            stop_group(proc.pid)  # what the job left behind in its group (a rank the launcher lost)
             if watchdog is not None:
                 watchdog.kill()
                 watchdog.wait()

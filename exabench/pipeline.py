@@ -8,6 +8,7 @@ list); each rule's output goes to the rule's log, and an error fails the rule na
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -24,11 +25,11 @@ from exabench.campaign.node_sweep import render_node_sweep
 from exabench.campaign.bundles import over_user_limits, pending_report, plan_bundles  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as plan_runs
-from exabench.campaign.render import RunPaths, bundle_path, walltime_min, write_bundle, write_bundles, write_run_files
+from exabench.campaign.render import bundle_path, walltime_min, write_bundle, write_bundles, write_runs_files
 from exabench.campaign.site import Layout, Site, check_walltime, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ConfigError, ExabenchError
-from exabench.execute import ResultsClaim, execute, request_stop, snakemake_ancestors
+from exabench.execute import ResultsClaim, request_stop
 from exabench.io import atomic_write_many, atomic_write_text, logged
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
 from exabench.perf.comm_fit import write_comm_fit  # noqa: F401
@@ -37,7 +38,7 @@ from exabench.perf.projection import write_projection  # noqa: F401
 from exabench.perf.site_comm import write_site_comm  # noqa: F401
 from exabench.perf.sweep import allreduce_records, site_sweep, write_sweep  # noqa: F401
 from exabench.perf.validation import write_validation  # noqa: F401
-from exabench.records.progress import progress_counts, progress_line
+from exabench.records.progress import RUN_IDS_NAME, progress_counts
 from exabench.records.store import StoreBusyError, ingest, store_errors
 from exabench.records.tidy import aggregate
 
@@ -229,9 +230,29 @@ def write_node_groups(runs: list[Run], site: Site, results_dir: str, groups, cam
         atomic_write_many(group_files(runs, site, Path(results_dir), groups, campaign))
 
 
-def render_run(run: Run, site: Site, results_dir: str, log_path: str) -> None:
-    with logged(log_path):
-        write_run_files(run, site, RunPaths(Path(results_dir), run.run_id))
+def run_file_outputs(results_dir: str, run_ids) -> dict[str, list[str]]:
+    """The render job's outputs: each run's job.sh and spec.json, and the campaign's run ids."""
+    runs = Path(results_dir) / "runs"
+    return {"scripts": [str(runs / i / "job.sh") for i in run_ids], "specs": [str(runs / i / "spec.json") for i in run_ids],
+            "run_ids": str(runs / RUN_IDS_NAME)}
+
+
+def render_campaign(runs: list[Run], site: Site, results_dir: str, log_path: str) -> None:
+    """Every run's job.sh and spec.json in one batch (campaign.render.write_runs_files), and the list
+    of the campaign's run ids that each run's progress line counts against."""
+    with logged(log_path) as log:
+        written = write_runs_files(runs, site, Path(results_dir))
+        atomic_write_text(Path(results_dir) / "runs" / RUN_IDS_NAME, "".join(f"{r.run_id}\n" for r in runs))
+        _say(log, f"{len(runs)} run(s) rendered, {written} file(s) written (the others were unchanged)")
+
+
+def files_digest(paths) -> str:
+    """One digest of the files' contents: a run's param that changes when a template it is rendered
+    from changes (the run then runs again, as when its own spec changes)."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path).encode() + b"\0" + Path(path).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def write_bundle_script(runs, site, results_dir, campaign, path, log_path, concurrent: bool = False) -> None:
@@ -260,24 +281,15 @@ def write_bundle_scripts(bundles, site, results_dir, campaign, log_path) -> None
 
 # --- run -----------------------------------------------------------------------------------------
 
-def status_lines(spec_path: str, rec: dict, planned: list[str] | None = None) -> list[str]:
-    """What a user sees when a run ends: its status, and the campaign's progress (done/failed/remaining)
-    against `planned`, the whole plan's run ids where the caller knows them."""
-    lines = [f"{rec['run_id']}: {rec['status']}" + (f" ({rec['error']})" if rec.get("error") else "")]
-    record = Path(json.loads(Path(spec_path).read_text())["paths"]["record"])
-    if record.parent.name == "records":  # a campaign run (not an every-node one under records/nodes)
-        lines.append(progress_line(record.parent.parent, rec["run_id"], rec["status"], planned))
-    return lines
-
-
-def execute_run(spec_path: str, log_path: str, planned: list[str] | None = None) -> list[str]:
-    """Execute one run, its output in `log_path`; prints and returns the status lines."""
-    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w") as log:
-        rec = execute(spec_path, log=log, watch=snakemake_ancestors())
-    lines = status_lines(spec_path, rec, planned)
-    print("\n".join(lines), flush=True)
-    return lines
+def run_job_environment(deployment_methods=()) -> dict[str, str]:
+    """What the run jobs' shell (run.smk) reads: the Python that runs `exabench execute` and the
+    package's folder, put first on its PYTHONPATH (the job finds the package Snakemake found). Under
+    `--sdm conda` the job's Python is the one of its conda environment (workflow/envs/exabench.yaml).
+    Set in Snakemake's environment, not written into the rule: the rule's code, which decides a
+    rerun, then holds no interpreter path."""
+    conda = any(str(getattr(m, "name", m)).lower() == "conda" for m in deployment_methods or ())
+    return {"EXABENCH_PYTHON": "python" if conda else sys.executable,
+            "EXABENCH_ROOT": str(Path(__file__).resolve().parents[1])}
 
 
 def claim_results(results: str, checkout: str, config_files) -> None:

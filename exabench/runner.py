@@ -23,7 +23,7 @@ from exabench import benchmarks, energy
 from exabench.benchmarks.base import Metric
 from exabench.energy.summary import energy_metrics, summarise
 from exabench.training.distributed import Collectives, World, detect_world, set_run_timeout
-from exabench.records.record import base_record, headline_metric, now_iso, provenance, write_record
+from exabench.records.record import base_record, error_dir, headline_metric, now_iso, provenance, write_record
 
 # How long rank 0 waits for the other ranks' energy readings (plain srun/torchrun: files in the run
 # directory) before it writes the record without them, naming the ranks that are missing.
@@ -52,10 +52,6 @@ class Context:
         if self._collectives is None:
             self._collectives = Collectives(self.world)
         return self._collectives
-
-
-def error_dir(run_dir: Path) -> Path:
-    return run_dir / "errors"
 
 
 def _write_host(ctx: Context) -> Path | None:

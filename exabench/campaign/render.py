@@ -312,16 +312,27 @@ def write_run_files(run: Run, site: Site, paths: RunPaths) -> None:
     atomic_write_many(run_files(run, site, paths))
 
 
-def write_runs_files(runs: list[Run], site: Site, root: Path) -> None:
+def write_runs_files(runs: list[Run], site: Site, root: Path) -> int:
     """Render every run of `runs` under `root`, then write all their files atomically in one batch
-    (every file synced before any is renamed into place; see io.atomic_write_many)."""
+    (every file synced before any is renamed into place; see io.atomic_write_many). A file that
+    already holds what it would be written with is left alone: a campaign rendered again after one
+    run changed writes (and syncs) that run's files only. Returns how many files were written."""
     from exabench.io import atomic_write_many
     root = Path(root)
     folders = real_folders(root)
     files = []
     for run in runs:
-        files += run_files(run, site, RunPaths(root, run.run_id), folders)
+        files += [f for f in run_files(run, site, RunPaths(root, run.run_id), folders) if not _holds(*f)]
     atomic_write_many(files)
+    return len(files)
+
+
+def _holds(path: Path, text: str, mode: int) -> bool:
+    """The file exists with this text and mode."""
+    try:
+        return (path.stat().st_mode & 0o777) == mode and path.read_text() == text
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 # --- bundle mode: one allocation runs a whole sweep -------------------------------------------

@@ -101,6 +101,11 @@ def write_record(record: dict, path: str | Path, archive_dir: str | Path | None 
 RECORD_FOLDERS = ("records", "nodes")
 
 
+def error_dir(run_dir: Path) -> Path:
+    """Where a run's ranks write their error files (rank<N>.txt), which a failed record's error quotes."""
+    return Path(run_dir) / "errors"
+
+
 def record_status(path: str | Path) -> str | None:
     """A record's status without validating the rest (about 15x cheaper than read_record: the progress
     line reads every planned record after each run, 10,000 of them in a large campaign); None for a

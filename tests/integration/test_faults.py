@@ -168,6 +168,17 @@ def wait_for(path: Path, timeout=30.0, proc: subprocess.Popen | None = None) -> 
         time.sleep(0.05)
 
 
+def wait_for_log(cwd: Path, text: str, timeout: float, proc: subprocess.Popen) -> None:
+    """Until the log of the snakemake running in `cwd` (.snakemake/log/, the lines it prints) says `text`."""
+    import time
+    end = time.monotonic() + timeout
+    while not any(text in log.read_text(errors="replace") for log in (cwd / ".snakemake" / "log").glob("*.log")):
+        assert time.monotonic() < end, f"snakemake never said {text!r}"
+        if proc.poll() is not None:
+            raise AssertionError(f"snakemake ended before saying {text!r}:\n{proc.communicate()[0][-3000:]}")
+        time.sleep(0.1)
+
+
 def test_a_second_execution_of_a_running_run_is_refused(sleeping_run):
     paths, run_id = sleeping_run
     first = start_execute(paths.spec)
@@ -275,6 +286,9 @@ def test_a_signal_to_snakemake_stops_the_ranks_and_the_resume_runs_only_the_unfi
     try:
         wait_for(runs / slow / "job.pid", timeout=180, proc=smk)
         wait_for(records / f"{fast}.json", timeout=60, proc=smk)
+        # The fast run is finished once snakemake has taken note (its record is written a moment before,
+        # by the run's own process): a signal in between leaves it marked incomplete, and run again.
+        wait_for_log(cwd, "1 of 2 steps (50%) done", timeout=60, proc=smk)
         job = int((runs / slow / "job.pid").read_text())
         fast_record = (records / f"{fast}.json").read_text()
         smk.send_signal(sig)
@@ -292,7 +306,7 @@ def test_a_signal_to_snakemake_stops_the_ranks_and_the_resume_runs_only_the_unfi
     resume = snakemake_popen(cwd, cfg, f"results/local/records/{fast}.json", f"results/local/records/{slow}.json")
     out, _ = resume.communicate(timeout=240)
     assert resume.returncode == 0, out[-3000:]
-    assert (records / f"{fast}.json").read_text() == fast_record  # the finished run was not run again
+    assert (records / f"{fast}.json").read_text() == fast_record, out  # the finished run was not run again
     assert f"wildcards: run_id={slow}" in out and f"wildcards: run_id={fast}" not in out
     assert json.loads((records / f"{slow}.json").read_text())["status"] == "failed"
 

@@ -1,4 +1,5 @@
 # Validate config and site before anything runs, and expand the plan that gives the wildcards.
+import os
 import sys
 from glob import glob
 from pathlib import Path
@@ -46,16 +47,21 @@ def get_run(wildcards):
     return RUNS[wildcards.run_id]
 
 
-# Each run as a dict, made once: the render jobs' params and the plan rules read these.
+# Each run as a dict, made once: the run jobs' params and the plan and render rules' read these.
 RUN_DICTS = {run_id: run.to_dict() for run_id, run in RUNS.items()}
-# Every template, found once (the render jobs' inputs: editing one re-renders, and so re-runs,
-# the runs; the same set as ever, so that a campaign rendered before is not rendered again).
+# Every template, found once: the render job's inputs, and (their digest) a param of every run, so
+# that editing one re-renders and re-runs the runs.
 RUN_TEMPLATES = sorted(str(p) for p in TEMPLATES.rglob("*.j2"))
+TEMPLATES_DIGEST = pipeline.files_digest(RUN_TEMPLATES)
+# The run jobs' `exabench execute` (run.smk): its Python and the package's folder, in the environment.
+os.environ.update(pipeline.run_job_environment(workflow.deployment_settings.deployment_method))
+# What the render job writes: every run's job.sh and spec.json, and the campaign's run ids.
+RUN_FILES = pipeline.run_file_outputs(RESULTS, RUNS)
 
 
 def get_run_spec_params(wildcards):
-    # A change to one run's resolved spec re-renders (and so re-runs) that run only.
-    return RUN_DICTS[wildcards.run_id]
+    # A change to one run's resolved spec (or to a template) runs that run again, and no other.
+    return {"spec": RUN_DICTS[wildcards.run_id], "templates": TEMPLATES_DIGEST}
 
 
 def get_plan_dicts(wildcards=None):
@@ -156,3 +162,16 @@ def get_mlperf_outputs(wildcards=None):
     if not MLPERF_SCORES:
         return []
     return [f"{RESULTS}/tables/mlperf.md", f"{RESULTS}/tables/mlperf.json"]
+
+
+# --- published studies (studies.smk, which sets STUDIES) ---------------------------
+
+
+def get_study_outputs(wildcards=None):
+    # tables/study-<name>.md and .csv of every study planned (none without `study`): `all` and `study`.
+    return pipeline.study_outputs(RESULTS, STUDIES)
+
+
+def get_study_records(wildcards):
+    # One study's table reads its own runs' records (shared runs included).
+    return pipeline.study_records(RESULTS, STUDIES, wildcards.study)

@@ -1,4 +1,6 @@
-# One rendered job script + spec per run.
+# Every run's job script and spec, rendered in one job per campaign by the batch write (one
+# Python process for the campaign, not one per run). A run job reads its own two files, and
+# runs again when its own spec changes (its params, run.smk), not whenever this job runs.
 
 
 localrules:
@@ -13,11 +15,12 @@ rule render:
         # (`snakemake --profile profiles/<site> containers` there) and checked at job start.
         images=[] if SITE.submit == "bundles" else CONTAINER_IMAGES,
     output:
-        script=f"{RESULTS}/runs/{{run_id}}/job.sh",
-        spec=f"{RESULTS}/runs/{{run_id}}/spec.json",
+        scripts=RUN_FILES["scripts"],
+        specs=RUN_FILES["specs"],
+        run_ids=RUN_FILES["run_ids"],
     log:
-        f"{LOGS}/render/{{run_id}}.log",
+        f"{LOGS}/render.log",
     params:
-        spec=get_run_spec_params,
+        runs=get_plan_dicts,
     run:
-        pipeline.render_run(get_run(wildcards), SITE, RESULTS, log[0])
+        pipeline.render_campaign(list(RUNS.values()), SITE, RESULTS, log[0])

@@ -28,7 +28,7 @@ localrules:
 
 rule study_table:
     input:
-        lambda wildcards: pipeline.study_records(RESULTS, STUDIES, wildcards.study),
+        get_study_records,
     output:
         markdown=f"{RESULTS}/tables/study-{{study}}.md",
         csv=f"{RESULTS}/tables/study-{{study}}.csv",
@@ -41,4 +41,4 @@ rule study_table:
 
 rule study:
     input:
-        pipeline.study_outputs(RESULTS, STUDIES),
+        get_study_outputs,

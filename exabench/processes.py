@@ -1,0 +1,100 @@
+"""Processes of this host, seen through /proc: whether one runs (a reused PID told apart by its start
+time), whether a process group has a live member, stopping a group, and the watchdog's loop.
+
+Apart from exabench.execute so that the watchdog, a process of its own started for every run,
+imports this module alone (os, signal, time), not what an execution needs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def proc_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused PID apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def proc_parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int, start: str | None = None) -> bool:
+    """The process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if proc_state(pid) in ("Z", "X"):
+        return False
+    got = proc_start(pid)
+    return start is None or got is None or got == start
+
+
+def group_alive(pgid: int) -> bool:
+    """A process of the group runs. Zombies do not count: where nothing reaps orphans (a container
+    whose PID 1 does not), a group of zombies would look alive for ever."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not Path("/proc/self/stat").exists():
+        return True
+    for f in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = f.read_text().rsplit(")", 1)[-1].split()
+        except OSError:  # ended while we looked
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def stop_group(pgid: int) -> None:
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if not group_alive(pgid):
+                return
+            time.sleep(0.1)
+
+
+WATCHDOG_POLL_S = 0.5
+
+
+def watch_job(argv: list[str]) -> None:
+    """The watchdog's loop (argv: PGID, then PID:START of each owner): it ends when the group is gone,
+    and stops the group (SIGTERM, then SIGKILL) when an owner is gone."""
+    pgid = int(argv[0])
+    owners = [(int(pid), start or None) for pid, _, start in (a.partition(":") for a in argv[1:])]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the execution's to handle
+    while group_alive(pgid):
+        if any(not alive(pid, start) for pid, start in owners):
+            stop_group(pgid)
+            return
+        time.sleep(WATCHDOG_POLL_S)
