@@ -18,7 +18,7 @@ from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the r
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
 from exabench.campaign import allocation
 from exabench.campaign.launchers import srun as srun_arith
-from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
+from exabench.campaign.node_groups import check_groups, group_files, group_outputs, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import node_sweep_files, node_sweep_paths, sweep_jobs, sweep_nodes
 from exabench.campaign.bundles import over_user_limits, pending_report, plan_bundles  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
@@ -231,6 +231,11 @@ def write_node_sweep(runs: list[Run], site: Site, results_dir: str, nodes: int, 
         files = node_sweep_files(runs, site, Path(results_dir), nodes or sweep_nodes(site), Path(path))
         atomic_write_many(files)
         _say(log, "\n".join(f"every-node job script: {p}" for p, _, _ in files))
+
+
+def node_group_outputs(runs: list[Run], site: Site, results_dir: str, groups) -> list[str]:
+    """The every_node_groups rule's group scripts (one per group, or per group and allocation mode)."""
+    return [str(p) for p in group_outputs(runs, site, Path(results_dir), groups)]
 
 
 def write_node_groups(runs: list[Run], site: Site, results_dir: str, groups, campaign: str, log_path: str) -> None:

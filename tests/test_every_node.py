@@ -255,3 +255,26 @@ def test_a_node_group_job_keeps_the_line_of_a_launcher_placed_by_index(tmp_path)
     run_dir, node = _node_run("summit", tmp_path, None, group=("h1", "h2"), nodes=2, ranks_per_node=6,
                               gpus_per_rank=1)
     assert node["launch_line"].startswith("jsrun -n12 -r6 ") and not (run_dir / "placement.erf").exists()
+
+
+def test_lsf_group_runs_of_two_smt_modes_get_a_job_each_asking_the_whole_node(tmp_path):
+    # An LSF job has one SMT mode (-alloc_flags smtN): a group whose runs need smt1 and smt4 gets two
+    # jobs, each pinned to the group, each asking for the node's own request in its mode.
+    summit = site("summit")
+    config = validate({"campaign": "acc", "preset": "tiny", "timeout_s": 120, "every_node": {"nodes": "h[1-2]"},
+                       "benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [2], "smt": [1, 4],
+                                                                   "threads_per_rank": [4]}}]},
+                      "config", "acc.yaml")
+    runs = expand(config, summit, "acc.yaml")
+    groups = node_groups(config, summit, "acc.yaml")
+    files = {p.name: t for p, t, _ in group_files(runs, summit, tmp_path, groups, "acc")}
+    assert sorted(files) == ["h1-01-of-02.sh", "h1-02-of-02.sh", "h2-01-of-02.sh", "h2-02-of-02.sh", "submit.sh"]
+    for name, smt in (("h2-01-of-02.sh", 1), ("h2-02-of-02.sh", 4)):
+        text = files[name]
+        assert f'#BSUB -alloc_flags "smt{smt}"\n' in text and '#BSUB -m "h2"\n' in text
+        [run_id] = re.findall(r"^run_on_group \S+/runs/([^/\s]+)/spec.json ", text, re.M)
+        assert next(r for r in runs if r.run_id == run_id).layout.smt == smt
+        assert f"node-h2.json" in text  # records keep the group's name, whichever job runs them
+    assert files["submit.sh"].count("\nbsub < ") == 4
+    from exabench.campaign.node_groups import group_outputs
+    assert sorted(p.name for p in group_outputs(runs, summit, tmp_path, groups)) == sorted(files)[:-1]

@@ -142,11 +142,18 @@ def sweep_jobs(runs, site, nodes: int) -> list[list]:
     """The every-node jobs of a campaign: its single-node runs grouped by the allocation their mode
     needs (exabench.campaign.allocation: Summit's smt1 and smt4 runs never share one), each group
     packed into jobs a queue admits on `nodes` nodes (their time limits summed, as a bundle's)."""
-    modes: dict = {}
-    for r in single_node_runs(runs, site):
-        modes.setdefault(allocation.request(site, node_layout(site, 1, r.layout)), []).append(r)
     longest = longest_walltime(site, nodes)
-    return [job for group in modes.values() for job in pack_runs(group, longest - WALLTIME_MARGIN_MIN if longest else 0)]
+    room = longest - WALLTIME_MARGIN_MIN if longest else 0
+    return [job for mode in allocation_modes(single_node_runs(runs, site), site) for job in pack_runs(mode, room)]
+
+
+def allocation_modes(runs, site) -> list[list]:
+    """`runs` grouped by the whole-node allocation each needs (node_layout's request: SMT mode, MPS),
+    in the order first seen: the runs one job of whole nodes can hold."""
+    modes: dict = {}
+    for r in runs:
+        modes.setdefault(allocation.request(site, node_layout(site, 1, r.layout)), []).append(r)
+    return list(modes.values())
 
 
 def single_node_runs(runs, site) -> list:

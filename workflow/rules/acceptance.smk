@@ -69,13 +69,14 @@ rule every_node_script:
 # One job per node (or node group) of the config's `every_node` key, each running in sequence every
 # run planned on that many nodes; a run recorded before is skipped, so resubmitting runs what is missing:
 #   snakemake --profile profiles/<site> every_node_groups   -> results/<site>/nodes/groups/<group>.sh, submit.sh
+#                                                              (<group>-NN-of-MM.sh where runs need several allocation modes)
 #   bash results/<site>/nodes/groups/submit.sh              (sbatch/bsub each group's script; bash on no scheduler)
 #   snakemake --profile profiles/<site> node_check
 rule every_node_groups:
     input:
         get_node_group_specs,
     output:
-        scripts=[f"{RESULTS}/nodes/groups/{g.name}.sh" for g in NODE_GROUPS],
+        scripts=pipeline.node_group_outputs(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS),
         submit=f"{RESULTS}/nodes/groups/submit.sh",
     log:
         f"{LOGS}/every_node_groups.log",
