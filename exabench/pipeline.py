@@ -362,8 +362,9 @@ def job_resources(site, get_run) -> dict:
         return " ".join(allocation.slurm_flags(allocation.request(site, lay(wildcards))))
 
     def lsf_extra(wildcards):
-        words = allocation.request(site, lay(wildcards)).alloc_flags
-        return f'-alloc_flags "{" ".join(words)}"' if words else ""
+        # As the header says it (-alloc_flags "smt4 gpumps", -core_isolation): the executor passed no
+        # core isolation before, so a Snakemake-submitted job kept the site's default.
+        return allocation.lsf_flags(allocation.request(site, lay(wildcards)))
 
     def constraint(wildcards):
         return allocation.request(site, lay(wildcards)).constraint  # NVMe staging adds nvme (Frontier)

@@ -21,7 +21,10 @@ that way and passes each one's place). With `cpu_index_using: logical` the CPUs 
 threads numbered without the isolated service cores, k per core at the allocation's SMTk, so core
 c is {c*k .. c*k+k-1} whatever the socket. Ranks of one resource set (-a k) each get their own
 -b packed cores and the set's GPUs, which the ERF allows with `overlapping_rs` and
-`oversubscribe_gpu`.
+`oversubscribe_gpu`. Not run on a Summit here: OLCF's guide lists jsrun bugs with ERFs ("Failed to
+bind process to ERF smt array"; "a known bug is currently preventing execution of most ERF use
+cases"), so where they bite, every_node_groups (one job per node, pinned by `#BSUB -m`, no ERF)
+is the way (docs/clusters.md).
 
 Sources: OLCF Summit User Guide, "Job Launcher (jsrun)" (docs.olcf.ornl.gov/systems/
 summit_user_guide.html#job-launcher-jsrun); OLCF jsrun quick start guide
