@@ -245,7 +245,7 @@ def test_node_run_places_a_jsrun_run_by_erf_beside_its_script(tmp_path):
 
 def test_node_run_places_an_ibrun_run_by_task_offset(tmp_path):
     run_dir, node = _node_run("stampede2", tmp_path, 5, nodes=1, ranks_per_node=4, threads_per_rank=17)
-    assert node["launch_line"].startswith("ibrun -n 4 -o 20 ") and node["env"]["TACC_TASKS_PER_NODE"] == "4"
+    assert node["launch_line"].startswith("ibrun -n 4 -o 20 task_affinity ") and node["env"]["TACC_TASKS_PER_NODE"] == "4"
     assert "export TACC_TASKS_PER_NODE=4\n" in (run_dir / "job.sh").read_text()
 
 

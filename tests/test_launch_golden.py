@@ -449,11 +449,16 @@ def test_summit_erf_host_numbers_follow_the_nodes_of_a_group():
 
 
 def test_stampede2_every_node_run_takes_its_node_task_slots():
-    # ibrun -n N -o OFFSET starts N tasks from slot OFFSET of the allocation's host list, built with
-    # TACC_TASKS_PER_NODE slots per node (radical.pilot's ibrun launch method on TACC machines): the
-    # 4th node (index 3) of a run of 4 ranks per node starts at slot 12.
+    # TACC Stampede2 User Guide, "More than One MPI Application Running Concurrently": `ibrun -n 64 -o 0
+    # task_affinity ./myprogram input1 &`, -n tasks from entry -o of the job's hostfile; TACC Horizon
+    # "MPS": TACC_TASKS_PER_NODE sets the hostfile's entries per node. The 4th node (index 3) of a run
+    # of 4 ranks per node starts at entry 12.
     p = placed("stampede2", ("c401-004",), 3, nodes=1, ranks_per_node=4, threads_per_rank=17)
-    assert (shlex.join(p.argv), p.env, p.files) == ("ibrun -n 4 -o 12 ./a.out", (("TACC_TASKS_PER_NODE", "4"),), ())
+    assert (shlex.join(p.argv), p.env, p.files) == ("ibrun -n 4 -o 12 task_affinity ./a.out",
+                                                    (("TACC_TASKS_PER_NODE", "4"),), ())
+    def shape(words):  # the line with its counts left out: the same switches in the same order
+        return [w if not w.isdigit() else "N" for w in words]
+    assert shape(p.argv) == shape(shlex.split("ibrun -n 64 -o 0 task_affinity ./a.out"))
 
 
 @pytest.mark.parametrize("site_name,request_,node,ours", [

@@ -1,5 +1,6 @@
 """Cluster-wide acceptance: every single-node run of a campaign on every node of one
-allocation, one launch per node, all nodes in parallel, in one job.
+allocation, one launch per node, all nodes in parallel, in one job (or a few: sweep_jobs splits
+runs that need different allocations or more time than one job may have).
 
 `render_node_sweep` writes that job as a script (the site's batch header, then per run a
 loop over the allocation's nodes). For each node the script calls `exabench node-run`,
@@ -25,8 +26,8 @@ from exabench.errors import ExabenchError
 
 # How a job script lists the compute nodes of its allocation, in the allocation's order, per
 # scheduler (EXABENCH_NODES overrides; with jsrun or ibrun it must keep that order). LSF: the job's
-# host file names each host once per slot, the CSM launch (batch) node first, which is no compute
-# node and is jsrun's ERF host 0.
+# host file names each host once per slot, the host running the job script first (Summit's batch
+# node, SummitDev's login node), which is no compute node and is jsrun's ERF host 0.
 NODE_LIST = {
     "slurm": 'scontrol show hostnames "$SLURM_JOB_NODELIST"',
     "lsf": "awk '!seen[$0]++' \"$LSB_DJOB_HOSTFILE\" | tail -n +2",
