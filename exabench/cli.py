@@ -303,19 +303,21 @@ def cmd_history_regress(args) -> int:
 def cmd_node_run(args) -> int:
     from exabench.campaign.node_sweep import node_run_files
     group = tuple(args.group_nodes.split(",")) if args.group_nodes else None
-    print(node_run_files(args.spec, args.node, group))
+    print(node_run_files(args.spec, args.node, group, args.index))
     return 0
 
 
 def cmd_node_sweep(args) -> int:
     from pathlib import Path
-    from exabench.campaign.node_sweep import render_node_sweep
-    from exabench.io import atomic_write_text
+    from exabench.campaign.node_sweep import node_sweep_files, sweep_nodes
+    from exabench.io import atomic_write_many
     config, site, runs = _load(args)
     results = Path("results") / site.name
-    atomic_write_text(args.out, render_node_sweep(runs, site, results, args.nodes or site.max_nodes), mode=0o755)
-    print(f"every-node job script -> {args.out} "
-          "(render the runs first: snakemake --profile profiles/<site> --until render)")
+    files = node_sweep_files(runs, site, results, args.nodes or sweep_nodes(site), Path(args.out))
+    atomic_write_many(files)
+    for path, _, _ in files:
+        print(f"every-node job script -> {path}")
+    print("(render the runs first: snakemake --profile profiles/<site> --until render)")
     return 0
 
 
@@ -596,12 +598,15 @@ def _add_node_run(sub) -> None:
     p.add_argument("--spec", required=True)
     p.add_argument("--node", required=True, help="the node, or the node group's name")
     p.add_argument("--group-nodes", default="", help="the group's nodes, comma-separated (a job pinned to them)")
+    p.add_argument("--index", type=int, default=None, help="the node's place in the allocation's node list, 0 "
+                   "first (jsrun and ibrun place runs by it)")
     p.set_defaults(fn=cmd_node_run)
 
 
 def _add_node_sweep(sub) -> None:
     p = _with_config(sub.add_parser("node-sweep", help="render the every-node acceptance job script"))
-    p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the site's max_nodes)")
+    p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the most one job may have, "
+                   "the largest queue's)")
     p.add_argument("--out", required=True)
     p.set_defaults(fn=cmd_node_sweep)
 

@@ -20,8 +20,8 @@ from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the r
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
 from exabench.campaign import allocation, studies
 from exabench.campaign.launchers import srun as srun_arith
-from exabench.campaign.node_groups import check_groups, group_files, node_groups  # noqa: F401
-from exabench.campaign.node_sweep import render_node_sweep
+from exabench.campaign.node_groups import check_groups, group_files, group_outputs, node_groups  # noqa: F401
+from exabench.campaign.node_sweep import node_sweep_files, node_sweep_paths, sweep_jobs, sweep_nodes
 from exabench.campaign.bundles import over_user_limits, pending_report, plan_bundles  # noqa: F401 - the rule files' names
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as plan_runs
@@ -220,9 +220,28 @@ def write_plan_json(runs: list[dict], path: str, log_path: str) -> None:
         atomic_write_text(path, json.dumps(runs, indent=1, sort_keys=True, default=str) + "\n")
 
 
+def node_sweep_outputs(runs: list[Run], site: Site, results_dir: str, nodes: int) -> list[str]:
+    """The every_node_script rule's outputs: every-node.sh, and each job's script where the sweep
+    needs several (exabench.campaign.node_sweep.sweep_jobs). A campaign that has no every-node job
+    still names every-node.sh: the rule then fails with the reason, other targets are unaffected."""
+    out = Path(results_dir) / "nodes" / "every-node.sh"
+    try:
+        jobs = len(sweep_jobs(runs, site, nodes or sweep_nodes(site)))
+    except ExabenchError:
+        return [str(out)]
+    return [str(p) for p in node_sweep_paths(out, jobs)] + ([str(out)] if jobs > 1 else [])
+
+
 def write_node_sweep(runs: list[Run], site: Site, results_dir: str, nodes: int, path: str, log_path: str) -> None:
-    with logged(log_path):
-        atomic_write_text(path, render_node_sweep(runs, site, Path(results_dir), nodes), mode=0o755)
+    with logged(log_path) as log:
+        files = node_sweep_files(runs, site, Path(results_dir), nodes or sweep_nodes(site), Path(path))
+        atomic_write_many(files)
+        _say(log, "\n".join(f"every-node job script: {p}" for p, _, _ in files))
+
+
+def node_group_outputs(runs: list[Run], site: Site, results_dir: str, groups) -> list[str]:
+    """The every_node_groups rule's group scripts (one per group, or per group and allocation mode)."""
+    return [str(p) for p in group_outputs(runs, site, Path(results_dir), groups)]
 
 
 def write_node_groups(runs: list[Run], site: Site, results_dir: str, groups, campaign: str, log_path: str) -> None:
@@ -360,8 +379,9 @@ def job_resources(site, get_run) -> dict:
         return " ".join(allocation.slurm_flags(allocation.request(site, lay(wildcards))))
 
     def lsf_extra(wildcards):
-        words = allocation.request(site, lay(wildcards)).alloc_flags
-        return f'-alloc_flags "{" ".join(words)}"' if words else ""
+        # As the header says it (-alloc_flags "smt4 gpumps", -core_isolation): the executor passed no
+        # core isolation before, so a Snakemake-submitted job kept the site's default.
+        return allocation.lsf_flags(allocation.request(site, lay(wildcards)))
 
     def constraint(wildcards):
         return allocation.request(site, lay(wildcards)).constraint  # NVMe staging adds nvme (Frontier)

@@ -137,6 +137,18 @@ def slurm_flags(req: AllocationRequest) -> list[str]:
     return flags
 
 
+def lsf_flags(req: AllocationRequest) -> str:
+    """The bsub options of a request beyond nodes, walltime, queue and project, as the LSF executor
+    plugin's lsf_extra (pasted into the bsub command line a shell parses) and as the header writes
+    them: `-alloc_flags` once, its words space-separated in double quotes (OLCF Summit User Guide,
+    "Allocation-wide Options": "Only one instance of the flag is accepted, and multiple alloc_flags
+    values should be enclosed in quotes and space-separated"), `-core_isolation N`. The words are
+    the schema's [a-z0-9_] only, so the quotes need no escaping."""
+    flags = [f'-alloc_flags "{" ".join(req.alloc_flags)}"'] if req.alloc_flags else []
+    flags += [f"-core_isolation {req.core_spec}"] if req.core_spec else []
+    return " ".join(flags)
+
+
 def queue_key(site: Site) -> str:
     """Where the queue picked by size goes: `partition` (Slurm --partition, LSF -q, PBS -q, Cobalt
     -q) or `qos` (NERSC, whose queues are QOS: scheduler_options.queue_directive)."""

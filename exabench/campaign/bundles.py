@@ -103,7 +103,7 @@ def longest_walltime(site: Site, nodes: int) -> int:
     return longest
 
 
-def _pack(runs: list[Run], room: int) -> list[list[Run]]:
+def pack_runs(runs: list[Run], room: int) -> list[list[Run]]:
     """First fit, longest first: lists of runs whose time limits add up to at most `room` minutes
     (0: no limit), each list in config order."""
     if not room:
@@ -147,7 +147,7 @@ def plan_bundles(runs: list[Run], site: Site, campaign: str, config_file: str) -
             groups.setdefault(r.layout.nodes, []).append(r)
         for nodes, group in groups.items():
             longest = longest_walltime(site, nodes)
-            packs += _pack(group, longest - WALLTIME_MARGIN_MIN if longest else 0)
+            packs += pack_runs(group, longest - WALLTIME_MARGIN_MIN if longest else 0)
     packs.sort(key=lambda p: p[0].layout.nodes)  # stable: each group's packs in the order opened
     width = max(2, len(str(len(packs))))
     bundles = []

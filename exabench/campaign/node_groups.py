@@ -1,7 +1,8 @@
 """Cluster-wide acceptance, one job per node or node group: the campaign's `every_node` key names
 the nodes and how they are grouped (each node alone, pairs, racks); each group gets ONE batch
 script, pinned to its nodes, that runs in sequence every run of the campaign planned on that many
-nodes.
+nodes (one per allocation mode where the runs need several: Summit's smt1 and smt4 runs), its header
+the request of the group's whole nodes.
 
 The scripts are rendered together, once per group (not once per run and node): the group's
 script calls `exabench node-run` to derive each run's node spec from the run's own rendered spec
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exabench.errors import ConfigError
-from exabench.campaign.node_sweep import NODE_NAME
+from exabench.campaign import allocation
+from exabench.campaign.node_sweep import NODE_NAME, allocation_modes, node_layout, node_sweep_paths
 from exabench.campaign.plan import Run
 from exabench.campaign.render import RunPaths, batch_request, batch_script, real_folders, runs_walltime_min
 from exabench.campaign.site import Site
@@ -176,17 +178,19 @@ def check_groups(groups: list[NodeGroup], runs: list[Run], config_file: str) -> 
                               f"on {len(g.nodes)}")
 
 
-def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, campaign: str) -> str:
-    """One batch script, pinned to the group's nodes, running `runs` (the group's: group_runs) in sequence."""
+def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, campaign: str, job: str = "") -> str:
+    """One batch script, pinned to the group's nodes, running `runs` (the group's: group_runs, of
+    one allocation mode: node_sweep.allocation_modes) in sequence."""
     if not runs:
         raise ConfigError("config", KEY, group.name, f"a group with runs planned on {len(group.nodes)} node(s)",
                           "has no run")
     minutes = runs_walltime_min(site, runs, f"every_node group {group.name}")
     folders = real_folders(root)
     out_dir = folders[""] / "nodes" / "groups"
-    # Sized for the run that holds the most cores (and GPUs) per node; every run has the group's nodes.
-    widest = max(runs, key=lambda r: (r.layout.ranks_per_node * r.layout.cores_per_rank, r.layout.gpus_per_node))
-    request = batch_request(site, widest.layout, f"exabench-node-{group.name}", minutes, out_dir)
+    # The group's whole nodes in the runs' allocation mode: the node's own request, whatever each run uses.
+    layouts = [node_layout(site, len(group.nodes), r.layout) for r in runs]
+    alloc = allocation.common_request(site, layouts, f"every_node group {group.name}")
+    request = batch_request(site, layouts[0], f"exabench-node-{job or group.name}", minutes, out_dir, alloc)
     request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes)
     # The bundle's header comment: a template of its own would be an edit that re-renders every run.
     return batch_script(site, request, f"{campaign} (every-node group {group.name})", len(runs), out_dir,
@@ -221,13 +225,25 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
         raise ConfigError("config", KEY, None, "every_node: {nodes: ..., group: 1|2|...|rack} in the campaign's "
                           "config", "is not set")
     out = Path(root) / "nodes" / "groups"
-    by_size: dict[int, list[Run]] = {}
-    for r in runs:
-        by_size.setdefault(r.layout.nodes, []).append(r)
-    files = [(out / f"{g.name}.sh", group_script(by_size.get(len(g.nodes), []), site, root, g, campaign), 0o755)
-             for g in groups]
-    submit = ["#!/usr/bin/env bash", f"# exabench: submit the {len(groups)} every-node group job(s) of campaign "
-              f"{campaign}, one per group; runs recorded before are skipped inside each.", "set -euo pipefail"]
+    files = []
+    for g, modes in group_jobs(runs, site, groups):
+        for path, job in zip(node_sweep_paths(out / f"{g.name}.sh", len(modes)), modes):
+            files.append((path, group_script(job, site, root, g, campaign, path.stem), 0o755))
+    submit = ["#!/usr/bin/env bash", f"# exabench: submit the {len(files)} every-node group job(s) of campaign "
+              f"{campaign}, one per group (per allocation mode); runs recorded before are skipped inside each.",
+              "set -euo pipefail"]
     submit += [f"{SUBMIT[site.scheduler]} {shlex.quote(str(path.resolve()))}" for path, _, _ in files]
     files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o755))
     return files
+
+
+def group_jobs(runs: list[Run], site: Site, groups: list[NodeGroup]) -> list[tuple[NodeGroup, list[list[Run]]]]:
+    """Each group with its jobs: its runs (group_runs) split by allocation mode (Summit's smt1 and
+    smt4 runs cannot share an allocation), [[]] for a group without runs (group_script refuses it)."""
+    return [(g, allocation_modes(group_runs(runs, g), site) or [[]]) for g in groups]
+
+
+def group_outputs(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]) -> list[Path]:
+    """The every_node_groups rule's scripts: <group>.sh, or <group>-NN-of-MM.sh per allocation mode."""
+    out = Path(root) / "nodes" / "groups"
+    return [p for g, modes in group_jobs(runs, site, groups) for p in node_sweep_paths(out / f"{g.name}.sh", len(modes))]

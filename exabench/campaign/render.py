@@ -295,7 +295,9 @@ def run_spec(run: Run, site: Site, paths: RunPaths, launch_line: str, real: Real
     pin = containers.pin_for_run(site, run.framework, real.root)
     return {"spec_version": 1, **run.to_dict(), "site": site.name, "launch_line": launch_line, "env": env,
             "container": pin, "paths": {"run_dir": str(real.run_dir), "record": str(real.record),
-                                        "archive_dir": str(real.archive_dir)}}
+                                        "archive_dir": str(real.archive_dir)},
+            # placing the run on named nodes later (every-node acceptance) may number cores per socket
+            "node": launchers.usable_node(site.node)}
 
 
 def run_files(run: Run, site: Site, paths: RunPaths, folders: dict[str, Path] | None = None

@@ -224,8 +224,10 @@ def test_sweep_body_lists_nodes_per_scheduler():
     from exabench.campaign.node_sweep import sweep_body
     body = sweep_body([Path("/r/runs/a/spec.json"), Path("/r/runs/b/spec.json")], "slurm", "/py")
     assert 'nodes=(${EXABENCH_NODES:-$(scontrol show hostnames "$SLURM_JOB_NODELIST")})' in body
-    # Per run: one background launch per node, then wait for all of them (runs one after another).
-    assert body.count('for node in "${nodes[@]}"; do') == 2 and body.count("&\n") == 2
+    # Per run: one background launch per node, then wait for all of them (runs one after another);
+    # each node is passed with its place in the list (jsrun's and ibrun's placement need it).
+    assert body.count('for i in "${!nodes[@]}"; do') == 2 and body.count("&\n") == 2
+    assert body.count('--node "${nodes[$i]}" --index "$i")') == 2
     assert body.index("# a") < body.index("wait") < body.index("# b")
 
 

@@ -149,3 +149,132 @@ def test_lsf_groups_pin_hosts_and_pbs_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"key 'scheduler' = 'pbs' cannot pin a job to named nodes; valid: slurm, "
                                           r"lsf or none .*every_node_script"):
         node_groups(config, site("polaris"), "acc.yaml")
+
+
+# -- the whole-allocation sweep on every real site (render only: no LSF, PBS or Cobalt here) ----------
+
+REAL_SITES = ["summit", "summitdev", "titan", "theta", "stampede2", "perlmutter", "frontier", "cori-knl", "polaris",
+              "aurora"]
+
+
+def _sweep(site_name: str, tmp_path, nodes: int | None = None):
+    from exabench.campaign.node_sweep import node_sweep_files, sweep_nodes
+    from exabench.campaign.site import default_config_file
+    from exabench.config import load_and_validate
+    from exabench.io import atomic_write_many
+    s = site(site_name)
+    config_file = default_config_file(str(REPO / "profiles" / site_name / "site.yaml"))
+    runs = expand(load_and_validate(config_file, "config"), s, config_file)
+    files = node_sweep_files(runs, s, tmp_path, nodes or sweep_nodes(s), tmp_path / "nodes" / "every-node.sh")
+    atomic_write_many(files)
+    return s, runs, {p.name: text for p, text, _ in files}
+
+
+@pytest.mark.parametrize("site_name", REAL_SITES)
+def test_every_real_site_renders_its_every_node_jobs_and_bash_parses_them(site_name, tmp_path):
+    s, runs, files = _sweep(site_name, tmp_path)
+    for name in files:
+        check = subprocess.run(["bash", "-n", str(tmp_path / "nodes" / name)], capture_output=True, text=True)
+        assert check.returncode == 0, (name, check.stderr)
+    jobs = [t for n, t in files.items() if n != "every-node.sh" or len(files) == 1]
+    # Every single-node run of the campaign, each in exactly one job; no multi-node run.
+    called = sorted(re.findall(r"node-run --spec \S+/runs/([^/\s]+)/spec.json", "".join(jobs)))
+    assert called == sorted(r.run_id for r in runs if r.layout.nodes == 1)
+    assert all('--index "$i"' in t for t in jobs)
+
+
+def test_summit_every_node_jobs_are_one_per_smt_mode_each_asking_the_whole_node(tmp_path):
+    # Summit's default campaign has smt1 and smt4 single-node runs: an LSF allocation has one SMT mode
+    # (-alloc_flags), so they go to two jobs, every-node.sh submitting both; each job's header is the
+    # node's own request in that mode (all 4,608 nodes: the largest queue's), never a run's own.
+    from exabench.campaign import allocation
+    s, runs, files = _sweep("summit", tmp_path)
+    assert sorted(files) == ["every-node-01-of-02.sh", "every-node-02-of-02.sh", "every-node.sh"]
+    assert files["every-node.sh"].count("\nbsub ") == 2
+    by_id = {r.run_id: r for r in runs}
+    for name, flags in (("every-node-01-of-02.sh", "smt1"), ("every-node-02-of-02.sh", "smt4")):
+        text = files[name]
+        assert f'#BSUB -alloc_flags "{flags}"\n' in text and "#BSUB -nnodes 4608\n" in text
+        ids = re.findall(r"/runs/([^/\s]+)/spec.json", text)
+        assert {allocation.request(s, by_id[i].layout).alloc_flags for i in ids} == {(flags,)}
+    # The node list: the job's host file, each host once, without the launch (batch) node.
+    assert "awk '!seen[$0]++' \"$LSB_DJOB_HOSTFILE\" | tail -n +2" in files["every-node-01-of-02.sh"]
+
+
+def test_perlmutter_every_node_header_is_the_nodes_own_whatever_gpus_each_run_uses(tmp_path):
+    s, runs, files = _sweep("perlmutter", tmp_path, nodes=4)
+    [text] = files.values()
+    assert "#SBATCH --gpus-per-node=4\n" in text and "#SBATCH --nodes=4\n" in text
+    assert {r.layout.gpus_per_node for r in runs if r.layout.nodes == 1} == {0, 1, 4}
+
+
+def test_summitdev_every_node_runs_are_split_into_jobs_its_walltime_limit_admits(tmp_path):
+    s, runs, files = _sweep("summitdev", tmp_path)
+    jobs = {n: t for n, t in files.items() if n != "every-node.sh"}
+    assert len(jobs) > 1 and files["every-node.sh"].count("\nbsub ") == len(jobs)
+    for text in jobs.values():
+        hours, minutes = map(int, re.search(r"^#BSUB -W (\d+):(\d+)$", text, re.M).groups())
+        assert 60 * hours + minutes <= s.max_walltime_min
+
+
+def test_theta_and_polaris_every_node_jobs_ask_at_most_their_largest_queue(tmp_path):
+    # Theta's 4,392 nodes and Polaris's 560 exceed their largest queues (4,100 and 496 nodes).
+    assert "#COBALT -n 4100\n" in "".join(_sweep("theta", tmp_path / "t")[2].values())
+    assert "#PBS -l select=496:" in "".join(_sweep("polaris", tmp_path / "p")[2].values())
+
+
+def _node_run(site_name: str, tmp_path, index, group=None, **request):
+    from exabench.campaign.plan import Run
+    from exabench.campaign.site import resolve_layout
+    s = site(site_name)
+    run = Run(run_id="kmeans.tiny.n1", benchmark="kmeans", suite="analytics", framework="mpi4py", preset="tiny",
+              params={}, layout=resolve_layout(s, **request))
+    write_runs_files([run], s, tmp_path)
+    spec = node_run_files(RunPaths(tmp_path, run.run_id).spec, group[0] if group else "a01n03", group, index)
+    return spec.parent, json.loads(spec.read_text())
+
+
+def test_node_run_places_a_jsrun_run_by_erf_beside_its_script(tmp_path):
+    run_dir, node = _node_run("summit", tmp_path, 2, nodes=1, ranks_per_node=6, gpus_per_rank=1)
+    assert node["launch_line"].startswith("jsrun --erf_input=placement.erf ")
+    erf = (run_dir / "placement.erf").read_text()
+    assert erf.count("host: 3;") == 6 and "host: 3; cpu: {21-27}; gpu: {3}" in erf  # 3rd compute node
+    script = (run_dir / "job.sh").read_text()
+    assert f"cd {run_dir}\n" in script and node["launch_line"] in script  # the ERF is read from the cwd
+
+
+def test_node_run_places_an_ibrun_run_by_task_offset(tmp_path):
+    run_dir, node = _node_run("stampede2", tmp_path, 5, nodes=1, ranks_per_node=4, threads_per_rank=17)
+    assert node["launch_line"].startswith("ibrun -n 4 -o 20 task_affinity ") and node["env"]["TACC_TASKS_PER_NODE"] == "4"
+    assert "export TACC_TASKS_PER_NODE=4\n" in (run_dir / "job.sh").read_text()
+
+
+def test_a_node_group_job_keeps_the_line_of_a_launcher_placed_by_index(tmp_path):
+    # A group job is pinned by its header (#BSUB -m): its allocation is the group, whose order LSF
+    # chooses, so jsrun keeps its own resource sets and no ERF is written.
+    run_dir, node = _node_run("summit", tmp_path, None, group=("h1", "h2"), nodes=2, ranks_per_node=6,
+                              gpus_per_rank=1)
+    assert node["launch_line"].startswith("jsrun -n12 -r6 ") and not (run_dir / "placement.erf").exists()
+
+
+def test_lsf_group_runs_of_two_smt_modes_get_a_job_each_asking_the_whole_node(tmp_path):
+    # An LSF job has one SMT mode (-alloc_flags smtN): a group whose runs need smt1 and smt4 gets two
+    # jobs, each pinned to the group, each asking for the node's own request in its mode.
+    summit = site("summit")
+    config = validate({"campaign": "acc", "preset": "tiny", "timeout_s": 120, "every_node": {"nodes": "h[1-2]"},
+                       "benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [2], "smt": [1, 4],
+                                                                   "threads_per_rank": [4]}}]},
+                      "config", "acc.yaml")
+    runs = expand(config, summit, "acc.yaml")
+    groups = node_groups(config, summit, "acc.yaml")
+    files = {p.name: t for p, t, _ in group_files(runs, summit, tmp_path, groups, "acc")}
+    assert sorted(files) == ["h1-01-of-02.sh", "h1-02-of-02.sh", "h2-01-of-02.sh", "h2-02-of-02.sh", "submit.sh"]
+    for name, smt in (("h2-01-of-02.sh", 1), ("h2-02-of-02.sh", 4)):
+        text = files[name]
+        assert f'#BSUB -alloc_flags "smt{smt}"\n' in text and '#BSUB -m "h2"\n' in text
+        [run_id] = re.findall(r"^run_on_group \S+/runs/([^/\s]+)/spec.json ", text, re.M)
+        assert next(r for r in runs if r.run_id == run_id).layout.smt == smt
+        assert f"node-h2.json" in text  # records keep the group's name, whichever job runs them
+    assert files["submit.sh"].count("\nbsub < ") == 4
+    from exabench.campaign.node_groups import group_outputs
+    assert sorted(p.name for p in group_outputs(runs, summit, tmp_path, groups)) == sorted(files)[:-1]

@@ -7,16 +7,17 @@ where it differs on purpose, the test says so and checks what both lines have in
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 import subprocess
 
 import pytest
 
-from exabench.errors import LayoutError
-from exabench.campaign.launchers import jsrun, launch_argv, mpiexec, srun
+from exabench.errors import ExabenchError, LayoutError
+from exabench.campaign.launchers import jsrun, launch_argv, mpiexec, place, srun, usable_node
 from exabench.campaign import allocation
 from exabench.campaign.render import batch_request
-from exabench.campaign.site import resolve_layout
+from exabench.campaign.site import NodeSpec, resolve_layout
 
 from helpers_sites import GOLDEN, site
 
@@ -404,6 +405,80 @@ def test_stampede2_ibrun_example():
     assert launch_argv(s, layout, PROG) == ["ibrun", "./a.out"]
     req = batch_request(s, layout, "job", 30, GOLDEN)
     assert (req["nodes"], req["ranks"], req["cpus_per_task"]) == (4, 32, 0)
+
+
+# --- every-node acceptance: one run placed on named nodes, per launcher ----------------------------
+
+def placed(site_name: str, hosts: tuple[str, ...], index: int | None, **request):
+    s = site(site_name)
+    layout = resolve_layout(s, **request)
+    return place(launch_argv(s, layout, PROG), hosts, layout, index, NodeSpec(**usable_node(s.node)))
+
+
+@pytest.mark.parametrize("request_,rank_sets", [
+    # OLCF_SUMMIT "Jsrun Examples" (6 RS of 1 task, 7 cores, 1 GPU per node): -n6 -r6 -a1 -c7 -g1 -bpacked:7
+    (dict(nodes=1, ranks_per_node=6, cores_per_rank=7, threads_per_rank=7, gpus_per_rank=1), "6x1"),
+    # OLCF_SUMMIT "Hardware Threads" at SMT4 with ranks sharing GPUs (MPS): 12 ranks, 2 per GPU, 3 cores each
+    (dict(nodes=1, ranks_per_node=12, ranks_per_gpu=2, cores_per_rank=3, smt=4, threads_per_rank=12), "6x2"),
+])
+def test_summit_every_node_run_goes_to_its_erf_host(request_, rank_sets):
+    # IBM JSM "Explicit Resource File (ERF) format": `jsrun --erf_input=FILE`, the command on the jsrun
+    # line, one `rank: R: { host: H; cpu: {..}; gpu: {..} }` per rank; H counts compute nodes from 1
+    # (0 is the launch node, CODARcode gen_erf_summit.sh). OLCF "ERF CPU Indexing": logical CPUs are
+    # hardware threads, 0-167 at SMT4, socket 1 from 84 (21 cores x 4). The 5th compute node (index 4)
+    # of the allocation is host 5. Golden: tests/golden/every-node.summit.<sets>.erf.
+    p = placed("summit", ("a01n05",), 4, **request_)
+    assert p.argv == ["jsrun", "--erf_input=placement.erf", "./a.out"] and p.env == ()
+    [(name, erf)] = p.files
+    assert name == "placement.erf" and erf == (GOLDEN / f"every-node.summit.{rank_sets}.erf").read_text()
+    ranks = re.findall(r"^rank: (\d+): \{ host: 5; cpu: \{(\d+)-(\d+)\}; gpu: \{(\d)\} \}$", erf, re.M)
+    assert [int(r[0]) for r in ranks] == list(range(request_["ranks_per_node"]))
+    smt = request_.get("smt", 1)
+    # Each rank holds its own cores x SMT hardware threads; the sets of GPUs 3-5 sit on socket 1.
+    for rank, lo, hi, gpu in ranks:
+        assert int(hi) - int(lo) + 1 == request_["cores_per_rank"] * smt
+        assert (int(lo) >= 21 * smt) == (int(gpu) >= 3)
+
+
+def test_summit_erf_host_numbers_follow_the_nodes_of_a_group():
+    # Two nodes from the allocation's 1st: hosts 1 and 2, ranks numbered on across them.
+    p = placed("summit", ("a01n01", "a01n02"), 0, nodes=2, ranks_per_node=2, threads_per_rank=84, smt=4)
+    assert p.files[0][1] == ("cpu_index_using: logical\n"
+                             "rank: 0: { host: 1; cpu: {0-83}; gpu: {0-2} }\nrank: 1: { host: 1; cpu: {84-167}; gpu: {3-5} }\n"
+                             "rank: 2: { host: 2; cpu: {0-83}; gpu: {0-2} }\nrank: 3: { host: 2; cpu: {84-167}; gpu: {3-5} }\n")
+
+
+def test_stampede2_every_node_run_takes_its_node_task_slots():
+    # TACC Stampede2 User Guide, "More than One MPI Application Running Concurrently": `ibrun -n 64 -o 0
+    # task_affinity ./myprogram input1 &`, -n tasks from entry -o of the job's hostfile; TACC Horizon
+    # "MPS": TACC_TASKS_PER_NODE sets the hostfile's entries per node. The 4th node (index 3) of a run
+    # of 4 ranks per node starts at entry 12.
+    p = placed("stampede2", ("c401-004",), 3, nodes=1, ranks_per_node=4, threads_per_rank=17)
+    assert (shlex.join(p.argv), p.env, p.files) == ("ibrun -n 4 -o 12 task_affinity ./a.out",
+                                                    (("TACC_TASKS_PER_NODE", "4"),), ())
+    def shape(words):  # the line with its counts left out: the same switches in the same order
+        return [w if not w.isdigit() else "N" for w in words]
+    assert shape(p.argv) == shape(shlex.split("ibrun -n 64 -o 0 task_affinity ./a.out"))
+
+
+@pytest.mark.parametrize("site_name,request_,node,ours", [
+    # Cray aprun(1): "-L node_list ... (such as -L 23,24,25)", numeric NIDs (Titan, Theta)
+    ("theta", dict(nodes=1, ranks_per_node=64), "nid03012", "aprun -L 3012 -n 64 -N 64 -d 1 -j 1 -cc depth ./a.out"),
+    ("titan", dict(nodes=1, ranks_per_node=1, gpus_per_rank=1), "nid00042", "aprun -L 42 -n 1 -N 1 -d 16 -j 1 -cc depth ./a.out"),
+    # Slurm srun(1): --nodelist, --nodes as many (Frontier)
+    ("frontier", dict(nodes=1, ranks_per_node=8, cores_per_rank=7, threads_per_rank=7, gpus_per_rank=1), "frontier00042",
+     "srun --nodes=1 --nodelist=frontier00042 --nodes=1 --ntasks=8 --ntasks-per-node=8 --cpus-per-task=7 "
+     "--cpu-bind=threads --gpus-per-task=1 --gpu-bind=closest ./a.out"),
+])
+def test_name_placed_launchers_need_no_index(site_name, request_, node, ours):
+    p = placed(site_name, (node,), None, **request_)
+    assert (shlex.join(p.argv), p.files, p.env) == (ours, (), ())
+
+
+def test_index_placed_launchers_refuse_a_node_without_its_place():
+    with pytest.raises(ExabenchError, match=r"launcher 'jsrun' places a run by the node's place in the allocation "
+                                            r".*came without one; valid: `exabench node-run ... --index N`"):
+        placed("summit", ("a01n05",), None, nodes=1, ranks_per_node=6, gpus_per_rank=1)
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -117,6 +117,28 @@ def test_the_header_and_the_executors_resources_come_from_the_same_request():
     assert allocation.request(*cases[2]).alloc_flags == ("smt4", "gpumps")
 
 
+def test_lsf_alloc_flags_reach_bsub_as_one_quoted_word_list_from_header_and_executor_alike():
+    # OLCF Summit User Guide, "Allocation-wide Options": -alloc_flags once, "multiple alloc_flags values
+    # enclosed in quotes and space-separated" (#BSUB -alloc_flags "gpumps smt1"). Summit with core
+    # isolation: the executor's lsf_extra, which the LSF plugin pastes into a `bsub ...` command line
+    # run by a shell, must give bsub the same arguments as the header, core isolation included.
+    import shlex
+    s = site("summit", scheduler_options={**site("summit").scheduler_options, "core_spec": 2})
+    layout = resolve_layout(s, nodes=2, ranks_per_node=12, ranks_per_gpu=2, cores_per_rank=3, smt=4,
+                            threads_per_rank=12)
+    cfg = validate({"timeout_s": 600, "benchmarks": [{"name": "kmeans"}]}, "config", "c.yaml")
+    run = dataclasses.replace(expand(cfg, s, "c.yaml")[0], layout=layout)
+    text, _ = render_script(run, s, RunPaths(Path(FIXED_ROOT) / s.name, run.run_id))
+    extra = job_resources(s, lambda wildcards: run)["lsf_extra"](None)
+    assert extra == '-alloc_flags "smt4 gpumps" -core_isolation 2'
+    header = [shlex.split(line)[1:] for line in text.splitlines()
+              if line.startswith(("#BSUB -alloc_flags", "#BSUB -core_isolation"))]
+    assert shlex.split(extra) == [w for words in header for w in words] == [
+        "-alloc_flags", "smt4 gpumps", "-core_isolation", "2"]
+    assert allocation.lsf_flags(allocation.request(s, resolve_layout(s, nodes=1))) == \
+        '-alloc_flags "smt1" -core_isolation 2'
+
+
 def test_a_setting_the_scheduler_cannot_render_is_refused():
     s = site("theta", scheduler_options={**site("theta").scheduler_options, "cpu_freq": "high"})
     with pytest.raises(ConfigError, match=r"scheduler_options.cpu_freq.*unset with scheduler cobalt.*slurm"):

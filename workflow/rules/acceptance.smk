@@ -45,35 +45,38 @@ rule acceptance:
 
 
 # Cluster-wide acceptance: one job running every single-node run on every node of the
-# allocation, one launch per node in parallel. Render it, submit it (or run it with bash on
-# the local profile), then check the nodes:
+# allocation, one launch per node in parallel (several jobs where runs need different allocations,
+# Summit's smt1 and smt4, or more time than one job may have: every-node.sh then submits them).
+# Render it, submit it (or run it with bash on the local profile), then check the nodes:
 #   snakemake --profile profiles/<site> every_node_script   -> results/<site>/nodes/every-node.sh
-#   sbatch results/<site>/nodes/every-node.sh               (or: bash ... on the local profile)
+#   sbatch|bsub|qsub results/<site>/nodes/every-node.sh     (or: bash ... on the local profile)
 #   snakemake --profile profiles/<site> node_check          -> results/<site>/acceptance/nodes.md; fails
 #                                                              when a node is flagged or none can be judged
+# acceptance_nodes sets the allocation (default: the most nodes one job may have, the largest queue's).
 rule every_node_script:
     input:
         get_single_node_specs,
     output:
-        f"{RESULTS}/nodes/every-node.sh",
+        pipeline.node_sweep_outputs(list(RUNS.values()), SITE, RESULTS, config.get("acceptance_nodes") or 0),
     log:
         f"{LOGS}/every_node_script.log",
     params:
-        nodes=config.get("acceptance_nodes") or SITE.max_nodes,
+        nodes=config.get("acceptance_nodes") or 0,
     run:
-        pipeline.write_node_sweep(list(RUNS.values()), SITE, RESULTS, params.nodes, output[0], log[0])
+        pipeline.write_node_sweep(list(RUNS.values()), SITE, RESULTS, params.nodes, output[-1], log[0])
 
 
 # One job per node (or node group) of the config's `every_node` key, each running in sequence every
 # run planned on that many nodes; a run recorded before is skipped, so resubmitting runs what is missing:
 #   snakemake --profile profiles/<site> every_node_groups   -> results/<site>/nodes/groups/<group>.sh, submit.sh
+#                                                              (<group>-NN-of-MM.sh where runs need several allocation modes)
 #   bash results/<site>/nodes/groups/submit.sh              (sbatch/bsub each group's script; bash on no scheduler)
 #   snakemake --profile profiles/<site> node_check
 rule every_node_groups:
     input:
         get_node_group_specs,
     output:
-        scripts=[f"{RESULTS}/nodes/groups/{g.name}.sh" for g in NODE_GROUPS],
+        scripts=pipeline.node_group_outputs(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS),
         submit=f"{RESULTS}/nodes/groups/submit.sh",
     log:
         f"{LOGS}/every_node_groups.log",

@@ -3,8 +3,13 @@
 those that start one process per node) is derived from the modules, as benchmarks' facts are.
 
 A launcher is one module in exabench/campaign/launchers/ with `FACTS = LauncherFacts(...)`,
-`argv(site, layout, program, exports=())` and, where it can place a run on named nodes,
-`on_nodes(argv, nodes, ranks_per_node) -> argv` (every-node acceptance).
+`argv(site, layout, program, exports=())` and, where it can place a run on named nodes (every-node
+acceptance), one of:
+- `on_nodes(argv, nodes, ranks_per_node) -> argv`: it is told the nodes by name (srun, aprun, mpirun);
+- `at_index(argv, index, nodes, layout, node) -> Placement`: it is told where the nodes sit in the
+  allocation's list of compute nodes (jsrun's ERF host index, ibrun's task offset), and may need a
+  file or a variable beside its line; `node` is the node's usable cores per socket and GPUs
+  (launchers.usable_node), for a launcher that numbers them.
 """
 
 from __future__ import annotations
@@ -25,8 +30,18 @@ class LauncherFacts:
     binds_gpus: bool = False     # sets each rank's GPU visibility itself (else launcher_options.gpu_affinity_wrapper)
     smt: str = ""                # how a rank's hardware threads are asked for, in the launcher's words
     on_nodes: str = ""           # how it is told named nodes ("": it cannot; every-node acceptance refuses it)
+    by_index: bool = False       # told the nodes' place in the allocation, not their names (at_index)
     forwards_env: bool = False   # needs each exported variable named on its line (Open MPI's -x)
     sized_by_header: bool = False  # takes its size from the batch header alone (TACC ibrun: no -c in the header)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A launch line placed on named nodes, with what it needs beside it."""
+
+    argv: list
+    files: tuple = ()   # (file name, text): read by the launch, written in the run's folder (the script's cwd)
+    env: tuple = ()     # (variable, value): exported by the job script before the line
 
 
 def on_this_host(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
