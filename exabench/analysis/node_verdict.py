@@ -48,18 +48,24 @@ class Criteria:
     metrics: dict = field(default_factory=dict)  # benchmark -> metrics judged (default: its headline)
 
 
-def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria) -> list[dict]:
-    """One row per test subject (node or pair) and metric: value, peers' median and MAD, z, ratio, slow."""
+def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, kinds: tuple[str, ...],
+               excluded: frozenset = frozenset()) -> list[dict]:
+    """One row per test subject (node or pair) of these kinds and metric: value, peers' median and MAD, z,
+    ratio, slow. Subjects with an `excluded` node (bad nodes, for the pair tests) get their z and verdict
+    but are not among the peers: a bad node's pairs would otherwise widen the spread that hides a bad link."""
     rows = []
     by_test: dict[tuple, list[dict]] = {}
+    by_config: dict[tuple, list[dict]] = {}
     for p in planned:
-        rec = records.get(p["run_id"])
-        metrics = crit.metrics.get(p["benchmark"]) or [headline_metric(rec) if rec else ""]
-        for metric in metrics:
-            by_test.setdefault((p["kind"], p["configuration"], metric), []).append({**p, "rec": rec})
+        if p["kind"] in kinds:
+            by_config.setdefault((p["kind"], p["configuration"]), []).append({**p, "rec": records.get(p["run_id"])})
+    for (kind, config), items in by_config.items():
+        heads = [headline_metric(it["rec"]) for it in items if it["rec"] and it["rec"].get("metrics")]
+        for metric in crit.metrics.get(items[0]["benchmark"]) or [next((h for h in heads if h), "")]:
+            by_test[(kind, config, metric)] = items
     for (kind, config, metric), items in sorted(by_test.items()):
         ok = [it for it in items if it["rec"] and it["rec"]["status"] == "ok" and metric in it["rec"]["metrics"]]
-        values = [float(it["rec"]["metrics"][metric]["value"]) for it in ok]
+        values = [float(it["rec"]["metrics"][metric]["value"]) for it in ok if not set(it["nodes"]) & excluded]
         med = statistics.median(values) if values else math.nan
         mad = statistics.median(abs(v - med) for v in values) if values else math.nan
         judged = len(values) >= 3 and kind != "all"
@@ -93,7 +99,7 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria) ->
 def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None = None) -> dict:
     """The verdict: per-test rows, bad nodes and bad links with their evidence, down nodes."""
     crit = crit or Criteria()
-    rows = _test_rows(planned, records, crit)
+    rows = _test_rows(planned, records, crit, ("node", "all"))
     nodes = sorted({n for p in planned for n in p["nodes"]}, key=_natural)
     down = sorted({n for r in rows if r["status"] == DOWN for n in _down_nodes(r["note"])}, key=_natural)
     bad_nodes: dict[str, list[str]] = {}
@@ -103,6 +109,7 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
         failed = [r for r in own if r["failed"]]
         if len(slow) >= crit.node_min_tests or failed:
             bad_nodes[node] = [_evidence(r) for r in failed + slow]
+    rows += _test_rows(planned, records, crit, ("pair",), frozenset(bad_nodes))
     pair_rows = [r for r in rows if r["kind"] == "pair" and r["status"] != DOWN]
     pairs: dict[tuple, list[dict]] = {}
     for r in pair_rows:
@@ -114,10 +121,11 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
         mine = [p for p in pairs if node in p]
         if node in bad_nodes or len(mine) < 2 or not all(slow_pair[p] for p in mine):
             continue
-        partners = [q for p in mine for q in p if q != node]
+        # Partners that can vouch: not bad nodes themselves, with pairs of their own beside this one.
+        partners = [q for p in mine for q in p if q != node and q not in bad_nodes
+                    and any(node not in p for p in pairs if q in p)]
         fine_elsewhere = [q for q in partners if any(not slow_pair[p] for p in pairs if q in p and node not in p)]
-        if fine_elsewhere and len(fine_elsewhere) == len([q for q in partners if
-                                                          any(node not in p for p in pairs if q in p)]):
+        if fine_elsewhere and len(fine_elsewhere) == len(partners):
             bad_links[node] = [_evidence(r) for p in mine for r in pairs[p] if r["slow"] or r["failed"]]
             bad_links[node].append(f"partners fine in their other pairs: {' '.join(sorted(fine_elsewhere, key=_natural))}")
     unexplained = [" ".join(p) for p, bad in slow_pair.items() if bad and not set(p) & (set(bad_nodes) | set(bad_links))]
@@ -217,16 +225,24 @@ def junit_xml(verdict: dict, site: str) -> str:
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def read_node_record(p: dict) -> dict:
+    """The run's record; one that cannot be read fails its run (the file is named, the verdict goes on)."""
+    from exabench.records.record import RecordError, read_record
+    try:
+        return read_record(p["record"])
+    except (RecordError, OSError, ValueError) as exc:
+        return {"run_id": p["run_id"], "benchmark": p["benchmark"], "status": "failed", "metrics": {},
+                "error": f"unreadable record: {exc}"}
+
+
 def write_verdict(jobs_json: str | Path, out_dir: str | Path, site: str, crit: Criteria | None = None) -> dict:
     """Read the plan of node runs and their records; write verdict.md, tests.csv, junit.xml, drain.txt
     and plots/<test>.png under out_dir. Returns the verdict."""
     import pandas as pd
 
     from exabench.io import atomic_write_text
-    from exabench.records.record import read_record
-
     planned = json.loads(Path(jobs_json).read_text())["planned"]
-    records = {p["run_id"]: read_record(p["record"]) for p in planned if Path(p["record"]).exists()}
+    records = {p["run_id"]: read_node_record(p) for p in planned if Path(p["record"]).exists()}
     verdict = judge(planned, records, crit)
     out = Path(out_dir)
     (out / "plots").mkdir(parents=True, exist_ok=True)

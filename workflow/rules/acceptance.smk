@@ -122,10 +122,10 @@ rule node_jobs:
         rules.every_node_groups.output.scripts,
     output:
         f"{RESULTS}/nodes/groups/jobs.json",
-    params:
-        missing=get_missing_node_runs,  # changes when runs are recorded: a rerun submits what is missing
     log:
         f"{LOGS}/node_jobs.log",
+    params:
+        missing=get_missing_node_runs,  # changes when runs are recorded: a rerun submits what is missing
     run:
         pipeline.run_node_groups(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS, output[0], log[0])
 
