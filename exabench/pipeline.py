@@ -488,7 +488,7 @@ def node_verdict(jobs_json: str, out_dir: str, site: Site, every_node: dict, ver
         crit = nv.Criteria(z_max=judging.get("z_max", nv.OUTLIER_Z), min_effect=judging.get("min_effect", nv.MIN_EFFECT),
                            node_min_tests=judging.get("node_min_tests", nv.NODE_MIN_TESTS),
                            pair_min_tests=judging.get("pair_min_tests", nv.PAIR_MIN_TESTS),
-                           metrics=judging.get("metrics") or {})
+                           metrics=judging.get("metrics") or {}, best_of=tuple(judging.get("best_of") or ()))
         v = nv.write_verdict(jobs_json, out_dir, site.name, crit)
         summary = {"bad_nodes": v["bad_nodes"], "bad_links": v["bad_links"], "down": v["down"],
                    "unexplained_pairs": v["unexplained_pairs"], "flagged": nv.flagged(v),

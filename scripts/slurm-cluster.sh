@@ -168,6 +168,11 @@ start() {
     trap 'echo "$me: start failed; cleaning up" >&2; stop_all "$dir" quiet' ERR
     write_config "$dir" "$n"
     make_network "$n"
+    # The nodes' cgroups sit in one parent, which the kernel weighs against the host's other
+    # processes: weighed as 8 processes per job slot, the cluster's jobs take precedence over
+    # the host's other work (as a real node runs its job alone) without starving it.
+    mkdir -p "$cgroot"
+    echo $((8 * 1024 * slots)) > "$cgroot/cpu.shares"
     start_munged "$dir"
     export SLURM_CONF="$dir/slurm.conf"
     slurmctld -f "$SLURM_CONF" -i
@@ -251,11 +256,16 @@ slow_node() {
     require_node "$dir" "$node"
     [[ "$factor" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN{exit !($factor >= 1)}" ||
         die "slow-node factor '$factor' is not valid; valid: a number >= 1 (1 lifts the quota)"
-    quota=$(awk "BEGIN{printf \"%d\", 100000 / $factor}")
-    [ "$factor" = 1 ] && quota=-1
-    echo 100000 > "$cgroot/$node/cpu.cfs_period_us"
-    echo "$quota" > "$cgroot/$node/cpu.cfs_quota_us"
-    echo "$me: $node: cpu quota $quota us per 100000 us"
+    # The kernel's smallest quota (1 ms) per a period FACTOR times as long: throttling comes in
+    # short steps, so a benchmark's 10 ms samples are each slowed, not some fast and some stalled
+    # (with the default 100 ms period, a median of short samples would hide the quota).
+    period=$(awk "BEGIN{printf \"%d\", 1000 * $factor}")
+    quota=1000
+    [ "$factor" = 1 ] && { period=100000; quota=-1; }
+    echo "$quota" > "$cgroot/$node/cpu.cfs_quota_us"   # -1 first: a period below the quota is refused
+    echo "$period" > "$cgroot/$node/cpu.cfs_period_us"
+    [ "$quota" = -1 ] || echo "$quota" > "$cgroot/$node/cpu.cfs_quota_us"
+    echo "$me: $node: cpu quota $quota us per $period us"
 }
 
 slow_link() {

@@ -3,7 +3,7 @@ evidence, from the records of the every-node group jobs (exabench.campaign.node_
 
 Each figure is judged against its peers, never against a fixed number: per test (a configuration
 and metric) the median and MAD over the nodes (or the pairs), and a figure is slow when it is on
-the bad side by more than OUTLIER_Z robust z-scores (acceptance.robust_z) AND by more than
+the bad side by more than OUTLIER_Z robust z-scores of its logarithm (log_z) AND by more than
 `min_effect` of the median (so peers that agree to 0.1 % do not flag a 1 % node, and the spread of
 shared cores does not flag a node that is a few per cent off).
 
@@ -27,11 +27,12 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from exabench import markdown
-from exabench.analysis.acceptance import OUTLIER_Z, robust_z
+from exabench.analysis.acceptance import OUTLIER_Z
 from exabench.analysis.plots import node_test_bars
 from exabench.records.record import headline_metric
 
 MIN_EFFECT = 0.25
+LOG_MAD_FLOOR = 0.01
 NODE_MIN_TESTS = 1
 # Pair tests a pair must be slow in (or all it has, if fewer): on shared cores one collective can
 # stall in one pair for reasons of its own, a rate-limited link slows every test of the pair.
@@ -46,6 +47,7 @@ class Criteria:
     node_min_tests: int = NODE_MIN_TESTS
     pair_min_tests: int = PAIR_MIN_TESTS
     metrics: dict = field(default_factory=dict)  # benchmark -> metrics judged (default: its headline)
+    best_of: tuple = ()  # benchmarks judged on their best sample (samples that repeat one measurement)
 
 
 def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, kinds: tuple[str, ...],
@@ -65,9 +67,13 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
             by_test[(kind, config, metric)] = items
     for (kind, config, metric), items in sorted(by_test.items()):
         ok = [it for it in items if it["rec"] and it["rec"]["status"] == "ok" and metric in it["rec"]["metrics"]]
-        values = [float(it["rec"]["metrics"][metric]["value"]) for it in ok if not set(it["nodes"]) & excluded]
+        values = [figure(it["rec"], metric, crit) for it in ok if not set(it["nodes"]) & excluded]
+        values = [v for v in values if v > 0]
         med = statistics.median(values) if values else math.nan
         mad = statistics.median(abs(v - med) for v in values) if values else math.nan
+        logs = [math.log(v) for v in values]
+        log_med = statistics.median(logs) if logs else math.nan
+        log_mad = statistics.median(abs(x - log_med) for x in logs) if logs else math.nan
         judged = len(values) >= 3 and kind != "all"
         unit = ok[0]["rec"]["metrics"][metric]["unit"] if ok else ""
         for it in items:
@@ -83,17 +89,34 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
             elif rec["status"] != "ok" or metric not in rec.get("metrics", {}):
                 row.update(status=rec["status"], failed=True, note=f"run {rec['status']}: {rec.get('error')}")
             else:
-                m = rec["metrics"][metric]
-                value, hib = float(m["value"]), bool(m.get("higher_is_better", True))
+                value = figure(rec, metric, crit)
+                hib = bool(rec["metrics"][metric].get("higher_is_better", True))
                 row.update(status="ok", value=value)
-                if judged:
-                    z = robust_z(value, med, mad)
+                if judged and value > 0:
+                    z = log_z(value, log_med, log_mad)
                     worse = med / value if hib else value / med  # > 1: worse than the median
                     slow = (z < -crit.z_max if hib else z > crit.z_max) and worse >= 1 + crit.min_effect
                     row.update(z=z, ratio=value / med, slow=bool(slow),
                                note=f"{value / med:.2f}x the median of {len(values)} (z = {z:.1f})" if slow else "")
             rows.append(row)
     return rows
+
+
+def figure(rec: dict, metric: str, crit: Criteria) -> float:
+    """The figure judged: the metric's value, or for a `best_of` benchmark its best sample (on shared
+    cores other processes only ever slow a sample down, so the best of a run's repeats is what the
+    node can do; a throttled node or a rate-limited link is slow in every sample)."""
+    m = rec["metrics"][metric]
+    if rec["benchmark"] in crit.best_of and m.get("samples"):
+        return float(max(m["samples"]) if m.get("higher_is_better", True) else min(m["samples"]))
+    return float(m["value"])
+
+
+def log_z(value: float, log_median: float, log_mad: float) -> float:
+    """The robust z-score of log(value) among the peers' logs: performance varies by factors (a node
+    half as fast is as far off as one twice as fast), and on shared cores the spread grows with the
+    figure. The MAD is floored at LOG_MAD_FLOOR (1 %): identical peers make no outlier of a tiny gap."""
+    return 0.6745 * (math.log(value) - log_median) / max(log_mad, LOG_MAD_FLOOR)
 
 
 def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None = None) -> dict:
