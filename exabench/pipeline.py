@@ -493,6 +493,63 @@ def node_report(records: list[str], references: list[str], site: Site, markdown:
         _say(log, acceptance.node_check_line(rows, markdown), echo=True)
 
 
+def run_node_groups(runs: list[Run], site: Site, results_dir: str, groups, out_json: str, log_path: str) -> None:
+    """Submit the every-node group jobs whose runs are not all recorded, follow them to the end, and
+    write what happened (runs recorded, not run because their node was down, missing)."""
+    from exabench.campaign import node_jobs
+    with logged(log_path) as log:
+        if site.scheduler != "slurm":
+            raise ExabenchError(f"site '{site.name}': node_acceptance submits with Slurm; scheduler "
+                                f"{site.scheduler!r} is not valid for it (submit nodes/groups/submit.sh instead)")
+        root = Path(results_dir)
+        planned = node_jobs.planned_node_runs(runs, groups, root)
+        scripts = {g.name: root / "nodes" / "groups" / f"{g.name}.sh" for g in groups}
+        result = node_jobs.run_groups(planned, scripts, node_jobs.slurm_env(site.env),
+                                      lambda text: _say(log, f"exabench: {text}", echo=True))
+        node_jobs.write_jobs(out_json, result)
+
+
+def missing_node_runs(runs: list[Run], groups, results_dir: str) -> list[str]:
+    """The node runs without a record (node_jobs' params: a change re-runs it, so a rerun after a
+    node came back submits what it missed)."""
+    from exabench.campaign.node_jobs import planned_node_runs
+    return [p["run_id"] for p in planned_node_runs(runs, groups, Path(results_dir)) if not Path(p["record"]).exists()]
+
+
+def node_verdict(jobs_json: str, out_dir: str, site: Site, every_node: dict, verdict_json: str,
+                 log_path: str) -> None:
+    """The cluster verdict (exabench.analysis.node_verdict): report, tests table, plots, JUnit, drain list."""
+    from exabench.analysis import node_verdict as nv
+    with logged(log_path) as log:
+        judging = every_node.get("verdict") or {}
+        crit = nv.Criteria(z_max=judging.get("z_max", nv.OUTLIER_Z), min_effect=judging.get("min_effect", nv.MIN_EFFECT),
+                           node_min_tests=judging.get("node_min_tests", nv.NODE_MIN_TESTS),
+                           pair_min_tests=judging.get("pair_min_tests", nv.PAIR_MIN_TESTS),
+                           metrics=judging.get("metrics") or {}, best_of=tuple(judging.get("best_of") or ()))
+        v = nv.write_verdict(jobs_json, out_dir, site.name, crit)
+        summary = {"bad_nodes": v["bad_nodes"], "bad_links": v["bad_links"], "down": v["down"],
+                   "unexplained_pairs": v["unexplained_pairs"], "flagged": nv.flagged(v),
+                   "drain": nv.drain_lines(v)}
+        atomic_write_text(verdict_json, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        _say(log, f"exabench: cluster acceptance: {len(v['nodes'])} nodes; bad nodes: "
+                  f"{' '.join(v['bad_nodes']) or 'none'}; bad links: {' '.join(v['bad_links']) or 'none'}; "
+                  f"down: {' '.join(v['down']) or 'none'} -> {out_dir}/verdict.md", echo=True)
+
+
+def node_acceptance_check(verdict_json: str, log_path: str) -> None:
+    """Fail the rule, naming the nodes and links, when anything is flagged."""
+    with logged(log_path) as log:
+        v = json.loads(Path(verdict_json).read_text())
+        if v["flagged"]:
+            text = (f"exabench: cluster acceptance FAILED: drain {' '.join(v['bad_nodes']) or 'no node'}, check the "
+                    f"links of {' '.join(v['bad_links']) or 'no node'} (drain list: "
+                    f"{Path(verdict_json).parent / 'drain.txt'})")
+            _say(log, text, echo=True)
+            raise ExabenchError(text)
+        _say(log, "exabench: cluster acceptance passed: nothing flagged"
+                  + (f" ({' '.join(v['down'])} down: runs not run)" if v["down"] else ""), echo=True)
+
+
 def node_check(nodes_csv: str, references: list[str], log_path: str) -> None:
     """Fail the rule, naming the nodes, when a node is flagged or nothing could be judged."""
     with logged(log_path) as log:

@@ -19,55 +19,15 @@ node_port2=$((ctld_port + 2))
 cpus_per_node=${EXABENCH_SLURM_CPUS:-4}   # more than the host's cores: tiny jobs oversubscribe
 mem_per_node=4000                          # MB; CR_CPU, so memory is a limit, not a consumable
 
-die() { echo "slurm-local: $*" >&2; exit 1; }
-
-install_if_missing() {
-    local need=()
-    command -v slurmctld >/dev/null || need+=(slurmctld)
-    command -v slurmd >/dev/null || need+=(slurmd)
-    command -v sbatch >/dev/null || need+=(slurm-client)
-    command -v munged >/dev/null || need+=(munge)
-    [ -e /usr/include/pmix.h ] || [ -n "$(ls /usr/lib/x86_64-linux-gnu/libpmix.so* 2>/dev/null)" ] ||
-        need+=(libpmix-dev)
-    if [ ${#need[@]} -gt 0 ]; then
-        [ "$(id -u)" = 0 ] || die "missing ${need[*]}; run as root to install them from Debian"
-        echo "slurm-local: installing ${need[*]}" >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2
-    fi
-}
-
-# A pid is alive unless /proc says it is gone or a zombie (kill -0 succeeds on zombies).
-alive() {
-    local pid=$1 state
-    [ -r "/proc/$pid/stat" ] || return 1
-    state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null) || return 1
-    [ "$state" != Z ] && [ "$state" != X ]
-}
-
-stop_pidfile() {
-    local file=$1 pid i
-    [ -s "$file" ] || return 0
-    pid=$(cat "$file")
-    [[ "$pid" =~ ^[0-9]+$ ]] || { rm -f "$file"; return 0; }
-    if alive "$pid"; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for i in $(seq 1 50); do alive "$pid" || break; sleep 0.1; done
-        if alive "$pid"; then
-            kill -KILL "$pid" 2>/dev/null || true
-            for i in $(seq 1 30); do alive "$pid" || break; sleep 0.1; done
-        fi
-        alive "$pid" && echo "slurm-local: pid $pid ($file) still alive after KILL" >&2
-    fi
-    rm -f "$file"
-}
+me=slurm-local
+# shellcheck source=scripts/slurm-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/slurm-lib.sh"
 
 write_config() {
     local host
     host=$(hostname -s)
-    mkdir -p "$dir"/{spool,state,log,run,tmp/n1,tmp/n2,munge}
-    chmod 700 "$dir/munge"
-    [ -s "$dir/munge/munge.key" ] || { dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 2>/dev/null;
-                                       chmod 400 "$dir/munge/munge.key"; }
+    mkdir -p "$dir"/{spool,state,log,run,tmp/n1,tmp/n2}
+    munge_key "$dir"
     cat > "$dir/slurm.conf" <<CONF
 # Written by scripts/slurm-local.sh: two slurmd (n1, n2) on this host, loopback only.
 ClusterName=exabench
@@ -109,31 +69,18 @@ export SLURM_CONF=$dir/slurm.conf
 ENV
 }
 
-wait_nodes_idle() {
-    local i out
-    for i in $(seq 1 60); do
-        out=$(SLURM_CONF="$dir/slurm.conf" sinfo -h -N -o '%N %t' 2>/dev/null || true)
-        if [ "$(grep -cE ' (idle|mix|alloc)$' <<<"$out")" = 2 ]; then return 0; fi
-        sleep 0.5
-    done
-    echo "$out" >&2
-    tail -n 20 "$dir"/log/*.log >&2 || true
-    return 1
-}
-
 start() {
     [ "$(id -u)" = 0 ] || die "needs root (slurmd runs jobs as their users and Debian's daemons expect root)"
     install_if_missing
     stop_all quiet
     write_config
-    munged --socket="$dir/munge/munge.sock" --key-file="$dir/munge/munge.key" \
-           --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
-           --seed-file="$dir/munge/munge.seed" --force
+    start_munged "$dir"
     export SLURM_CONF="$dir/slurm.conf"
     slurmctld -f "$SLURM_CONF" -i
     slurmd -f "$SLURM_CONF" -N n1
     slurmd -f "$SLURM_CONF" -N n2
-    if ! wait_nodes_idle; then
+    if ! wait_nodes_up "$SLURM_CONF" 2; then
+        tail -n 20 "$dir"/log/*.log >&2 || true
         stop_all quiet
         die "nodes did not come up; logs in $dir/log"
     fi

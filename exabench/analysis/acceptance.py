@@ -426,6 +426,13 @@ def node_of(rec: dict) -> str:
     return hosts[0] if len(hosts) == 1 else ",".join(hosts) or "?"
 
 
+def robust_z(value: float, median: float, mad: float) -> float:
+    """The robust z-score of a value among peers of this median and MAD (the MAD floored at
+    MAD_FLOOR of the median: identical peers make no outlier of a tiny difference)."""
+    scale = max(mad, MAD_FLOOR * abs(median))
+    return 0.6745 * (value - median) / scale if scale else math.nan
+
+
 def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_max: float = OUTLIER_Z) -> list[dict]:
     """Per single-node configuration (benchmark, parameters, layout) and headline metric: each
     node's figure, the peers' median and MAD, its robust z-score, and why it is flagged."""
@@ -441,7 +448,6 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
         vals = [float(r["metrics"][metric]["value"]) for r in rs if r["status"] == "ok" and metric in r["metrics"]]
         med = statistics.median(vals) if vals else math.nan
         mad = statistics.median(abs(v - med) for v in vals) if vals else math.nan
-        scale = max(mad, MAD_FLOOR * abs(med)) if vals else math.nan
         judged = len(vals) >= MIN_PEERS
         for r in sorted(rs, key=node_of):
             reasons = []
@@ -450,7 +456,7 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
                 reasons.append(f"run {r['status']}: {r.get('error')}")
             else:
                 value = float(r["metrics"][metric]["value"])
-            z = 0.6745 * (value - med) / scale if judged and scale and not math.isnan(value) else math.nan
+            z = robust_z(value, med, mad) if judged and not math.isnan(value) else math.nan
             if not math.isnan(z) and abs(z) > z_max:
                 hib = r["metrics"][metric].get("higher_is_better", True)
                 worse = (z < 0) == hib

@@ -289,3 +289,24 @@ def plot_history(history: pd.DataFrame, current: list[str], path) -> Path:
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def node_test_bars(rows: list[dict], path: str | Path) -> Path:
+    """One test of a cluster acceptance (exabench.analysis.node_verdict's rows): a bar per node or
+    pair, the peers' median as a line; slow or failed bars red, those of a down node grey."""
+    plt = _pyplot()
+    r0 = rows[0]
+    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(rows)), 3.2))
+    values = [0 if math.isnan(r["value"]) else r["value"] for r in rows]
+    colours = ["tab:red" if r["slow"] or r["failed"] else ("lightgray" if r["value"] != r["value"] else "tab:blue")
+               for r in rows]
+    ax.bar(range(len(rows)), values, color=colours)
+    if not math.isnan(r0["median"]):
+        ax.axhline(r0["median"], color="black", lw=1, label="peers' median")
+        ax.legend(fontsize=7)
+    ax.set_xticks(range(len(rows)), [r["subject"].replace(" ", "-") for r in rows], rotation=90, fontsize=7)
+    ax.set_ylabel(f"{r0['metric']} ({r0['unit']})")
+    ax.set_title(f"{r0['configuration']}: {r0['metric']} per {'pair' if r0['kind'] == 'pair' else 'node'}",
+                 fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)

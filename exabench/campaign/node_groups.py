@@ -9,6 +9,11 @@ script calls `exabench node-run` to derive each run's node spec from the run's o
 (exabench.campaign.node_sweep; run id `<run_id>.node-<group>`, record under records/nodes/), then
 `exabench execute`. A run whose record exists is skipped, so a resubmitted group runs only what
 is missing. node_check reads the records as it reads those of the whole-allocation sweep.
+
+Groups may be of several kinds at once (`group: [1, pairs, all]`): each node alone, node pairs
+in `pair_rounds` rounds of perfect matchings (pair_rounds), and the whole node list. Pairs test
+links: a slow pair has two suspects, so every node sits in pairs with several partners and the
+verdict (exabench.analysis.node_verdict) names the node that all its pairs share.
 """
 
 from __future__ import annotations
@@ -40,12 +45,53 @@ _BRACKET = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\](.*)$")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
+PAIR_ROUNDS = 3  # default rounds: each node meets three partners, so one noisy pair convicts no link
+
+
 @dataclass(frozen=True)
 class NodeGroup:
-    """Nodes that run together: a node alone (named by it), consecutive nodes (`first..last`) or a rack."""
+    """Nodes that run together: a node alone (named by it), consecutive nodes (`first..last`), a rack,
+    a pair of a pairing round (`a..b`, kind `pair`) or every node (`all`, kind `all`)."""
 
     name: str
     nodes: tuple[str, ...]
+    kind: str = "group"
+    round: int = 0  # the pairing round of a pair (1-based)
+
+
+def pair_rounds(nodes: list[str], rounds: int) -> list[list[tuple[str, str]]]:
+    """`rounds` perfect matchings of the nodes with no pair twice (the circle method of round-robin
+    tournaments: the first node stays, the others rotate by one each round). With an odd count one
+    node sits out each round. At most len(nodes) - 1 rounds (odd: len(nodes)) exist."""
+    ring = list(nodes) + ([None] if len(nodes) % 2 else [])
+    fixed, rest = ring[0], ring[1:]
+    out = []
+    for r in range(min(rounds, len(rest))):
+        turn = rest[r:] + rest[:r]
+        pairs = [(fixed, turn[0])] + [(turn[i], turn[-i]) for i in range(1, len(ring) // 2)]
+        out.append([tuple(sorted(p, key=nodes.index)) for p in pairs if None not in p])
+    return out
+
+
+def _groups_of_kind(kind, nodes: list[str], spec: dict, file: str) -> list[NodeGroup]:
+    if kind == "pairs":
+        rounds = spec.get("pair_rounds", PAIR_ROUNDS)
+        if len(nodes) < 3:
+            raise ConfigError(file, f"{KEY}.nodes", nodes, "at least 3 nodes for group: pairs (with two, a slow "
+                              "pair cannot name its node)", f"lists {len(nodes)}")
+        most = len(nodes) - 1 + len(nodes) % 2
+        if rounds > most:
+            raise ConfigError(file, f"{KEY}.pair_rounds", rounds, f"1 to {most} for {len(nodes)} nodes (rounds "
+                              "after that repeat a pair)")
+        return [NodeGroup(f"{a}..{b}", (a, b), "pair", r + 1)
+                for r, pairs in enumerate(pair_rounds(nodes, rounds)) for a, b in pairs]
+    if kind == "all":
+        return [NodeGroup("all", tuple(nodes), "all")]
+    if len(nodes) % kind:
+        raise ConfigError(file, f"{KEY}.group", kind, f"a size that divides the {len(nodes)} nodes "
+                          "(or list only the nodes to group)", f"leaves {len(nodes) % kind} node(s) over")
+    return [NodeGroup(chunk[0] if kind == 1 else f"{chunk[0]}..{chunk[-1]}", tuple(chunk))
+            for chunk in (nodes[i:i + kind] for i in range(0, len(nodes), kind))]
 
 
 def expand_hostlist(expr: str, file: str, key: str) -> list[str]:
@@ -128,11 +174,12 @@ def node_groups(config: dict, site: Site, config_file: str) -> list[NodeGroup]:
             raise ConfigError(config_file, f"{KEY}.nodes", "", HOSTLIST_VALID + " (e.g. from `sinfo -h -N -o %N`)",
                               f"is missing on site '{site.name}' (scheduler {site.scheduler})")
         nodes = _node_list(nodes, config_file, f"{KEY}.nodes")
-        if len(nodes) % group:
-            raise ConfigError(config_file, f"{KEY}.group", group, f"a size that divides the {len(nodes)} nodes "
-                              "(or list only the nodes to group)", f"leaves {len(nodes) % group} node(s) over")
-        groups = [NodeGroup(chunk[0] if group == 1 else f"{chunk[0]}..{chunk[-1]}", tuple(chunk))
-                  for chunk in (nodes[i:i + group] for i in range(0, len(nodes), group))]
+        groups = []
+        for kind in (group if isinstance(group, list) else [group]):
+            if kind == "rack":
+                raise ConfigError(config_file, f"{KEY}.group", group, "rack alone (not in a list)")
+            groups += [g for g in _groups_of_kind(kind, nodes, spec, config_file) if g.name not in
+                       {have.name for have in groups}]
     _check_site(groups, site, config_file)
     return groups
 
@@ -191,10 +238,23 @@ def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, camp
     layouts = [node_layout(site, len(group.nodes), r.layout) for r in runs]
     alloc = allocation.common_request(site, layouts, f"every_node group {group.name}")
     request = batch_request(site, layouts[0], f"exabench-node-{job or group.name}", minutes, out_dir, alloc)
-    request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes)
+    # Slot licenses cap the ranks running at once by the run with the most ranks.
+    most_ranks = max(runs, key=lambda r: r.layout.ranks)
+    request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes) + slot_licenses(site, most_ranks)
     # The bundle's header comment: a template of its own would be an edit that re-renders every run.
     return batch_script(site, request, f"{campaign} (every-node group {group.name})", len(runs), out_dir,
                         _group_body(site, runs, group, folders))
+
+
+def slot_licenses(site: Site, run: Run) -> list[str]:
+    """Slurm licenses the group's job asks for: one per rank, up to the count of the site's
+    `scheduler_options.slot_license` (name:count), which caps the ranks running at once (the
+    simulated nodes of one machine share its few cores); none without it."""
+    spec = site.scheduler_options.get("slot_license", "")
+    if not spec or site.scheduler != "slurm":
+        return []
+    name, count = spec.split(":")
+    return [f"--licenses={name}:{min(run.layout.ranks, int(count))}"]
 
 
 def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str, Path]) -> str:

@@ -13,6 +13,9 @@ localrules:
     every_node_groups,
     node_report,
     node_check,
+    node_jobs,
+    node_verdict,
+    node_acceptance,
 
 
 rule acceptance_verdicts:
@@ -109,3 +112,50 @@ rule node_check:
         f"{LOGS}/node_check.log",
     run:
         pipeline.node_check(input.csv, input.references, log[0])
+
+
+# Cluster-wide acceptance in one target (docs/acceptance.md): the every_node groups' jobs (single
+# nodes, pair rounds, the whole allocation) submitted and followed; a dead node's runs are "not
+# run: node down" and the next run of the target submits only what is missing. Then the verdict
+# against peers (bad nodes, bad links, evidence), JUnit, drain list; the target fails when
+# anything is flagged:
+#   snakemake --profile profiles/slurm-cluster node_acceptance -> results/<site>/acceptance/cluster/
+rule node_jobs:
+    input:
+        rules.every_node_groups.output.scripts,
+    output:
+        f"{RESULTS}/nodes/groups/jobs.json",
+    log:
+        f"{LOGS}/node_jobs.log",
+    params:
+        missing=get_missing_node_runs,  # changes when runs are recorded: a rerun submits what is missing
+    run:
+        pipeline.run_node_groups(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS, output[0], log[0])
+
+
+rule node_verdict:
+    input:
+        f"{RESULTS}/nodes/groups/jobs.json",
+    output:
+        markdown=report(f"{ACCEPTANCE}/cluster/verdict.md", caption="../report/node_verdict.rst", category="Acceptance"),
+        json=f"{ACCEPTANCE}/cluster/verdict.json",
+        csv=f"{ACCEPTANCE}/cluster/tests.csv",
+        junit=f"{ACCEPTANCE}/cluster/junit.xml",
+        drain=f"{ACCEPTANCE}/cluster/drain.txt",
+    log:
+        f"{LOGS}/node_verdict.log",
+    run:
+        pipeline.node_verdict(
+            input[0], f"{ACCEPTANCE}/cluster", SITE, config.get("every_node") or {}, output.json, log[0]
+        )
+
+
+rule node_acceptance:
+    input:
+        f"{ACCEPTANCE}/cluster/verdict.json",
+    output:
+        touch(f"{ACCEPTANCE}/cluster/accepted"),
+    log:
+        f"{LOGS}/node_acceptance.log",
+    run:
+        pipeline.node_acceptance_check(input[0], log[0])

@@ -122,6 +122,10 @@ def get_report_outputs(wildcards=None):
     return pages + ([f"{RESULTS}/report/verdicts.html"] if Path(REFERENCES).exists() else [])
 
 
+def get_missing_node_runs(wildcards=None):
+    return pipeline.missing_node_runs(list(RUNS.values()), NODE_GROUPS, RESULTS)
+
+
 def get_node_group_specs(wildcards=None):
     sizes = {len(group.nodes) for group in NODE_GROUPS}
     return [f"{RESULTS}/runs/{run_id}/spec.json" for run_id, run in RUNS.items() if run.layout.nodes in sizes]

@@ -1,0 +1,141 @@
+"""Cluster-wide acceptance in one command: submit the every-node group jobs (exabench.campaign.node_groups)
+whose runs are not all recorded, follow them, and note which runs a dead node kept from running.
+
+Slurm schedules: every missing group job is submitted at once, in the order single nodes, pair
+rounds, whole allocation (Slurm starts them in that order as licenses and nodes free up). A job
+whose node goes down (not responding, down, drained, failed) is cancelled: pinned to that node it
+would wait for ever. Its runs are then "not run: node down", not failed benchmarks, and leave no
+record, so the next acceptance (after the node is back) submits only them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from exabench.campaign.node_groups import NodeGroup, group_runs
+from exabench.campaign.plan import Run
+from exabench.errors import ExabenchError
+
+# sinfo's short states of a node that cannot run a job now (a trailing '*': not responding).
+UNUSABLE = re.compile(r"^(down|drain|drng|fail|failg|maint|unk|futr|npc|pow_dn|powered_down|inval)|\*$")
+FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+            "DEADLINE"}
+NOT_RUN_DOWN = "not run: node down"
+
+
+def planned_node_runs(runs: list[Run], groups: list[NodeGroup], root: Path) -> list[dict]:
+    """Every (group, run) of the campaign: the group's kind, round and nodes, and the run's record."""
+    out = []
+    for g in groups:
+        for r in group_runs(runs, g):
+            node_run = f"{r.run_id}.node-{g.name}"
+            out.append({"group": g.name, "kind": g.kind if len(g.nodes) > 1 or g.kind != "group" else "node",
+                        "round": g.round, "nodes": list(g.nodes), "run_id": node_run, "configuration": r.run_id,
+                        "benchmark": r.benchmark, "record": str(Path(root) / "records" / "nodes" / f"{node_run}.json")})
+    return out
+
+
+def _slurm(args: list[str], env: dict) -> str:
+    try:
+        res = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ExabenchError(f"`{' '.join(args)}` could not run: {exc}") from exc
+    if res.returncode != 0:
+        raise ExabenchError(f"`{' '.join(args)}` failed ({res.returncode}): {res.stderr.strip()[:500]}")
+    return res.stdout
+
+
+def node_states(env: dict) -> dict[str, str]:
+    """sinfo's state of every node (e.g. idle, alloc, down*)."""
+    out = {}
+    for line in _slurm(["sinfo", "-h", "-N", "-o", "%N %t"], env).splitlines():
+        name, _, state = line.strip().partition(" ")
+        if name:
+            out[name] = state.strip()
+    return out
+
+
+def job_states(ids: list[str], env: dict) -> dict[str, str]:
+    """Each job's state (scontrol keeps finished jobs for MinJobAge; squeue forgets them sooner)."""
+    out = {}
+    for job in ids:
+        text = _slurm(["scontrol", "show", "job", job], env) if job else ""
+        hit = re.search(r"JobState=(\w+)", text)
+        out[job] = hit.group(1) if hit else "UNKNOWN"
+    return out
+
+
+def run_groups(planned: list[dict], scripts: dict[str, Path], env: dict, say, poll_s: float = 3.0,
+               max_wait_s: float = 3600.0) -> dict:
+    """Submit the groups with a missing record, follow them until every job ended, cancel those on a
+    node that went down; returns what happened (written as nodes/groups/jobs.json)."""
+    missing = [p for p in planned if not Path(p["record"]).exists()]
+    want = list(dict.fromkeys(p["group"] for p in missing))
+    nodes_of = {p["group"]: p["nodes"] for p in planned}
+    down: dict[str, str] = {}
+    jobs: dict[str, dict] = {}
+
+    def note_down(states):
+        for node, state in states.items():
+            if UNUSABLE.search(state) and node not in down:
+                down[node] = state
+                say(f"node {node} is {state}: its runs are not run")
+
+    note_down(node_states(env))
+    for group in want:
+        dead = [n for n in nodes_of[group] if n in down]
+        if dead:
+            jobs[group] = {"job": "", "state": "NOT_SUBMITTED", "down": dead}
+            continue
+        job = _slurm(["sbatch", "--parsable", str(scripts[group])], env).strip().split(";")[0]
+        jobs[group] = {"job": job, "state": "PENDING", "down": []}
+    say(f"submitted {sum(1 for j in jobs.values() if j['job'])} group job(s) "
+        f"({len(planned) - len(missing)} of {len(planned)} runs recorded before)")
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        active = {g: j for g, j in jobs.items() if j["job"] and j["state"] not in FINISHED}
+        if not active:
+            break
+        if time.monotonic() > deadline:
+            _slurm(["scancel", *[j["job"] for j in active.values()]], env)
+            raise ExabenchError(f"group jobs {', '.join(active)} still not finished after {max_wait_s:.0f} s; "
+                                "cancelled")
+        time.sleep(poll_s)
+        note_down(node_states(env))
+        states = job_states([j["job"] for j in active.values()], env)
+        for g, j in active.items():
+            state = j["state"] = states[j["job"]]
+            dead = [n for n in nodes_of[g] if n in down]
+            if dead and state not in FINISHED:
+                _slurm(["scancel", jobs[g]["job"]], env)
+                jobs[g].update(state="CANCELLED", down=dead)
+                say(f"group {g}: cancelled (node {' '.join(dead)} down)")
+    return {"planned": [{**p, "status": _status(p, jobs.get(p["group"]), down)} for p in planned],
+            "jobs": jobs, "down": down}
+
+
+def _status(p: dict, job: dict | None, down: dict[str, str]) -> str:
+    if Path(p["record"]).exists():
+        return "recorded"
+    dead = [n for n in p["nodes"] if n in down]
+    if dead:
+        return f"{NOT_RUN_DOWN} ({' '.join(dead)}: {' '.join(down[n] for n in dead)})"
+    return f"missing: job {job['job']} ended {job['state']}" if job else "missing: no job submitted"
+
+
+def write_jobs(path: str | Path, result: dict) -> None:
+    from exabench.io import atomic_write_text
+    atomic_write_text(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+
+def slurm_env(site_env: dict) -> dict:
+    """The environment Slurm's commands need: ours, with the site's SLURM_CONF where it names one."""
+    env = dict(os.environ)
+    if site_env.get("SLURM_CONF"):
+        env["SLURM_CONF"] = str(site_env["SLURM_CONF"])
+    return env

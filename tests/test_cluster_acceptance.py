@@ -1,0 +1,123 @@
+"""Cluster-wide acceptance on a real 8-node Slurm (scripts/slurm-cluster.sh: each slurmd in its own
+network namespace on a bridge): with one node slowed (CPU quota) and one node's link rate-limited
+(tc tbf), `snakemake node_acceptance` fails naming exactly that node (bad node) and that link (bad
+link) in its verdict, its JUnit file and its drain list, and nothing else.
+
+The injected faults are far outside a clean cluster's spread (docs/acceptance.md gives the noise
+floor measured here), so the verdict does not depend on the machine's load. Skips, saying why,
+where the cluster cannot run: not root, no `ip netns`, no cgroup v1 cpu controller."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from helpers_sites import REPO
+
+SCRIPT = REPO / "scripts" / "slurm-cluster.sh"
+CLUSTER_DIR = Path("/tmp/exabench-cluster")  # profiles/slurm-cluster/site.yaml names its slurm.conf
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+SLOW_NODE, SLOW_LINK = "n03", "n06"
+CONFIG = """campaign: cluster-ci
+preset: tiny
+timeout_s: 240
+every_node:
+  nodes: "n[01-08]"
+  group: [1, pairs]
+  pair_rounds: 2
+  verdict: {best_of: [stream, pingpong], min_effect: 0.5}  # the faults are 5x and more: no noise reaches half
+benchmarks:
+  - name: stream
+    params: {samples: 15}
+    sweep: {nodes: [1], ranks_per_node: [1], threads_per_rank: [1]}
+  - name: pingpong
+    sweep: {nodes: [2], ranks_per_node: [1], threads_per_rank: [1]}
+"""
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "the cluster needs root (network namespaces, cgroups, slurmd)"
+    if not shutil.which("ip") or not shutil.which("tc"):
+        return "iproute2 (ip, tc) is not installed"
+    probe = subprocess.run(["ip", "netns", "add", "xbc-probe"], capture_output=True, text=True)
+    subprocess.run(["ip", "netns", "del", "xbc-probe"], capture_output=True)
+    if probe.returncode != 0:
+        return f"`ip netns add` does not work here: {probe.stderr.strip()}"
+    if not Path("/sys/fs/cgroup/cpu").is_dir():
+        return "no cgroup v1 cpu controller (slow-node needs cpu.cfs_quota_us)"
+    if not shutil.which("slurmctld") and not shutil.which("apt-get"):
+        return "Slurm is not installed and apt-get is not available to install it"
+    return None
+
+
+def _left_over() -> list[str]:
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return ([line.split()[0] for line in netns.splitlines() if line.startswith("xbc-")]
+            + [line.split(": ")[1].split("@")[0] for line in links.splitlines() if ": xbc-" in line]
+            + (["cgroup"] if Path("/sys/fs/cgroup/cpu/exabench-cluster").exists() else []))
+
+
+@pytest.fixture
+def cluster():
+    why = _why_not()
+    if why:
+        pytest.skip(why)
+    env = {**os.environ, "SLURM_CONF": str(CLUSTER_DIR / "slurm.conf"), "EXABENCH_CLUSTER_DIR": str(CLUSTER_DIR),
+           "PYTHONPATH": str(REPO) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
+    try:
+        start = subprocess.run(["bash", str(SCRIPT), "start", "8", str(CLUSTER_DIR)], env=env, capture_output=True,
+                               text=True, timeout=300)
+        assert start.returncode == 0, start.stdout + start.stderr
+        yield env
+    finally:
+        stop = subprocess.run(["bash", str(SCRIPT), "stop", str(CLUSTER_DIR)], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert _left_over() == [], "the cluster left namespaces, links or cgroups behind"
+
+
+def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_path):
+    for fault in (["slow-node", SLOW_NODE, "8"], ["slow-link", SLOW_LINK, "100mbit"]):
+        res = subprocess.run(["bash", str(SCRIPT), *fault], env=cluster, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stdout + res.stderr
+    work = tmp_path / "campaign"
+    work.mkdir()
+    for name in ("Snakefile", "workflow", "profiles", "config"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, work / name)
+    (work / "config" / "ci.yaml").write_text(CONFIG)
+    res = subprocess.run([SNAKEMAKE, "node_acceptance", "--profile", "profiles/slurm-cluster", "--configfile",
+                          "config/ci.yaml"], cwd=work, env=cluster, capture_output=True, text=True, timeout=900)
+    out = work / "results" / "slurm-cluster" / "acceptance" / "cluster"
+    report = (out / "verdict.md").read_text() if (out / "verdict.md").exists() else res.stdout[-4000:]
+    assert res.returncode != 0, "a flagged node must fail the target:\n" + report
+    assert f"cluster acceptance FAILED: drain {SLOW_NODE}, check the links of {SLOW_LINK}" in res.stdout, report
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert list(verdict["bad_nodes"]) == [SLOW_NODE], report
+    assert list(verdict["bad_links"]) == [SLOW_LINK], report
+    assert verdict["down"] == []
+    # the evidence: the node's own STREAM test; every pair of the link's node
+    assert any(e.startswith("stream.tiny.n1r1t1 triad_gbs") for e in verdict["bad_nodes"][SLOW_NODE])
+    assert sum(e.startswith("pair ") for e in verdict["bad_links"][SLOW_LINK]) == 2
+    drain = (out / "drain.txt").read_text().splitlines()
+    assert [line.split()[2] for line in drain] == [f"nodename={SLOW_NODE}", f"nodename={SLOW_LINK}"]
+    assert all(" state=drain reason=\"exabench acceptance: " in line for line in drain)
+    suites = {s.get("name"): s for s in ET.parse(out / "junit.xml").getroot().iter("testsuite")}
+    failed = sorted((name, c.get("name")) for name, s in suites.items() for c in s.iter("testcase")
+                    if c.find("failure") is not None)
+    assert failed == [("slurm-cluster.links", SLOW_LINK), ("slurm-cluster.nodes", SLOW_NODE)]
+    assert [len(list(s.iter("testcase"))) for s in suites.values()] == [8, 8]
+    # every run ran, one job per node and per pair, each on its own node(s)
+    jobs = json.loads((work / "results/slurm-cluster/nodes/groups/jobs.json").read_text())
+    assert {p["status"] for p in jobs["planned"]} == {"recorded"} and len(jobs["jobs"]) == 8 + 8
+    rec = json.loads(Path(next(p["record"] for p in jobs["planned"] if p["group"] == "n02..n04")).read_text())
+    assert rec["status"] == "ok" and rec["provenance"]["environment"]["SLURM_JOB_NODELIST"] == "n[02,04]"
+    assert sorted((work / "results/slurm-cluster/acceptance/cluster/plots").iterdir())
