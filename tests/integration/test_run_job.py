@@ -20,7 +20,7 @@ from exabench.config import validate
 from exabench.records.record import base_record, check_record
 from helpers_runs import rendered_kmeans
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # A stand-in for a run's ranks: it writes the command line of every process above it (up to PID 1),
 # one a line, then puts the run's `ok` record (prepared beside it) in place.
