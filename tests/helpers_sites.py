@@ -16,6 +16,10 @@ from exabench.campaign.site import Site, load_site
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 PROFILES = sorted(p.parent.name for p in (REPO / "profiles").glob("*/site.yaml"))
+# Profiles of this machine (no scheduler; the loopback Slurm; the N-node Slurm of network namespaces),
+# not of a real site: no published queues, no machine-scale campaign.
+TINY_SITES = ("local", "slurm-local", "slurm-cluster")
+REAL_SITES = tuple(p for p in PROFILES if p not in TINY_SITES)
 FIXED_ROOT = "/scratch/exabench/results"
 
 

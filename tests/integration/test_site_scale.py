@@ -20,10 +20,8 @@ from exabench.campaign.render import RunPaths, render_script
 from exabench.campaign.site import check_layout, default_config_file, node_counts, queue_admits_nodes, resolve_layout
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError, LayoutError
-from helpers_sites import FIXED_ROOT, PROFILES, REPO, plan_config, site
+from helpers_sites import FIXED_ROOT, PROFILES, REAL_SITES, REPO, plan_config, site
 
-TINY_SITES = ("local", "slurm-local")
-REAL_SITES = tuple(p for p in PROFILES if p not in TINY_SITES)
 GPU_RANKS = {"summit": 6, "frontier": 8, "perlmutter": 4, "polaris": 4, "aurora": 12, "summitdev": 4, "titan": 1}
 KNL_SITES = ("cori-knl", "stampede2", "theta")
 

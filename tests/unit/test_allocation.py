@@ -18,9 +18,8 @@ from exabench.campaign.site import check_walltime, pick_queue, resolve_layout
 from exabench.config import load_and_validate, validate
 from exabench.errors import ConfigError
 from exabench.pipeline import job_resources
-from helpers_sites import FIXED_ROOT, PROFILES, REPO, site
+from helpers_sites import FIXED_ROOT, PROFILES, REAL_SITES, REPO, site
 
-REAL_SITES = tuple(p for p in PROFILES if p not in ("local", "slurm-local"))
 
 
 def _default(name: str):
