@@ -78,8 +78,9 @@ def node_run_files(spec_path: str | Path, node: str, group_nodes: tuple[str, ...
     line = spec["launch_line"].replace(str(spec_path), str(run_dir / "spec.json"))
     files: tuple = ()
     if not group_nodes or Path(shlex.split(line)[0]).name in launchers.placeable_by_name():
-        node = NodeSpec(**spec["node"]) if "node" in spec else None  # a spec rendered before it carried one: none
-        placed = launchers.place(shlex.split(line), nodes, _layout(spec["layout"]), index, node)
+        # a spec rendered before it carried the node's cores and GPUs has none
+        usable = NodeSpec(**spec["usable_node"]) if "usable_node" in spec else None
+        placed = launchers.place(shlex.split(line), nodes, _layout(spec["layout"]), index, usable)
         line, files = shlex.join(placed.argv), placed.files
         node_spec["env"] = {**node_spec["env"], **dict(placed.env)}
     node_spec["launch_line"] = line

@@ -297,7 +297,7 @@ def run_spec(run: Run, site: Site, paths: RunPaths, launch_line: str, real: Real
             "container": pin, "paths": {"run_dir": str(real.run_dir), "record": str(real.record),
                                         "archive_dir": str(real.archive_dir)},
             # placing the run on named nodes later (every-node acceptance) may number cores per socket
-            "node": launchers.usable_node(site.node)}
+            "usable_node": launchers.usable_node(site.node)}
 
 
 def run_files(run: Run, site: Site, paths: RunPaths, folders: dict[str, Path] | None = None

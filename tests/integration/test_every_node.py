@@ -241,6 +241,7 @@ def test_node_run_places_a_jsrun_run_by_erf_beside_its_script(tmp_path):
     assert erf.count("host: 3;") == 6 and "host: 3; cpu: {21-27}; gpu: {3}" in erf  # 3rd compute node
     script = (run_dir / "job.sh").read_text()
     assert f"cd {run_dir}\n" in script and node["launch_line"] in script  # the ERF is read from the cwd
+    assert "on node a01n03 only (every-node acceptance)" in script and node["node"] == "a01n03"
 
 
 def test_node_run_places_an_ibrun_run_by_task_offset(tmp_path):

@@ -134,7 +134,7 @@ def at_index(argv: list[str], index: int, nodes: tuple[str, ...], layout: Layout
     """The run's jsrun line with its resource-set flags replaced by an ERF placing the same sets on
     the allocation's compute nodes index+1 .. index+len(nodes) (module docstring)."""
     if node is None:
-        raise ExabenchError("jsrun places a node's ranks by core number: the run's spec.json names no node (cores "
+        raise ExabenchError("jsrun places a node's ranks by core number: the run's spec.json names no usable_node (cores "
                             "per socket, GPUs); valid: a spec rendered by this version (render the runs again)")
     flags = resource_set(layout).short_flags()
     if argv[1:1 + len(flags)] != flags:
