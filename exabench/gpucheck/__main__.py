@@ -55,57 +55,51 @@ def _since_script_start() -> float:
         return 0.0
 
 
-def main(argv: list[str] | None = None) -> int:
-    # The bound counts from the start of scripts/gpu_check.sh (its venv set-up is part of the check), or
-    # from here: probing and planning are part of it.
-    started = time.monotonic() - _since_script_start()
-    args = build_parser().parse_args(argv)
-    from exabench.gpucheck import plan, probe, report
-    from exabench.io import atomic_write_text
+class _Refused(Exception):
+    """A reason not to run, for stderr, with the exit status it gives."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
+def _machine(args) -> dict:
+    """The GPUs probed here, or the ones --assume-gpu names (only for a dry run or a rehearsal)."""
+    from exabench.gpucheck import probe
 
     if args.assume_gpu:
         if args.gpus < 1:
-            print(f"gpu check: --gpus {args.gpus}: give at least 1", file=sys.stderr)
-            return 2
+            raise _Refused(f"--gpus {args.gpus}: give at least 1")
         info = probe.assumed(args.assume_gpu, args.gpus)
     else:
         info = probe.probe()
         if not info["gpus"]:
-            print(f"gpu check: no NVIDIA GPU here ({info['why']}; torch {info['torch']}). Run it on a GPU node "
-                  "(docs/gpu-check.md), or give --assume-gpu NAME with --dry-run or --cpu-rehearsal.",
-                  file=sys.stderr)
-            return 3
+            raise _Refused(f"no NVIDIA GPU here ({info['why']}; torch {info['torch']}). Run it on a GPU node "
+                           "(docs/gpu-check.md), or give --assume-gpu NAME with --dry-run or --cpu-rehearsal.", 3)
     if info.get("assumed") and not (args.dry_run or args.cpu_rehearsal):
-        print("gpu check: --assume-gpu plans for a GPU that is not probed; add --dry-run or --cpu-rehearsal",
-              file=sys.stderr)
-        return 2
-    out = Path(args.out)
+        raise _Refused("--assume-gpu plans for a GPU that is not probed; add --dry-run or --cpu-rehearsal")
+    return info
+
+
+def _chosen_parts(args, info: dict, out: Path) -> list[str]:
+    """The --only prefixes (the --quick set within them), checked before anything is written under --out."""
+    from exabench.gpucheck import plan
+
     only = [x.strip() for x in args.only.split(",") if x.strip()]
     names = [p.key for p in plan.parts(info["gpus"], info.get("name", ""))]
     unknown = [k for k in only if not any(n.startswith(k) for n in names)]
-    if unknown:  # checked before anything is written under --out
-        print(f"gpu check: --only {', '.join(map(repr, unknown))} matches no part; parts: {', '.join(names)}",
-              file=sys.stderr)
-        return 2
+    if unknown:
+        raise _Refused(f"--only {', '.join(map(repr, unknown))} matches no part; parts: {', '.join(names)}")
     if out.exists() and not out.is_dir():
-        print(f"gpu check: --out {out} is a file; give a folder (it is created if missing)", file=sys.stderr)
-        return 2
+        raise _Refused(f"--out {out} is a file; give a folder (it is created if missing)")
     if args.quick:
         only = [k for k in plan.QUICK_PARTS if not only or any(k.startswith(o) for o in only)] or ["(none)"]
-    bound = args.bound or (plan.QUICK_S if args.quick else plan.TOTAL_S)
-    try:
-        planned, skipped = plan.plan(info, out, only, rehearsal=args.cpu_rehearsal)
-    except ExabenchError as exc:
-        print(f"gpu check: {exc}", file=sys.stderr)
-        return 2
-    if only and not planned and not skipped:
-        names = ", ".join(p.key for p in plan.parts(info["gpus"], info.get("name", "")))
-        print(f"gpu check: --only {args.only!r} matches no part; parts: {names}", file=sys.stderr)
-        return 2
-    chosen = [part for part, _ in planned]
-    total = plan.budget_s(chosen, args.cpu_rehearsal)
-    if args.cpu_rehearsal and not args.bound:  # a rehearsal's slow CPU start is not the GPU's: bound it on request
-        bound = max(bound, total)
+    return only
+
+
+def _print_plan(args, info: dict, out: Path, planned, skipped, bound: float, total: int) -> None:
+    from exabench.gpucheck import plan
+
     print(f"gpu check on {info['gpus']} x {info.get('name')}: {len(planned)} runs, budgets {total} s in all; "
           f"bounded at {bound:g} s" + (" (parts that no longer fit are skipped, each named)" if total > bound else "")
           + (" (CPU rehearsal)" if args.cpu_rehearsal else ""))
@@ -120,9 +114,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {part.key:<22} {run.timeout_s:>4} s  {run.run_id}\n      {spec['launch_line']}")
     for part, why in skipped:
         print(f"  {part.key:<22} skipped: {why}")
-    if args.dry_run:
-        return 0
+
+
+def _run_parts(args, out: Path, planned, skipped, bound: float, started: float) -> list:
+    """Each part in turn, unless its budget no longer fits in the bound (then skipped, named)."""
     from exabench.execute import execute
+    from exabench.gpucheck import plan
 
     results = []
     for part, run in planned:
@@ -140,6 +137,39 @@ def main(argv: list[str] | None = None) -> int:
         record = {**record, "budget_s": plan.budget_of(part, args.cpu_rehearsal)}
         print(f"  {part.key:<22} {record['status']:<8} {seconds:6.1f} s", flush=True)
         results.append((part, record, seconds))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    # The bound counts from the start of scripts/gpu_check.sh (its set-up is part of the check), or
+    # from here: probing and planning are part of it.
+    started = time.monotonic() - _since_script_start()
+    args = build_parser().parse_args(argv)
+    from exabench.gpucheck import plan, report
+    from exabench.io import atomic_write_text
+
+    out = Path(args.out)
+    try:
+        info = _machine(args)
+        only = _chosen_parts(args, info, out)
+        planned, skipped = plan.plan(info, out, only, rehearsal=args.cpu_rehearsal)
+        if only and not planned and not skipped:
+            names = ", ".join(p.key for p in plan.parts(info["gpus"], info.get("name", "")))
+            raise _Refused(f"--only {args.only!r} matches no part; parts: {names}")
+    except _Refused as exc:
+        print(f"gpu check: {exc}", file=sys.stderr)
+        return exc.status
+    except ExabenchError as exc:
+        print(f"gpu check: {exc}", file=sys.stderr)
+        return 2
+    bound = args.bound or (plan.QUICK_S if args.quick else plan.TOTAL_S)
+    total = plan.budget_s([part for part, _ in planned], args.cpu_rehearsal)
+    if args.cpu_rehearsal and not args.bound:  # a rehearsal's slow CPU start is not the GPU's: bound it on request
+        bound = max(bound, total)
+    _print_plan(args, info, out, planned, skipped, bound, total)
+    if args.dry_run:
+        return 0
+    results = _run_parts(args, out, planned, skipped, bound, started)
     text = report.write(results, skipped, info, args.cpu_rehearsal, bound, time.monotonic() - started)
     atomic_write_text(out / "gpu-check.md", text)
     print(f"\nreport: {out / 'gpu-check.md'}")
