@@ -202,8 +202,10 @@ def drain_lines(verdict: dict) -> list[str]:
 def verdict_markdown(verdict: dict, site: str) -> str:
     lines = [f"# exabench cluster acceptance: site {site}", ""]
     c = verdict["criteria"]
-    lines += [f"Judged against peers: slow = worse than the median by more than {c['z_max']} robust z "
-              f"(MAD) and by more than {c['min_effect']:.0%}; a bad node is slow in at least "
+    best = f" ({', '.join(c['best_of'])}: best sample)" if c["best_of"] else ""
+    lines += [f"Judged against peers{best}: slow = worse than the median by more than {c['z_max']} robust z "
+              f"(0.6745 x deviation of the logarithm / MAD of the logarithms; the table's MAD is the plain "
+              f"one) and by more than {c['min_effect']:.0%}; a bad node is slow in at least "
               f"{c['node_min_tests']} of its own tests or fails one; a pair is slow in {c['pair_min_tests']} of "
               "its tests (or all it has); a bad link: every pair of the node slow, its partners fine elsewhere.", ""]
     for title, table in (("Bad nodes (drain)", verdict["bad_nodes"]), ("Bad links (check)", verdict["bad_links"])):

@@ -21,6 +21,8 @@ import pytest
 
 from helpers_sites import REPO
 
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
 SCRIPT = REPO / "scripts" / "slurm-cluster.sh"
 CLUSTER_DIR = Path("/tmp/exabench-cluster")  # profiles/slurm-cluster/site.yaml names its slurm.conf
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -95,7 +97,7 @@ def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_pat
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, work / name)
     (work / "config" / "ci.yaml").write_text(CONFIG)
     res = subprocess.run([SNAKEMAKE, "node_acceptance", "--profile", "profiles/slurm-cluster", "--configfile",
-                          "config/ci.yaml"], cwd=work, env=cluster, capture_output=True, text=True, timeout=900)
+                          "config/ci.yaml"], cwd=work, env=cluster, capture_output=True, text=True, timeout=480)
     out = work / "results" / "slurm-cluster" / "acceptance" / "cluster"
     report = (out / "verdict.md").read_text() if (out / "verdict.md").exists() else res.stdout[-4000:]
     assert res.returncode != 0, "a flagged node must fail the target:\n" + report
