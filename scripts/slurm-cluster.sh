@@ -68,39 +68,15 @@ ClusterName=exabench-cluster
 SlurmctldHost=$(hostname -s)($host_ip)
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
-SlurmUser=root
-AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.sock
-CredType=cred/munge
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
-SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd-%n.pid
-SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd-%n.log
-TmpFS=$dir/tmp/%n
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
 TaskProlog=$dir/task-prolog.sh
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-MpiDefault=none
 # One license per rank: no more ranks run at once than the host has cores (the simulated nodes share them).
 Licenses=cores:$slots
 # A node that stops answering is DOWN within about SlurmdTimeout; one that registers again returns.
 ReturnToService=2
 SlurmdTimeout=20
-SlurmctldTimeout=30
 JobRequeue=0
-MinJobAge=600
-SchedulerType=sched/backfill
-InactiveLimit=0
-KillWait=5
 CONF
+        common_conf "$dir"
         for i in $(seq 1 "$n"); do
             node=$(node_name "$i")
             echo "NodeName=$node NodeHostname=$node NodeAddr=$(node_ip "$node") CPUs=$cpus_per_node RealMemory=$mem_per_node State=UNKNOWN"

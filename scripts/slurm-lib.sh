@@ -73,3 +73,36 @@ wait_nodes_up() {
     echo "$out" >&2
     return 1
 }
+
+# The slurm.conf lines both clusters share (munge, per-node spool, pid, log and PMIx tmp folders
+# under DIR, no accounting, cons_tres over CPUs): the facts of ../shared/PLATFORM.md.
+common_conf() {
+    local dir=$1
+    cat <<CONF
+SlurmUser=root
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge/munge.sock
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+TmpFS=$dir/tmp/%n
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MpiDefault=none
+MinJobAge=600
+SchedulerType=sched/backfill
+SlurmctldTimeout=30
+InactiveLimit=0
+KillWait=5
+CONF
+}

@@ -28,42 +28,22 @@ write_config() {
     host=$(hostname -s)
     mkdir -p "$dir"/{spool,state,log,run,tmp/n1,tmp/n2}
     munge_key "$dir"
-    cat > "$dir/slurm.conf" <<CONF
+    {
+        cat <<CONF
 # Written by scripts/slurm-local.sh: two slurmd (n1, n2) on this host, loopback only.
 ClusterName=exabench
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctld_port
-SlurmUser=root
-AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.sock
-CredType=cred/munge
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
-SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd-%n.pid
-SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd-%n.log
-TmpFS=$dir/tmp/%n
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-MpiDefault=none
 ReturnToService=2
-MinJobAge=600
-SchedulerType=sched/backfill
-SlurmctldTimeout=30
 SlurmdTimeout=60
-InactiveLimit=0
-KillWait=5
+CONF
+        common_conf "$dir"
+        cat <<CONF
 NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$node_port1 CPUs=$cpus_per_node RealMemory=$mem_per_node State=UNKNOWN
 NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$node_port2 CPUs=$cpus_per_node RealMemory=$mem_per_node State=UNKNOWN
 PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=30 MaxNodes=2 State=UP OverSubscribe=NO
 CONF
+    } > "$dir/slurm.conf"
     cat > "$dir/env.sh" <<ENV
 export SLURM_CONF=$dir/slurm.conf
 ENV
