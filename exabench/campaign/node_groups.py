@@ -176,13 +176,16 @@ def check_groups(groups: list[NodeGroup], runs: list[Run], config_file: str) -> 
                               f"on {len(g.nodes)}")
 
 
-def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, campaign: str) -> str:
-    """One batch script, pinned to the group's nodes, running `runs` (the group's: group_runs) in sequence."""
+def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, campaign: str,
+                 folders: dict[str, Path] | None = None, spec_args: dict[str, str] | None = None) -> str:
+    """One batch script, pinned to the group's nodes, running `runs` (the group's: group_runs) in sequence.
+    `folders` (real_folders of root) and `spec_args` (each run's spec path, shell-quoted) are made once
+    by group_files for all groups: a machine's 9,408 groups would resolve and quote them 9,408 times."""
     if not runs:
         raise ConfigError("config", KEY, group.name, f"a group with runs planned on {len(group.nodes)} node(s)",
                           "has no run")
     minutes = runs_walltime_min(site, runs, f"every_node group {group.name}")
-    folders = real_folders(root)
+    folders = folders or real_folders(root)
     out_dir = folders[""] / "nodes" / "groups"
     # Sized for the run that holds the most cores (and GPUs) per node; every run has the group's nodes.
     widest = max(runs, key=lambda r: (r.layout.ranks_per_node * r.layout.cores_per_rank, r.layout.gpus_per_node))
@@ -190,10 +193,15 @@ def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, camp
     request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes)
     # The bundle's header comment: a template of its own would be an edit that re-renders every run.
     return batch_script(site, request, f"{campaign} (every-node group {group.name})", len(runs), out_dir,
-                        _group_body(site, runs, group, folders))
+                        _group_body(site, runs, group, folders, spec_args or _spec_args(runs, folders)))
 
 
-def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str, Path]) -> str:
+def _spec_args(runs: list[Run], folders: dict[str, Path]) -> dict[str, str]:
+    return {r.run_id: shlex.quote(str(RunPaths(folders[""], r.run_id).spec)) for r in runs}
+
+
+def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str, Path],
+                spec_args: dict[str, str]) -> str:
     q, py = shlex.quote, shlex.quote(site.python_executable)
     pin = f"--node {q(group.name)} --group-nodes {q(','.join(group.nodes))}"
     lines = [f"# Every run planned on {len(group.nodes)} node(s), on node(s) {' '.join(group.nodes)}, in sequence.",
@@ -205,9 +213,9 @@ def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str
              f'  local node_spec; node_spec=$({py} -m exabench node-run --spec "$1" {pin}) && '
              f'{py} -m exabench execute --spec "$node_spec" || failed=$((failed + 1))',
              "}"]
+    records = str(folders["records"] / "nodes")
     for r in runs:
-        record = folders["records"] / "nodes" / f"{r.run_id}.node-{group.name}.json"
-        lines.append(f"run_on_group {q(str(RunPaths(folders[''], r.run_id).spec))} {q(str(record))}")
+        lines.append(f"run_on_group {spec_args[r.run_id]} {q(f'{records}/{r.run_id}.node-{group.name}.json')}")
     lines.append(f'echo "exabench every-node group {group.name}: {len(runs)} run(s), $failed failed to execute, '
                  '$skipped recorded before"')
     return "\n".join(lines)
@@ -224,10 +232,13 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
     by_size: dict[int, list[Run]] = {}
     for r in runs:
         by_size.setdefault(r.layout.nodes, []).append(r)
-    files = [(out / f"{g.name}.sh", group_script(by_size.get(len(g.nodes), []), site, root, g, campaign), 0o755)
-             for g in groups]
+    folders = real_folders(root)
+    spec_args = _spec_args(runs, folders)
+    files = [(out / f"{g.name}.sh", group_script(by_size.get(len(g.nodes), []), site, root, g, campaign, folders,
+                                                 spec_args), 0o755) for g in groups]
     submit = ["#!/usr/bin/env bash", f"# exabench: submit the {len(groups)} every-node group job(s) of campaign "
               f"{campaign}, one per group; runs recorded before are skipped inside each.", "set -euo pipefail"]
-    submit += [f"{SUBMIT[site.scheduler]} {shlex.quote(str(path.resolve()))}" for path, _, _ in files]
+    real_out = out.resolve()  # once: the scripts are written into it, none is a link of its own
+    submit += [f"{SUBMIT[site.scheduler]} {shlex.quote(str(real_out / path.name))}" for path, _, _ in files]
     files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o755))
     return files
