@@ -265,6 +265,14 @@ def render_campaign(runs: list[Run], site: Site, results_dir: str, log_path: str
         _say(log, f"{len(runs)} run(s) rendered, {written} file(s) written (the others were unchanged)")
 
 
+def digest(value) -> str:
+    """A short digest of a value made of dicts, lists and scalars: the param of a rule with many
+    outputs. Snakemake keeps a job's params in the record of each of its outputs: the whole plan
+    as the param of the render job (20,001 outputs at 10,000 runs) would be the plan 20,001 times
+    over (1.6 GB of metadata at 1,000 runs); its digest changes when the plan does, as the plan would."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def files_digest(paths) -> str:
     """One digest of the files' contents: a run's param that changes when a template it is rendered
     from changes (the run then runs again, as when its own spec changes)."""

@@ -225,14 +225,17 @@ def check_groups(groups: list[NodeGroup], runs: list[Run], config_file: str) -> 
                               f"on {len(g.nodes)}")
 
 
-def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, campaign: str, job: str = "") -> str:
+def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, campaign: str, job: str = "",
+                 folders: dict[str, Path] | None = None, spec_args: dict[str, str] | None = None) -> str:
     """One batch script, pinned to the group's nodes, running `runs` (the group's: group_runs, of
-    one allocation mode: node_sweep.allocation_modes) in sequence."""
+    one allocation mode: node_sweep.allocation_modes) in sequence. `folders` (real_folders of root)
+    and `spec_args` (each run's spec path, shell-quoted) are made once by group_files for all
+    groups: a machine's 9,408 groups would resolve and quote them 9,408 times."""
     if not runs:
         raise ConfigError("config", KEY, group.name, f"a group with runs planned on {len(group.nodes)} node(s)",
                           "has no run")
     minutes = runs_walltime_min(site, runs, f"every_node group {group.name}")
-    folders = real_folders(root)
+    folders = folders or real_folders(root)
     out_dir = folders[""] / "nodes" / "groups"
     # The group's whole nodes in the runs' allocation mode: the node's own request, whatever each run uses.
     layouts = [node_layout(site, len(group.nodes), r.layout) for r in runs]
@@ -243,7 +246,7 @@ def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, camp
     request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes) + slot_licenses(site, most_ranks)
     # The bundle's header comment: a template of its own would be an edit that re-renders every run.
     return batch_script(site, request, f"{campaign} (every-node group {group.name})", len(runs), out_dir,
-                        _group_body(site, runs, group, folders))
+                        _group_body(site, runs, group, folders, spec_args or _spec_args(runs, folders)))
 
 
 def slot_licenses(site: Site, run: Run) -> list[str]:
@@ -257,7 +260,12 @@ def slot_licenses(site: Site, run: Run) -> list[str]:
     return [f"--licenses={name}:{min(run.layout.ranks, int(count))}"]
 
 
-def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str, Path]) -> str:
+def _spec_args(runs: list[Run], folders: dict[str, Path]) -> dict[str, str]:
+    return {r.run_id: shlex.quote(str(RunPaths(folders[""], r.run_id).spec)) for r in runs}
+
+
+def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str, Path],
+                spec_args: dict[str, str]) -> str:
     q, py = shlex.quote, shlex.quote(site.python_executable)
     pin = f"--node {q(group.name)} --group-nodes {q(','.join(group.nodes))}"
     lines = [f"# Every run planned on {len(group.nodes)} node(s), on node(s) {' '.join(group.nodes)}, in sequence.",
@@ -269,9 +277,9 @@ def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str
              f'  local node_spec; node_spec=$({py} -m exabench node-run --spec "$1" {pin}) && '
              f'{py} -m exabench execute --spec "$node_spec" || failed=$((failed + 1))',
              "}"]
+    records = str(folders["records"] / "nodes")
     for r in runs:
-        record = folders["records"] / "nodes" / f"{r.run_id}.node-{group.name}.json"
-        lines.append(f"run_on_group {q(str(RunPaths(folders[''], r.run_id).spec))} {q(str(record))}")
+        lines.append(f"run_on_group {spec_args[r.run_id]} {q(f'{records}/{r.run_id}.node-{group.name}.json')}")
     lines.append(f'echo "exabench every-node group {group.name}: {len(runs)} run(s), $failed failed to execute, '
                  '$skipped recorded before"')
     return "\n".join(lines)
@@ -285,14 +293,17 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
         raise ConfigError("config", KEY, None, "every_node: {nodes: ..., group: 1|2|...|rack} in the campaign's "
                           "config", "is not set")
     out = Path(root) / "nodes" / "groups"
+    folders = real_folders(root)
+    spec_args = _spec_args(runs, folders)
     files = []
     for g, modes in group_jobs(runs, site, groups):
         for path, job in zip(node_sweep_paths(out / f"{g.name}.sh", len(modes)), modes):
-            files.append((path, group_script(job, site, root, g, campaign, path.stem), 0o755))
+            files.append((path, group_script(job, site, root, g, campaign, path.stem, folders, spec_args), 0o755))
     submit = ["#!/usr/bin/env bash", f"# exabench: submit the {len(files)} every-node group job(s) of campaign "
               f"{campaign}, one per group (per allocation mode); runs recorded before are skipped inside each.",
               "set -euo pipefail"]
-    submit += [f"{SUBMIT[site.scheduler]} {shlex.quote(str(path.resolve()))}" for path, _, _ in files]
+    real_out = out.resolve()  # once: the scripts are written into it, none is a link of its own
+    submit += [f"{SUBMIT[site.scheduler]} {shlex.quote(str(real_out / path.name))}" for path, _, _ in files]
     files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o755))
     return files
 

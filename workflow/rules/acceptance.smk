@@ -84,7 +84,7 @@ rule every_node_groups:
     log:
         f"{LOGS}/every_node_groups.log",
     params:
-        groups=[[g.name, *g.nodes] for g in NODE_GROUPS],
+        groups=get_node_groups_digest,
     run:
         pipeline.write_node_groups(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS, config["campaign"], log[0])
 

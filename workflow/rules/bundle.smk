@@ -20,6 +20,6 @@ rule bundle:
     log:
         f"{LOGS}/bundle.log",
     params:
-        runs=get_plan_dicts,
+        plan=get_plan_digest,
     run:
         pipeline.write_bundle_scripts(BUNDLES, SITE, RESULTS, config["campaign"], log[0])

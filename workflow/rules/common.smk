@@ -64,6 +64,15 @@ def get_run_spec_params(wildcards):
     return {"spec": RUN_DICTS[wildcards.run_id], "templates": TEMPLATES_DIGEST}
 
 
+# The plan's digest, made once: the param of the rules with an output per run (render).
+PLAN_DIGEST = pipeline.digest(list(RUN_DICTS.values()))
+
+
+def get_plan_digest(wildcards=None):
+    # A changed run re-renders the campaign (and the changed run alone runs again: run.smk).
+    return PLAN_DIGEST
+
+
 def get_plan_dicts(wildcards=None):
     # Every run as a dict: the plan rules' params (a changed run re-plans) and plan.json's content.
     return list(RUN_DICTS.values())
@@ -124,6 +133,11 @@ def get_report_outputs(wildcards=None):
 
 def get_missing_node_runs(wildcards=None):
     return pipeline.missing_node_runs(list(RUNS.values()), NODE_GROUPS, RESULTS)
+
+
+def get_node_groups_digest(wildcards=None):
+    # The groups' digest, not the groups: a param is kept in the record of each output (one per group).
+    return pipeline.digest([[group.name, *group.nodes] for group in NODE_GROUPS])
 
 
 def get_node_group_specs(wildcards=None):

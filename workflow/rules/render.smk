@@ -21,6 +21,6 @@ rule render:
     log:
         f"{LOGS}/render.log",
     params:
-        runs=get_plan_dicts,
+        plan=get_plan_digest,
     run:
         pipeline.render_campaign(list(RUNS.values()), SITE, RESULTS, log[0])

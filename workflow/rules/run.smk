@@ -30,13 +30,13 @@ rule run_benchmark:
         record=f"{RESULTS}/records/{{run_id}}.json",
     log:
         f"{LOGS}/runs/{{run_id}}.log",
-    params:
-        run=get_run_spec_params,
+    conda:
+        "../envs/exabench.yaml"
     threads: get_run_threads
     resources:
         **pipeline.job_resources(SITE, get_run),
-    conda:
-        "../envs/exabench.yaml"
+    params:
+        run=get_run_spec_params,
     shell:
         'PYTHONPATH="$EXABENCH_ROOT${{PYTHONPATH:+:$PYTHONPATH}}" "$EXABENCH_PYTHON" -m exabench execute'
         " --spec {input.spec:q} --log {log:q} --planned {input.run_ids:q}"
