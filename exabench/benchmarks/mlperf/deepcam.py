@@ -105,7 +105,7 @@ def average_batchnorm_statistics(model, world_size: int) -> None:
             offset += t.numel()
 
 
-def checked_milestones(p: DeepCAMParams, world_size: int) -> list[int]:
+def checked_milestones(p: DeepCAMParams, ctx) -> list[int]:
     """The LR milestones, after a ConfigError for any parameter this run cannot take (input size,
     milestones, the closed rules, batch-norm groups that do not divide the ranks)."""
     from exabench.benchmarks.mlperf.harness import require_closed_rules
@@ -118,9 +118,9 @@ def checked_milestones(p: DeepCAMParams, world_size: int) -> list[int]:
     except ValueError:
         raise ConfigError("(params)", "milestones", p.milestones, "space-separated step numbers") from None
     require_closed_rules(p, CLOSED_PARAMS, CLOSED_SAMPLES, count_samples)
-    if world_size % p.batchnorm_group_size:
+    if ctx.world.size % p.batchnorm_group_size:
         raise ConfigError(
-            "(params)", "batchnorm_group_size", p.batchnorm_group_size, f"a divisor of the {world_size} ranks"
+            "(params)", "batchnorm_group_size", p.batchnorm_group_size, f"a divisor of the {ctx.world.size} ranks"
         )
     return milestones
 
@@ -279,7 +279,7 @@ class DeepCAM(MLPerfBenchmark):  # time_to_train: to the target IoU
 
         from exabench.benchmarks.mlperf.harness import TrainingRun
 
-        milestones = checked_milestones(p, ctx.world.size)
+        milestones = checked_milestones(p, ctx)
         torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "deepcam", p) as tr:
             root, shift, scale = prepare_data(tr, p)
