@@ -478,38 +478,31 @@ def process(
     length = sl.stop - sl.start
     aatype = raw["aatype"][sl].astype(np.int64)
     msa, dels = raw["msa"][:, sl].astype(np.int64), raw["deletion_matrix"][:, sl]
+    f = {
+        "aatype": aatype,
+        "residue_index": raw["residue_index"][sl].astype(np.int64),
+        "seq_mask": np.ones(length, np.float32),
+        "target_feat": np.concatenate([np.zeros((length, 1), np.float32), np.eye(21, dtype=np.float32)[aatype]], -1),
+        **_msa_features(msa, dels, rng, n_clust, n_extra),
+        **_template_features(raw, templ, sl, n_templ),
+        **_structure_features(raw, chain, aatype, sl),
+        "resolution": np.float32(raw["resolution"]),
+        "seq_length": np.int64(n),
+        "use_clamped_fape": np.float32(rng.random() < clamped_fape_probability if train else 1.0),
+    }
+    return pad(pad_templates(f, n_templ), crop if train else length)
 
+
+def _msa_features(msa: np.ndarray, dels: np.ndarray, rng: np.random.Generator, n_clust: int, n_extra: int) -> dict:
+    """The clustered (BERT-masked) and extra MSA features of the cropped MSA and deletion matrix."""
     # MSA: the query stays first; random other rows are cluster centres, the rest extra sequences.
     order = np.concatenate([[0], 1 + rng.permutation(msa.shape[0] - 1)])
     centres, extra = order[:n_clust], order[n_clust : n_clust + n_extra]
     clust, clust_del = msa[centres], dels[centres]
     onehot = np.eye(MSA_CLASSES, dtype=np.float32)
     ext, ext_del = msa[extra], dels[extra]
-    # BERT masking of the clustered MSA first (the cluster profile then sees the mask tokens, so
-    # it does not reveal the masked residues); "profile" replacements follow the whole MSA's profile.
-    full_profile = onehot[msa].mean(0)  # [L, 23]
-    bert_mask = (rng.random(clust.shape) < 0.15).astype(np.float32)
-    choice = rng.random(clust.shape)
-    uniform = rng.integers(0, 20, clust.shape)
-    from_profile = (rng.random(clust.shape)[..., None] > full_profile.cumsum(-1)).sum(-1).clip(0, MSA_CLASSES - 1)
-    replaced = np.where(
-        choice < 0.1, uniform, np.where(choice < 0.2, from_profile, np.where(choice < 0.3, clust, MASK_TOKEN))
-    )
-    masked = np.where(bert_mask > 0, replaced, clust)
-
-    # Each extra sequence joins the centre it agrees with most (ignoring gaps); centre profiles
-    # and deletion means average the centre and its members.
-    agree = np.einsum("eic,kic->ek", onehot[ext][..., :21], onehot[masked][..., :21])
-    nearest = agree.argmax(1) if len(extra) else np.zeros(0, np.int64)
-    profile = onehot[masked].copy()
-    del_mean = clust_del.copy()
-    counts = np.ones(len(centres), np.float32)
-    for e, k in enumerate(nearest):
-        profile[k] += onehot[ext[e]]
-        del_mean[k] += ext_del[e]
-        counts[k] += 1
-    profile /= counts[:, None, None]
-    del_mean /= counts[:, None]
+    masked, bert_mask = _bert_mask(msa, clust, rng, onehot)
+    profile, del_mean = _cluster_profiles(masked, clust_del, ext, ext_del, onehot)
     msa_feat = np.concatenate(
         [
             onehot[masked],
@@ -520,18 +513,7 @@ def process(
         ],
         -1,
     ).astype(np.float32)
-    target_feat = np.concatenate([np.zeros((length, 1), np.float32), np.eye(21, dtype=np.float32)[aatype]], -1)
-
-    pos, amask = raw["all_atom_positions"][sl], raw["all_atom_mask"][sl]
-    t_aatype = raw["template_aatype"][:n_templ, sl].astype(np.int64)
-    t_pos, t_amask = raw["template_all_atom_positions"][:n_templ, sl], raw["template_all_atom_mask"][:n_templ, sl]
-    t_pb, t_pb_mask = _pseudo_beta(t_aatype, t_pos, t_amask)
-    pb, pb_mask = _pseudo_beta(aatype, pos, amask)
-    f = {
-        "aatype": aatype,
-        "residue_index": raw["residue_index"][sl].astype(np.int64),
-        "seq_mask": np.ones(length, np.float32),
-        "target_feat": target_feat,
+    return {
         "msa_feat": msa_feat,
         "msa_mask": np.ones(clust.shape, np.float32),
         "true_msa": clust,
@@ -540,6 +522,49 @@ def process(
         "extra_has_deletion": (ext_del > 0).astype(np.float32),
         "extra_deletion_value": _deletion_value(ext_del),
         "extra_msa_mask": np.ones(ext.shape, np.float32),
+    }
+
+
+def _bert_mask(msa: np.ndarray, clust: np.ndarray, rng: np.random.Generator, onehot: np.ndarray):
+    """(the clustered MSA with 15% of its residues replaced, the mask of those residues)."""
+    # BERT masking of the clustered MSA first (the cluster profile then sees the mask tokens, so
+    # it does not reveal the masked residues); "profile" replacements follow the whole MSA's profile.
+    full_profile = onehot[msa].mean(0)  # [L, 23]
+    bert_mask = (rng.random(clust.shape) < 0.15).astype(np.float32)
+    choice = rng.random(clust.shape)
+    uniform = rng.integers(0, 20, clust.shape)
+    from_profile = (rng.random(clust.shape)[..., None] > full_profile.cumsum(-1)).sum(-1).clip(0, MSA_CLASSES - 1)
+    replaced = np.where(
+        choice < 0.1, uniform, np.where(choice < 0.2, from_profile, np.where(choice < 0.3, clust, MASK_TOKEN))
+    )
+    return np.where(bert_mask > 0, replaced, clust), bert_mask
+
+
+def _cluster_profiles(masked, clust_del, ext, ext_del, onehot: np.ndarray):
+    """(each cluster's residue profile, its mean deletion count)."""
+    # Each extra sequence joins the centre it agrees with most (ignoring gaps); centre profiles
+    # and deletion means average the centre and its members.
+    agree = np.einsum("eic,kic->ek", onehot[ext][..., :21], onehot[masked][..., :21])
+    nearest = agree.argmax(1) if len(ext) else np.zeros(0, np.int64)
+    profile = onehot[masked].copy()
+    del_mean = clust_del.copy()
+    counts = np.ones(len(masked), np.float32)
+    for e, k in enumerate(nearest):
+        profile[k] += onehot[ext[e]]
+        del_mean[k] += ext_del[e]
+        counts[k] += 1
+    profile /= counts[:, None, None]
+    del_mean /= counts[:, None]
+    return profile, del_mean
+
+
+def _template_features(raw: dict, templ: list[dict], sl: slice, n_templ: int) -> dict:
+    """The first n_templ templates' features over the crop; templ their torsion angles (whole chains)."""
+    length = sl.stop - sl.start
+    t_aatype = raw["template_aatype"][:n_templ, sl].astype(np.int64)
+    t_pos, t_amask = raw["template_all_atom_positions"][:n_templ, sl], raw["template_all_atom_mask"][:n_templ, sl]
+    t_pb, t_pb_mask = _pseudo_beta(t_aatype, t_pos, t_amask)
+    return {
         "template_aatype": t_aatype,
         "template_all_atom_positions": t_pos.astype(np.float32),
         "template_all_atom_mask": t_amask.astype(np.float32),
@@ -552,16 +577,20 @@ def process(
             )
             for k, shape in TEMPLATE_TORSIONS.items()
         },
+    }
+
+
+def _structure_features(raw: dict, chain: dict, aatype: np.ndarray, sl: slice) -> dict:
+    """The true structure's features over the crop; chain the atom-level features of the whole chain."""
+    pos, amask = raw["all_atom_positions"][sl], raw["all_atom_mask"][sl]
+    pb, pb_mask = _pseudo_beta(aatype, pos, amask)
+    return {
         "all_atom_positions": pos.astype(np.float32),
         "all_atom_mask": amask.astype(np.float32),
         **{k: chain[k][sl] for k in CHAIN_ATOM_FEATURES},
         "pseudo_beta": pb.astype(np.float32),
         "pseudo_beta_mask": pb_mask.astype(np.float32),
-        "resolution": np.float32(raw["resolution"]),
-        "seq_length": np.int64(n),
-        "use_clamped_fape": np.float32(rng.random() < clamped_fape_probability if train else 1.0),
     }
-    return pad(pad_templates(f, n_templ), crop if train else length)
 
 
 def pad_templates(f: dict, n_templ: int) -> dict:

@@ -96,6 +96,83 @@ def parse_decay(text: str, key: str = "decay_schedule") -> dict[int, float]:
         ) from None
 
 
+def prepare_data(tr, p: CosmoFlowParams) -> Path:
+    """The data set (generated untimed when no data_dir is given), staged and sharded over the
+    ranks; the root the run reads from."""
+    from exabench.data import cosmo
+
+    root = tr.data_root(
+        lambda r: cosmo.generate(r, p.n_train, p.n_validation, p.sample_size, seed=p.data_seed, formats=(p.data_format,)),
+        "validation",
+    )
+    tr.begin_init()
+    root = tr.stage(root, [str(f) for f in root.rglob("*") if f.is_file() and f.parent.name in cosmo.SPLITS])
+    tr.shard(
+        cosmo.list_samples(root / "train", p.data_format, p.sample_size),
+        cosmo.list_samples(root / "validation", p.data_format, p.sample_size),
+    )
+    return root
+
+
+def build_training(tr, p: CosmoFlowParams):
+    """The seeded network on the run's device, its DDP wrapper and SGD over it."""
+    import torch
+
+    from exabench.models.cosmoflow import CosmoFlow as Net
+
+    torch.manual_seed(p.seed)
+    model = Net(p.sample_size, **network_settings(p)).to(tr.device)
+    ddp = devices.ddp(model, tr.device)
+    opt = torch.optim.SGD(ddp.parameters(), lr=p.base_lr, momentum=p.momentum)
+    return model, ddp, opt
+
+
+def log_optimizer(log, p: CosmoFlowParams, global_batch: int, decay: dict[int, float]) -> float:
+    """The optimizer's keys in the MLPerf log; returns the peak LR (base_lr scaled to the global batch)."""
+    peak = p.base_lr * global_batch / p.base_batch
+    # As the reference logs them: its "base" LR is the scaled one, the warmup factor the scaling.
+    for key, value in (
+        ("opt_name", "SGD"),
+        ("opt_base_learning_rate", peak),
+        ("opt_learning_rate_warmup_epochs", p.warmup_epochs),
+        ("opt_learning_rate_warmup_factor", global_batch / p.base_batch),
+        ("opt_learning_rate_decay_boundary_epochs", sorted(decay)),
+        ("opt_learning_rate_decay_factor", max(decay.values()) if decay else 1.0),
+        ("dropout", p.dropout),
+        ("opt_weight_decay", p.weight_decay),
+    ):
+        log.event(key, value)
+    return peak
+
+
+def train_to_target(tr, p: CosmoFlowParams, model, ddp, opt, decay: dict[int, float]):
+    """Epochs of SGD on the reference's LR schedule, each followed by the validation MAE, until the target."""
+    import numpy as np
+    import torch
+
+    from exabench.data import cosmo
+    from exabench.training.optim import cosmoflow_lr
+
+    def batch(refs):
+        xs, ys = zip(*(cosmo.load_sample(r, p.data_format, p.sample_size) for r in refs))
+        x = torch.from_numpy(np.stack([cosmo.log_transform(x) for x in xs])).to(tr.device)
+        return x, torch.from_numpy(np.stack(ys)).to(tr.device)
+
+    def train_epoch(epoch: int):
+        for g in opt.param_groups:  # Keras' LearningRateScheduler counts epochs from 0
+            g["lr"] = cosmoflow_lr(epoch - 1, p.base_lr, tr.global_batch, p.base_batch, p.warmup_epochs, decay)
+        return tr.train_epoch(epoch, ddp, opt, batch, loss)
+
+    def loss(out, y):  # Keras' mse plus the regularisation losses of the model
+        mse = torch.nn.functional.mse_loss(out, y)
+        return mse + p.weight_decay * model.l2_penalty() if p.weight_decay else mse
+
+    def evaluate(epoch: int) -> float:  # MAE over samples and the 4 targets, as Keras'
+        return tr.evaluate(model, batch, lambda out, y: (float((out - y).abs().sum()), y.numel()))
+
+    return tr.train(p.max_epochs, train_epoch, evaluate, "eval_error", p.target_mae, False)
+
+
 @register
 class CosmoFlow(MLPerfBenchmark):  # time_to_train: to the target MAE
     name = "cosmoflow"
@@ -131,67 +208,18 @@ class CosmoFlow(MLPerfBenchmark):  # time_to_train: to the target MAE
     }
 
     def run(self, p: CosmoFlowParams, ctx) -> Outcome:
-        import numpy as np
         import torch
 
-        from exabench.data import cosmo
         from exabench.benchmarks.mlperf.harness import TrainingRun
-        from exabench.models.cosmoflow import CosmoFlow as Net
-        from exabench.training.optim import cosmoflow_lr
 
         decay = parse_decay(p.decay_schedule)
         closed_rules(p)
         torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "cosmoflow", p) as tr:
-            root = tr.data_root(
-                lambda r: cosmo.generate(
-                    r, p.n_train, p.n_validation, p.sample_size, seed=p.data_seed, formats=(p.data_format,)
-                ),
-                "validation",
-            )
-            tr.begin_init()
-            root = tr.stage(root, [str(f) for f in root.rglob("*") if f.is_file() and f.parent.name in cosmo.SPLITS])
-            tr.shard(
-                cosmo.list_samples(root / "train", p.data_format, p.sample_size),
-                cosmo.list_samples(root / "validation", p.data_format, p.sample_size),
-            )
-            gb = tr.global_batch
-            torch.manual_seed(p.seed)
-            model = Net(p.sample_size, **network_settings(p)).to(tr.device)
-            ddp = devices.ddp(model, tr.device)
-            opt = torch.optim.SGD(ddp.parameters(), lr=p.base_lr, momentum=p.momentum)
-            peak = p.base_lr * gb / p.base_batch
-            # As the reference logs them: its "base" LR is the scaled one, the warmup factor the scaling.
-            for key, value in (
-                ("opt_name", "SGD"),
-                ("opt_base_learning_rate", peak),
-                ("opt_learning_rate_warmup_epochs", p.warmup_epochs),
-                ("opt_learning_rate_warmup_factor", gb / p.base_batch),
-                ("opt_learning_rate_decay_boundary_epochs", sorted(decay)),
-                ("opt_learning_rate_decay_factor", max(decay.values()) if decay else 1.0),
-                ("dropout", p.dropout),
-                ("opt_weight_decay", p.weight_decay),
-            ):
-                tr.log.event(key, value)
-
-            def batch(refs):
-                xs, ys = zip(*(cosmo.load_sample(r, p.data_format, p.sample_size) for r in refs))
-                x = torch.from_numpy(np.stack([cosmo.log_transform(x) for x in xs])).to(tr.device)
-                return x, torch.from_numpy(np.stack(ys)).to(tr.device)
-
-            def train_epoch(epoch: int):
-                for g in opt.param_groups:  # Keras' LearningRateScheduler counts epochs from 0
-                    g["lr"] = cosmoflow_lr(epoch - 1, p.base_lr, gb, p.base_batch, p.warmup_epochs, decay)
-                return tr.train_epoch(epoch, ddp, opt, batch, loss)
-
-            def loss(out, y):  # Keras' mse plus the regularisation losses of the model
-                mse = torch.nn.functional.mse_loss(out, y)
-                return mse + p.weight_decay * model.l2_penalty() if p.weight_decay else mse
-
-            def evaluate(epoch: int) -> float:  # MAE over samples and the 4 targets, as Keras'
-                return tr.evaluate(model, batch, lambda out, y: (float((out - y).abs().sum()), y.numel()))
-
-            result = tr.train(p.max_epochs, train_epoch, evaluate, "eval_error", p.target_mae, False)
+            root = prepare_data(tr, p)
+            model, ddp, opt = build_training(tr, p)
+            peak = log_optimizer(tr.log, p, tr.global_batch, decay)
+            result = train_to_target(tr, p, model, ddp, opt, decay)
             return tr.outcome(
                 result,
                 model,
@@ -201,6 +229,83 @@ class CosmoFlow(MLPerfBenchmark):  # time_to_train: to the target MAE
                 False,
                 {"peak_lr": peak, "data_dir": str(root), "data_format": p.data_format},
             )
+
+
+def require_one_tfrecord_process(p: CosmoFlowParams, ctx) -> None:
+    """A ConfigError unless the run is what the Keras version can do: one process reading TFRecords in place."""
+    if ctx.world.size != 1:
+        raise ConfigError(
+            "(params)",
+            "ranks",
+            ctx.world.size,
+            "1 (the Keras version runs in one process; use 'cosmoflow' for data-parallel runs)",
+        )
+    if p.data_format != "tfrecord" or p.stage_dir:
+        raise ConfigError(
+            "(params)",
+            "data_format/stage_dir",
+            (p.data_format, p.stage_dir),
+            "tfrecord without staging for the Keras version",
+        )
+
+
+def start_tensorflow(threads: int, seed: int):
+    """TensorFlow on `threads` threads, seeded; the module."""
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    except RuntimeError:  # TensorFlow already started in this process: its thread pool stays
+        pass
+    tf.keras.utils.set_random_seed(seed)
+    return tf
+
+
+def keras_train_to_target(log, p: CosmoFlowParams, model, opt, train_files: list[str], val_files: list[str],
+                          decay: dict[int, float]):
+    """Keras epochs over the tf.data pipelines on the reference's LR schedule until the target
+    MAE: (the run's result, the loss of each epoch)."""
+    import time
+
+    import tensorflow as tf
+
+    from exabench.benchmarks.mlperf import harness as mlperf
+    from exabench.models.cosmoflow_keras import tfrecord_dataset
+    from exabench.training.optim import cosmoflow_lr
+
+    steps = len(train_files) // p.batch_size
+    train_ds = tfrecord_dataset(train_files, p.sample_size, p.batch_size, shuffle_seed=p.seed).repeat()
+    # A known length (one sample per file) lets Keras evaluate the whole set every epoch.
+    val_ds = tfrecord_dataset(val_files, p.sample_size, p.batch_size).apply(
+        tf.data.experimental.assert_cardinality(-(-len(val_files) // p.batch_size))
+    )
+    losses: list[float] = []
+
+    def train_epoch(epoch: int):
+        opt.learning_rate.assign(
+            cosmoflow_lr(epoch - 1, p.base_lr, p.batch_size, p.base_batch, p.warmup_epochs, decay)
+        )
+        t0 = time.perf_counter()
+        history = model.fit(train_ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False)
+        seconds = time.perf_counter() - t0
+        losses.append(float(history.history["loss"][-1]))
+        return seconds, steps * p.batch_size, losses[-1]
+
+    def evaluate(epoch: int) -> float:
+        return float(model.evaluate(val_ds, verbose=0, return_dict=True)["mae"])
+
+    log.end("init_stop")
+    result = mlperf.run_to_target(
+        log,
+        p.max_epochs,
+        train_epoch,
+        evaluate,
+        "eval_error",
+        p.target_mae,
+        higher_is_better=False,
+        barrier=lambda: None,
+    )
+    return result, losses
 
 
 @register
@@ -215,35 +320,13 @@ class CosmoFlowKeras(CosmoFlow):
     communication = {"pattern": "none"}  # one process (see above)
 
     def run(self, p: CosmoFlowParams, ctx) -> Outcome:
-        import time
-
         from exabench.benchmarks.mlperf import harness as mlperf
         from exabench.data import cosmo
-        from exabench.models.cosmoflow_keras import build_model, tfrecord_dataset
-        from exabench.training.optim import cosmoflow_lr
+        from exabench.models.cosmoflow_keras import build_model
 
-        if ctx.world.size != 1:
-            raise ConfigError(
-                "(params)",
-                "ranks",
-                ctx.world.size,
-                "1 (the Keras version runs in one process; use 'cosmoflow' for data-parallel runs)",
-            )
-        if p.data_format != "tfrecord" or p.stage_dir:
-            raise ConfigError(
-                "(params)",
-                "data_format/stage_dir",
-                (p.data_format, p.stage_dir),
-                "tfrecord without staging for the Keras version",
-            )
+        require_one_tfrecord_process(p, ctx)
         closed_rules(p)
-        import tensorflow as tf
-
-        try:
-            tf.config.threading.set_intra_op_parallelism_threads(ctx.threads)
-        except RuntimeError:  # TensorFlow already started in this process: its thread pool stays
-            pass
-        tf.keras.utils.set_random_seed(p.seed)
+        tf = start_tensorflow(ctx.threads, p.seed)
         decay = parse_decay(p.decay_schedule)
         root = Path(p.data_dir) if p.data_dir else Path(ctx.run_dir) / "data"
         if not p.data_dir and not (root / "validation").exists():
@@ -256,55 +339,13 @@ class CosmoFlowKeras(CosmoFlow):
         mlperf.log_common(log, ctx, p.batch_size, p.seed)
         train_files = [str(f) for f in cosmo.list_files(root / "train")]
         val_files = [str(f) for f in cosmo.list_files(root / "validation")]
-        steps = len(train_files) // p.batch_size
         log.event("train_samples", len(train_files))
         log.event("eval_samples", len(val_files))
         model = build_model(p.sample_size, **network_settings(p), l2=p.weight_decay)
         opt = tf.keras.optimizers.SGD(learning_rate=p.base_lr, momentum=p.momentum)
         model.compile(optimizer=opt, loss="mse", metrics=["mae"])
-        peak = p.base_lr * p.batch_size / p.base_batch
-        for key, value in (
-            ("opt_name", "SGD"),
-            ("opt_base_learning_rate", peak),
-            ("opt_learning_rate_warmup_epochs", p.warmup_epochs),
-            ("opt_learning_rate_warmup_factor", p.batch_size / p.base_batch),
-            ("opt_learning_rate_decay_boundary_epochs", sorted(decay)),
-            ("opt_learning_rate_decay_factor", max(decay.values()) if decay else 1.0),
-            ("dropout", p.dropout),
-            ("opt_weight_decay", p.weight_decay),
-        ):
-            log.event(key, value)
-        train_ds = tfrecord_dataset(train_files, p.sample_size, p.batch_size, shuffle_seed=p.seed).repeat()
-        # A known length (one sample per file) lets Keras evaluate the whole set every epoch.
-        val_ds = tfrecord_dataset(val_files, p.sample_size, p.batch_size).apply(
-            tf.data.experimental.assert_cardinality(-(-len(val_files) // p.batch_size))
-        )
-        losses: list[float] = []
-
-        def train_epoch(epoch: int):
-            opt.learning_rate.assign(
-                cosmoflow_lr(epoch - 1, p.base_lr, p.batch_size, p.base_batch, p.warmup_epochs, decay)
-            )
-            t0 = time.perf_counter()
-            history = model.fit(train_ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False)
-            seconds = time.perf_counter() - t0
-            losses.append(float(history.history["loss"][-1]))
-            return seconds, steps * p.batch_size, losses[-1]
-
-        def evaluate(epoch: int) -> float:
-            return float(model.evaluate(val_ds, verbose=0, return_dict=True)["mae"])
-
-        log.end("init_stop")
-        result = mlperf.run_to_target(
-            log,
-            p.max_epochs,
-            train_epoch,
-            evaluate,
-            "eval_error",
-            p.target_mae,
-            higher_is_better=False,
-            barrier=lambda: None,
-        )
+        peak = log_optimizer(log, p, p.batch_size, decay)
+        result, losses = keras_train_to_target(log, p, model, opt, train_files, val_files, decay)
         return mlperf.train_outcome(
             result,
             losses,

@@ -56,6 +56,7 @@ class DeepCAMParams(MLPerfParams, seed=333, data_set="DeepCAM", staging_timed=Tr
 # reference network at full size, the quality target, and the data set (MLPerf-HPC rules).
 CLOSED_PARAMS = {"height": 768, "width": 1152, "model_width": 1, "middle_blocks": 16, "target_iou": 0.82}
 CLOSED_SAMPLES = (121266, 15158)  # training, validation samples of the DeepCAM data set
+OPT_EPS = 1e-6  # the optimizer's eps, fixed by the HPC rules (logged as opt_eps)
 
 
 def count_samples(root) -> tuple[int, int]:
@@ -104,6 +105,139 @@ def average_batchnorm_statistics(model, world_size: int) -> None:
             offset += t.numel()
 
 
+def checked_milestones(p: DeepCAMParams, ctx) -> list[int]:
+    """The LR milestones, after a ConfigError for any parameter this run cannot take (input size,
+    milestones, the closed rules, batch-norm groups that do not divide the ranks)."""
+    from exabench.benchmarks.mlperf.harness import require_closed_rules
+
+    for key in ("height", "width"):
+        if getattr(p, key) % 16:
+            raise ConfigError("(params)", key, getattr(p, key), "a multiple of 16 (output stride)")
+    try:
+        milestones = [int(m) for m in p.milestones.split()]
+    except ValueError:
+        raise ConfigError("(params)", "milestones", p.milestones, "space-separated step numbers") from None
+    require_closed_rules(p, CLOSED_PARAMS, CLOSED_SAMPLES, count_samples)
+    if ctx.world.size % p.batchnorm_group_size:
+        raise ConfigError(
+            "(params)", "batchnorm_group_size", p.batchnorm_group_size, f"a divisor of the {ctx.world.size} ranks"
+        )
+    return milestones
+
+
+def prepare_data(tr, p: DeepCAMParams):
+    """The data set (generated untimed when no data_dir is given), staged and sharded over the
+    ranks: (the root the run reads from, the normalisation's shift and scale)."""
+    from exabench.data import climate
+
+    root = tr.data_root(
+        lambda r: climate.generate(r, p.n_train, p.n_validation, p.height, p.width, seed=p.data_seed),
+        "stats.h5",
+    )
+    tr.begin_init()
+    tr.log.event("batchnorm_group_size", p.batchnorm_group_size)
+    root = tr.stage(root, [str(f) for f in root.rglob("*.h5")])
+    shift, scale = climate.read_stats(root / "stats.h5")
+    tr.shard(climate.list_samples(root / "train"), climate.list_samples(root / "validation"))
+    return root, shift, scale
+
+
+def batchnorm_group(world, group_size: int):
+    """This rank's group of `group_size` consecutive ranks whose batch norms are synchronised
+    (None: no synchronisation); every rank must create every group."""
+    import torch.distributed as dist
+
+    group = None
+    if group_size > 1:
+        for start in range(0, world.size, group_size):
+            g = dist.new_group(list(range(start, start + group_size)))
+            if start <= world.rank < start + group_size:
+                group = g
+    return group
+
+
+def build_training(tr, p: DeepCAMParams):
+    """The seeded network on the run's device, its DDP wrapper and the optimizer over it."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    from exabench.data import climate
+    from exabench.models.deeplab import DeepLabV3Plus
+    from exabench.training.optim import LAMB
+
+    group = batchnorm_group(tr.world, p.batchnorm_group_size)
+    torch.manual_seed(p.seed)
+    model = DeepLabV3Plus(
+        climate.CHANNELS, climate.CLASSES, p.model_width, p.middle_blocks, process_group=group
+    ).to(tr.device)
+    # As the reference: each rank keeps its own batch-norm statistics while training
+    # (no buffer broadcast); they are averaged over all ranks before each evaluation.
+    ddp = DistributedDataParallel(
+        model, device_ids=[tr.device.index] if tr.device.type == "cuda" else None, broadcast_buffers=False
+    )
+    betas = (p.beta1, p.beta2)
+    if p.optimizer == "LAMB":
+        opt = LAMB(ddp.parameters(), lr=p.start_lr, betas=betas, eps=OPT_EPS, weight_decay=p.weight_decay)
+    else:
+        cls = torch.optim.Adam if p.optimizer == "Adam" else torch.optim.AdamW
+        opt = cls(ddp.parameters(), lr=p.start_lr, betas=betas, eps=OPT_EPS, weight_decay=p.weight_decay)
+    return model, ddp, opt
+
+
+def log_optimizer(log, p: DeepCAMParams, milestones: list[int]) -> None:
+    """The optimizer's and the LR schedule's keys in the MLPerf log."""
+    keys = [
+        ("opt_name", p.optimizer),
+        ("opt_lr", p.start_lr),
+        ("opt_betas", [p.beta1, p.beta2]),
+        ("opt_eps", OPT_EPS),
+        ("opt_weight_decay", p.weight_decay),
+        ("scheduler_type", p.lr_schedule),
+        ("scheduler_lr_warmup_steps", p.warmup_steps),
+        ("scheduler_lr_warmup_factor", p.warmup_factor),
+    ]
+    if p.optimizer == "LAMB":
+        keys += [("opt_bias_correction", True), ("opt_grad_averaging", True), ("opt_max_grad_norm", 1.0)]
+    if p.lr_schedule == "multistep":
+        keys += [("scheduler_milestones", milestones), ("scheduler_decay_rate", p.decay_rate)]
+    else:
+        keys += [("scheduler_t_max", p.t_max), ("scheduler_eta_min", p.eta_min)]
+    for key, value in keys:
+        log.event(key, value)
+
+
+def train_to_target(tr, p: DeepCAMParams, model, ddp, opt, sched, shift, scale):
+    """Epochs of weighted cross-entropy, the LR scheduled per step, batch-norm statistics averaged
+    over the ranks after each, then the validation mean IoU, until the target."""
+    import numpy as np
+    import torch
+
+    from exabench.data import climate
+    from exabench.models import segmentation as seg
+
+    weights = torch.tensor(seg.class_weights(), dtype=torch.float32, device=tr.device)
+
+    def batch(files):
+        xs, ys = zip(*(climate.load_sample(f, shift, scale) for f in files))
+        return torch.from_numpy(np.stack(xs)).to(tr.device), torch.from_numpy(np.stack(ys)).to(tr.device)
+
+    def train_epoch(epoch: int):
+        result = tr.train_epoch(
+            epoch, ddp, opt, batch, lambda out, y: seg.weighted_cross_entropy(out, y, weights), sched.step
+        )
+        average_batchnorm_statistics(model, tr.world.size)
+        return result
+
+    def evaluate(epoch: int) -> float:  # mean over validation samples of the per-sample mean IoU
+        def score(out, y):
+            iou = seg.iou_per_sample(out.argmax(dim=1), y, climate.CLASSES)
+            return float(iou.sum()), len(iou)
+
+        return tr.evaluate(model, batch, score)
+
+    return tr.train(p.max_epochs, train_epoch, evaluate, "eval_accuracy", p.target_iou, True)
+
+
 @register
 class DeepCAM(MLPerfBenchmark):  # time_to_train: to the target IoU
     name = "deepcam"
@@ -141,104 +275,18 @@ class DeepCAM(MLPerfBenchmark):  # time_to_train: to the target IoU
     }
 
     def run(self, p: DeepCAMParams, ctx) -> Outcome:
-        import numpy as np
         import torch
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel
 
-        from exabench.data import climate
-        from exabench.benchmarks.mlperf.harness import TrainingRun, require_closed_rules
-        from exabench.models import segmentation as seg
-        from exabench.models.deeplab import DeepLabV3Plus
-        from exabench.training.optim import LAMB
+        from exabench.benchmarks.mlperf.harness import TrainingRun
 
-        for key in ("height", "width"):
-            if getattr(p, key) % 16:
-                raise ConfigError("(params)", key, getattr(p, key), "a multiple of 16 (output stride)")
-        try:
-            milestones = [int(m) for m in p.milestones.split()]
-        except ValueError:
-            raise ConfigError("(params)", "milestones", p.milestones, "space-separated step numbers") from None
-        require_closed_rules(p, CLOSED_PARAMS, CLOSED_SAMPLES, count_samples)
-        if ctx.world.size % p.batchnorm_group_size:
-            raise ConfigError(
-                "(params)", "batchnorm_group_size", p.batchnorm_group_size, f"a divisor of the {ctx.world.size} ranks"
-            )
+        milestones = checked_milestones(p, ctx)
         torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "deepcam", p) as tr:
-            world, log = tr.world, tr.log
-            root = tr.data_root(
-                lambda r: climate.generate(r, p.n_train, p.n_validation, p.height, p.width, seed=p.data_seed),
-                "stats.h5",
-            )
-            tr.begin_init()
-            log.event("batchnorm_group_size", p.batchnorm_group_size)
-            root = tr.stage(root, [str(f) for f in root.rglob("*.h5")])
-            shift, scale = climate.read_stats(root / "stats.h5")
-            tr.shard(climate.list_samples(root / "train"), climate.list_samples(root / "validation"))
-
-            # Batch-norm groups of consecutive ranks; every rank must create every group.
-            group = None
-            if p.batchnorm_group_size > 1:
-                for start in range(0, world.size, p.batchnorm_group_size):
-                    g = dist.new_group(list(range(start, start + p.batchnorm_group_size)))
-                    if start <= world.rank < start + p.batchnorm_group_size:
-                        group = g
-            torch.manual_seed(p.seed)
-            model = DeepLabV3Plus(
-                climate.CHANNELS, climate.CLASSES, p.model_width, p.middle_blocks, process_group=group
-            ).to(tr.device)
-            # As the reference: each rank keeps its own batch-norm statistics while training
-            # (no buffer broadcast); they are averaged over all ranks before each evaluation.
-            ddp = DistributedDataParallel(
-                model, device_ids=[tr.device.index] if tr.device.type == "cuda" else None, broadcast_buffers=False
-            )
-            betas, eps = (p.beta1, p.beta2), 1e-6  # eps is fixed by the HPC rules (opt_eps)
-            if p.optimizer == "LAMB":
-                opt = LAMB(ddp.parameters(), lr=p.start_lr, betas=betas, eps=eps, weight_decay=p.weight_decay)
-            else:
-                cls = torch.optim.Adam if p.optimizer == "Adam" else torch.optim.AdamW
-                opt = cls(ddp.parameters(), lr=p.start_lr, betas=betas, eps=eps, weight_decay=p.weight_decay)
+            root, shift, scale = prepare_data(tr, p)
+            model, ddp, opt = build_training(tr, p)
             sched = lr_scheduler(opt, p, milestones)
-            keys = [
-                ("opt_name", p.optimizer),
-                ("opt_lr", p.start_lr),
-                ("opt_betas", list(betas)),
-                ("opt_eps", eps),
-                ("opt_weight_decay", p.weight_decay),
-                ("scheduler_type", p.lr_schedule),
-                ("scheduler_lr_warmup_steps", p.warmup_steps),
-                ("scheduler_lr_warmup_factor", p.warmup_factor),
-            ]
-            if p.optimizer == "LAMB":
-                keys += [("opt_bias_correction", True), ("opt_grad_averaging", True), ("opt_max_grad_norm", 1.0)]
-            if p.lr_schedule == "multistep":
-                keys += [("scheduler_milestones", milestones), ("scheduler_decay_rate", p.decay_rate)]
-            else:
-                keys += [("scheduler_t_max", p.t_max), ("scheduler_eta_min", p.eta_min)]
-            for key, value in keys:
-                log.event(key, value)
-            weights = torch.tensor(seg.class_weights(), dtype=torch.float32, device=tr.device)
-
-            def batch(files):
-                xs, ys = zip(*(climate.load_sample(f, shift, scale) for f in files))
-                return torch.from_numpy(np.stack(xs)).to(tr.device), torch.from_numpy(np.stack(ys)).to(tr.device)
-
-            def train_epoch(epoch: int):
-                result = tr.train_epoch(
-                    epoch, ddp, opt, batch, lambda out, y: seg.weighted_cross_entropy(out, y, weights), sched.step
-                )
-                average_batchnorm_statistics(model, world.size)
-                return result
-
-            def evaluate(epoch: int) -> float:  # mean over validation samples of the per-sample mean IoU
-                def score(out, y):
-                    iou = seg.iou_per_sample(out.argmax(dim=1), y, climate.CLASSES)
-                    return float(iou.sum()), len(iou)
-
-                return tr.evaluate(model, batch, score)
-
-            result = tr.train(p.max_epochs, train_epoch, evaluate, "eval_accuracy", p.target_iou, True)
+            log_optimizer(tr.log, p, milestones)
+            result = train_to_target(tr, p, model, ddp, opt, sched, shift, scale)
             return tr.outcome(
                 result,
                 model,

@@ -308,7 +308,6 @@ class TrainingRun:
                     after_step: Callable[[], object] = lambda: None) -> tuple[float, int, float]:
         """One pass over this rank's shard in a seeded order: (slowest rank's s, global samples, mean loss)."""
         import numpy as np
-        import torch
         bs = self.p.batch_size
         order = np.random.default_rng(self.p.seed + epoch).permutation(self.n_local)
         ddp.train()
@@ -322,12 +321,18 @@ class TrainingRun:
             opt.step()
             after_step()
             total += float(loss.detach())
+        return self.epoch_summary(t0, total, self.steps)
+
+    def epoch_summary(self, t0: float, total_loss: float, steps: int) -> tuple[float, int, float]:
+        """After `steps` steps since perf_counter() read t0, their losses summing to total_loss on this
+        rank: (slowest rank's s, global samples, mean loss); the mean loss is kept for the record."""
+        import torch
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         seconds = allreduce([time.perf_counter() - t0], "max")[0]
-        mean_loss = allreduce([total / self.steps])[0] / self.world.size
+        mean_loss = allreduce([total_loss / steps])[0] / self.world.size
         self.losses.append(mean_loss)
-        return seconds, self.steps * self.global_batch, mean_loss
+        return seconds, steps * self.global_batch, mean_loss
 
     def evaluate(self, model, batch: Callable, score: Callable) -> float:
         """sum of score(output, y) (-> (sum, count)) over this rank's validation shard, reduced over ranks."""

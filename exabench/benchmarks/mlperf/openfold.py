@@ -192,6 +192,197 @@ def save_checkpoint(model, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def check_params(p: OpenFoldParams) -> None:
+    """A ConfigError for parameters this run cannot take: the closed rules, the generated chains' lengths and MSAs."""
+    from exabench.errors import ConfigError
+
+    closed_rules(p)
+    if p.min_length > p.max_length:
+        raise ConfigError("(params)", "min_length", p.min_length, f"<= max_length ({p.max_length})")
+    if p.msa_depth < p.max_msa_clusters:
+        raise ConfigError("(params)", "msa_depth", p.msa_depth, f">= max_msa_clusters ({p.max_msa_clusters})")
+
+
+def prepare_data(tr, p: OpenFoldParams) -> Path:
+    """The data set (generated untimed when no data_dir is given), staged and sharded over the
+    ranks; the root the run reads from."""
+    from exabench.data import openfold as data
+    from exabench.models.alphafold import atoms
+
+    root = tr.data_root(
+        lambda r: data.generate(
+            r,
+            atoms,
+            p.n_train,
+            p.n_validation,
+            p.min_length,
+            p.max_length,
+            p.msa_depth,
+            p.max_templates,
+            seed=p.data_seed,
+            families=p.families,
+        ),
+        data.DATA_MARKER,
+    )
+    tr.begin_init()
+    root = tr.stage(root, [str(f) for f in root.rglob("*") if f.is_file()])
+    chains = data_chains(root)
+    tr.shard(chains["train"], chains["validation"])
+    return root
+
+
+def build_training(tr, p: OpenFoldParams):
+    """The seeded (or checkpointed) network on the run's device, its DDP wrapper, the weight
+    average that is evaluated, and Adam."""
+    import torch
+
+    from exabench.models.alphafold import AlphaFold
+
+    torch.manual_seed(p.seed)
+    model = AlphaFold(network_config(p))
+    if p.init_checkpoint:
+        path = TINY_CHECKPOINT if p.init_checkpoint == "tiny" else p.init_checkpoint
+        tr.log.event("init_checkpoint_sha256sum", load_checkpoint(model, str(path)))
+    model = model.to(tr.device)
+    ddp = devices.ddp(model, tr.device)
+    swa = torch.optim.swa_utils.AveragedModel(
+        model, avg_fn=lambda avg, new, n: avg + (new - avg) * (1.0 - p.swa_decay_rate)
+    )
+    opt = torch.optim.Adam(
+        ddp.parameters(), lr=p.base_lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, amsgrad=False
+    )
+    return model, ddp, swa, opt
+
+
+def log_training(log, p: OpenFoldParams, n_params: int, w) -> None:
+    """The network's, data's, loss's and optimizer's keys in the MLPerf log; `w` the loss weights."""
+    for key, value in (
+        ("model_parameters_count", n_params),
+        ("target_avg_lddt_ca_value", p.target_lddt_ca),
+        ("train_max_pdb_release_date", TRAIN_MAX_PDB_RELEASE_DATE),
+        ("val_min_cameo_submission_date", VAL_CAMEO_DATES[0]),
+        ("val_max_cameo_submission_date", VAL_CAMEO_DATES[1]),
+        ("val_max_sequence_length", VAL_MAX_SEQUENCE_LENGTH),
+        ("val_every_iters", p.val_every_iters),
+        ("precision", "fp32"),
+        ("train_sequence_crop_size", p.crop_size),
+        ("num_recycling_iters", p.num_recycling_iters),
+        ("max_msa_clusters", p.max_msa_clusters),
+        ("max_extra_msa", p.max_extra_msa),
+        ("templates_enabled", True),
+        ("max_templates", p.max_templates),
+        ("fape_loss_weight", w.fape),
+        ("fape_loss_backbone_weight", w.fape_backbone),
+        ("fape_loss_sidechain_weight", w.fape_sidechain),
+        ("supervised_chi_loss_weight", w.supervised_chi),
+        ("distogram_loss_weight", w.distogram),
+        ("masked_msa_loss_weight", w.masked_msa),
+        ("plddt_loss_weight", w.plddt),
+        ("opt_name", "Adam"),
+        ("opt_base_learning_rate", p.base_lr),
+        ("opt_adam_beta_1", 0.9),
+        ("opt_adam_beta_2", 0.999),
+        ("opt_adam_epsilon", 1e-6),
+        ("opt_weight_decay", 0.0),
+        ("opt_amsgrad", False),
+        ("opt_gradient_clipping", True),
+        ("opt_gradient_clip_norm", p.clip_grad_max_norm),
+        ("opt_learning_rate_warmup_init", p.warmup_lr_init),
+        ("opt_learning_rate_warmup_steps", p.warmup_lr_iters),
+        ("swa_enabled", True),
+        ("swa_decay_rate", p.swa_decay_rate),
+        ("initial_training_dataloader_type", "InitialTrainingDataloaderPT"),
+    ):
+        log.event(key, value)
+
+
+class Cycles:
+    """One rank's train-validation cycles (a log epoch each): val_every_iters training steps on
+    random crops, then lDDT-Ca of the weight average on whole validation chains. Counts the
+    steps and keeps every step's loss terms."""
+
+    def __init__(self, tr, p: OpenFoldParams, root: Path, model, ddp, swa, opt, weights):
+        self.tr, self.p, self.root = tr, p, root
+        self.model, self.ddp, self.swa, self.opt, self.weights = model, ddp, swa, opt, weights
+        self.steps = 0
+        self.terms: list[dict] = []
+
+    def to_device(self, examples: list[dict]) -> dict:
+        import numpy as np
+        import torch
+
+        from exabench.data import openfold as data
+
+        return {k: torch.from_numpy(np.asarray(v)).to(self.tr.device) for k, v in data.collate(examples).items()}
+
+    def features(self, f: str, rng, train: bool) -> dict:
+        """The features of chain file f: a random crop for training, the whole chain for validation."""
+        from exabench.data import openfold as data
+        from exabench.models.alphafold import atoms
+
+        p = self.p
+        raw = data.read_raw(self.root, f, p.max_templates)
+        crop = p.crop_size if train else len(raw["aatype"])
+        return data.process(
+            raw, rng, crop, p.max_msa_clusters, p.max_extra_msa, p.max_templates, train=train, atoms=atoms
+        )
+
+    def train(self, cycle: int):
+        """val_every_iters steps: (slowest rank's seconds, global chains, mean loss)."""
+        import numpy as np
+
+        tr, p = self.tr, self.p
+        self.ddp.train()
+        # every rank draws its own chains; the recycling count is shared, as one step's
+        rng = np.random.default_rng([p.seed, cycle, tr.world.rank])
+        shared = np.random.default_rng([p.seed, cycle])
+        t0, total = time.perf_counter(), 0.0
+        for _ in range(p.val_every_iters):
+            total += self.step(rng, shared)
+        return tr.epoch_summary(t0, total, p.val_every_iters)
+
+    def step(self, rng, shared) -> float:
+        """One optimizer step on this rank's chains drawn with rng, the weight average updated; its loss."""
+        import torch
+
+        from exabench.models.alphafold.loss import alphafold_loss
+
+        tr, p, opt = self.tr, self.p, self.opt
+        self.steps += 1
+        files = [tr.my_train[i] for i in rng.integers(0, tr.n_local, p.batch_size)]
+        batch = self.to_device([self.features(f, rng, train=True) for f in files])
+        for g in opt.param_groups:
+            g["lr"] = warmup_lr(self.steps, p.base_lr, p.warmup_lr_init, p.warmup_lr_iters)
+        out = self.ddp(batch, recycles=int(shared.integers(0, p.num_recycling_iters + 1)))
+        loss, terms = alphafold_loss(out, batch, self.weights)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.ddp.parameters(), p.clip_grad_max_norm)
+        opt.step()
+        self.swa.update_parameters(self.model)
+        self.terms.append(terms)
+        return float(loss.detach())
+
+    def evaluate(self, cycle: int) -> float:
+        """Mean over the validation chains (whole chains) of the weight average's lDDT-Ca."""
+        import numpy as np
+        import torch
+
+        from exabench.benchmarks.mlperf.harness import allreduce
+        from exabench.models.alphafold.loss import lddt_ca
+
+        tr, p = self.tr, self.p
+        self.swa.eval()
+        total = 0.0
+        rng = np.random.default_rng([p.seed, 0])
+        with torch.no_grad():
+            for f in tr.my_val:
+                batch = self.to_device([self.features(f, rng, train=False)])
+                total += float(lddt_ca(self.swa.module(batch, recycles=p.num_recycling_iters), batch).sum())
+        total, count = allreduce([total, float(len(tr.my_val))])
+        return total / count
+
+
 @register
 class OpenFold(MLPerfBenchmark):  # time_to_train: to the target lDDT-Ca
     name = "openfold"
@@ -246,174 +437,22 @@ class OpenFold(MLPerfBenchmark):  # time_to_train: to the target lDDT-Ca
     }
 
     def run(self, p: OpenFoldParams, ctx) -> Outcome:
-        import numpy as np
         import torch
 
-        from exabench.benchmarks.mlperf.harness import TrainingRun, allreduce
-        from exabench.data import openfold as data
-        from exabench.errors import ConfigError
-        from exabench.models.alphafold import AlphaFold, atoms
-        from exabench.models.alphafold.loss import alphafold_loss, lddt_ca
+        from exabench.benchmarks.mlperf.harness import TrainingRun
 
-        closed_rules(p)
-        if p.min_length > p.max_length:
-            raise ConfigError("(params)", "min_length", p.min_length, f"<= max_length ({p.max_length})")
-        if p.msa_depth < p.max_msa_clusters:
-            raise ConfigError("(params)", "msa_depth", p.msa_depth, f">= max_msa_clusters ({p.max_msa_clusters})")
+        check_params(p)
         torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "openfold", p) as tr:
-            world, log = tr.world, tr.log
-            root = tr.data_root(
-                lambda r: data.generate(
-                    r,
-                    atoms,
-                    p.n_train,
-                    p.n_validation,
-                    p.min_length,
-                    p.max_length,
-                    p.msa_depth,
-                    p.max_templates,
-                    seed=p.data_seed,
-                    families=p.families,
-                ),
-                data.DATA_MARKER,
-            )
-            tr.begin_init()
-            root = tr.stage(root, [str(f) for f in root.rglob("*") if f.is_file()])
-            chains = data_chains(root)
-            tr.shard(chains["train"], chains["validation"])
-            torch.manual_seed(p.seed)
-            model = AlphaFold(network_config(p))
-            if p.init_checkpoint:
-                path = TINY_CHECKPOINT if p.init_checkpoint == "tiny" else p.init_checkpoint
-                checkpoint_sha256 = load_checkpoint(model, str(path))
-                log.event("init_checkpoint_sha256sum", checkpoint_sha256)
-            model = model.to(tr.device)
-            n_params = sum(x.numel() for x in model.parameters())
-            ddp = devices.ddp(model, tr.device)
-            swa = torch.optim.swa_utils.AveragedModel(
-                model, avg_fn=lambda avg, new, n: avg + (new - avg) * (1.0 - p.swa_decay_rate)
-            )
-            opt = torch.optim.Adam(
-                ddp.parameters(), lr=p.base_lr, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, amsgrad=False
-            )
-            w = loss_weights(p)  # logged below: the weights this run trains with
-            for key, value in (
-                ("model_parameters_count", n_params),
-                ("target_avg_lddt_ca_value", p.target_lddt_ca),
-                ("train_max_pdb_release_date", TRAIN_MAX_PDB_RELEASE_DATE),
-                ("val_min_cameo_submission_date", VAL_CAMEO_DATES[0]),
-                ("val_max_cameo_submission_date", VAL_CAMEO_DATES[1]),
-                ("val_max_sequence_length", VAL_MAX_SEQUENCE_LENGTH),
-                ("val_every_iters", p.val_every_iters),
-                ("precision", "fp32"),
-                ("train_sequence_crop_size", p.crop_size),
-                ("num_recycling_iters", p.num_recycling_iters),
-                ("max_msa_clusters", p.max_msa_clusters),
-                ("max_extra_msa", p.max_extra_msa),
-                ("templates_enabled", True),
-                ("max_templates", p.max_templates),
-                ("fape_loss_weight", w.fape),
-                ("fape_loss_backbone_weight", w.fape_backbone),
-                ("fape_loss_sidechain_weight", w.fape_sidechain),
-                ("supervised_chi_loss_weight", w.supervised_chi),
-                ("distogram_loss_weight", w.distogram),
-                ("masked_msa_loss_weight", w.masked_msa),
-                ("plddt_loss_weight", w.plddt),
-                ("opt_name", "Adam"),
-                ("opt_base_learning_rate", p.base_lr),
-                ("opt_adam_beta_1", 0.9),
-                ("opt_adam_beta_2", 0.999),
-                ("opt_adam_epsilon", 1e-6),
-                ("opt_weight_decay", 0.0),
-                ("opt_amsgrad", False),
-                ("opt_gradient_clipping", True),
-                ("opt_gradient_clip_norm", p.clip_grad_max_norm),
-                ("opt_learning_rate_warmup_init", p.warmup_lr_init),
-                ("opt_learning_rate_warmup_steps", p.warmup_lr_iters),
-                ("swa_enabled", True),
-                ("swa_decay_rate", p.swa_decay_rate),
-                ("initial_training_dataloader_type", "InitialTrainingDataloaderPT"),
-            ):
-                log.event(key, value)
-
-            def to_device(examples: list[dict]) -> dict:
-                return {k: torch.from_numpy(np.asarray(v)).to(tr.device) for k, v in data.collate(examples).items()}
-
-            step = [0]
-            terms_log: list[dict] = []
-
-            def train_cycle(cycle: int):
-                ddp.train()
-                # every rank draws its own chains; the recycling count is shared, as one step's
-                rng = np.random.default_rng([p.seed, cycle, world.rank])
-                shared = np.random.default_rng([p.seed, cycle])
-                t0, total = time.perf_counter(), 0.0
-                for _ in range(p.val_every_iters):
-                    step[0] += 1
-                    files = [tr.my_train[i] for i in rng.integers(0, tr.n_local, p.batch_size)]
-                    batch = to_device(
-                        [
-                            data.process(
-                                data.read_raw(root, f, p.max_templates),
-                                rng,
-                                p.crop_size,
-                                p.max_msa_clusters,
-                                p.max_extra_msa,
-                                p.max_templates,
-                                train=True,
-                                atoms=atoms,
-                            )
-                            for f in files
-                        ]
-                    )
-                    for g in opt.param_groups:
-                        g["lr"] = warmup_lr(step[0], p.base_lr, p.warmup_lr_init, p.warmup_lr_iters)
-                    out = ddp(batch, recycles=int(shared.integers(0, p.num_recycling_iters + 1)))
-                    loss, terms = alphafold_loss(out, batch, w)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(ddp.parameters(), p.clip_grad_max_norm)
-                    opt.step()
-                    swa.update_parameters(model)
-                    total += float(loss.detach())
-                    terms_log.append(terms)
-                if tr.device.type == "cuda":
-                    torch.cuda.synchronize(tr.device)
-                seconds = allreduce([time.perf_counter() - t0], "max")[0]
-                mean_loss = allreduce([total / p.val_every_iters])[0] / world.size
-                tr.losses.append(mean_loss)
-                return seconds, p.val_every_iters * tr.global_batch, mean_loss
-
-            def evaluate(cycle: int) -> float:  # mean over validation chains of lDDT-Ca (whole chains)
-                swa.eval()
-                total = 0.0
-                rng = np.random.default_rng([p.seed, 0])
-                with torch.no_grad():
-                    for f in tr.my_val:
-                        raw = data.read_raw(root, f, p.max_templates)
-                        batch = to_device(
-                            [
-                                data.process(
-                                    raw,
-                                    rng,
-                                    len(raw["aatype"]),
-                                    p.max_msa_clusters,
-                                    p.max_extra_msa,
-                                    p.max_templates,
-                                    train=False,
-                                    atoms=atoms,
-                                )
-                            ]
-                        )
-                        total += float(lddt_ca(swa.module(batch, recycles=p.num_recycling_iters), batch).sum())
-                total, count = allreduce([total, float(len(tr.my_val))])
-                return total / count
-
-            result = tr.train(p.max_cycles, train_cycle, evaluate, "eval_accuracy", p.target_lddt_ca, True)
-            if p.save_checkpoint and world.rank == 0:
+            root = prepare_data(tr, p)
+            model, ddp, swa, opt = build_training(tr, p)
+            weights = loss_weights(p)  # logged: the weights this run trains with
+            log_training(tr.log, p, sum(x.numel() for x in model.parameters()), weights)
+            cycles = Cycles(tr, p, root, model, ddp, swa, opt, weights)
+            result = tr.train(p.max_cycles, cycles.train, cycles.evaluate, "eval_accuracy", p.target_lddt_ca, True)
+            if p.save_checkpoint and tr.world.rank == 0:
                 save_checkpoint(swa.module, Path(ctx.run_dir) / "checkpoint.pt")
-            first, last = terms_log[: p.val_every_iters], terms_log[-p.val_every_iters :]
+            first, last = cycles.terms[: p.val_every_iters], cycles.terms[-p.val_every_iters :]
             return tr.outcome(
                 result,
                 model,
@@ -423,7 +462,7 @@ class OpenFold(MLPerfBenchmark):  # time_to_train: to the target lDDT-Ca
                 True,
                 {
                     "data_dir": str(root),
-                    "steps": step[0],
+                    "steps": cycles.steps,
                     "loss_terms_first_cycle": {k: sum(t[k] for t in first) / len(first) for k in first[0]},
                     "loss_terms_last_cycle": {k: sum(t[k] for t in last) / len(last) for k in last[0]},
                 },
