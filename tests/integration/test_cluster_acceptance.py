@@ -120,6 +120,7 @@ def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_pat
     # every run ran, one job per node and per pair, each on its own node(s)
     jobs = json.loads((work / "results/slurm-cluster/nodes/groups/jobs.json").read_text())
     assert {p["status"] for p in jobs["planned"]} == {"recorded"} and len(jobs["jobs"]) == 8 + 8
-    rec = json.loads(Path(next(p["record"] for p in jobs["planned"] if p["group"] == "n02..n04")).read_text())
+    record = Path(next(p["record"] for p in jobs["planned"] if p["group"] == "n02..n04"))
+    rec = json.loads((record if record.is_absolute() else work / record).read_text())  # relative to the campaign
     assert rec["status"] == "ok" and rec["provenance"]["environment"]["SLURM_JOB_NODELIST"] == "n[02,04]"
     assert sorted((work / "results/slurm-cluster/acceptance/cluster/plots").iterdir())
