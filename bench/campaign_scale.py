@@ -20,9 +20,9 @@ With --render-jobs N it also runs the Snakemake render jobs of an N-run campaign
 where the batch write (plan + render above) costs well under a millisecond per run.
 
 With --execute N it runs an N-run campaign for real and prices the harness: the campaign is
-rendered through Snakemake (`--until render`, timed), each run's job script is replaced by a no-op
-stand-in (it copies a valid `ok` record, prepared beside it, into place: the benchmark's own work is
-nil, so what is left is the harness), then the same N job scripts run one after another in a plain
+rendered through Snakemake (`--until render`, timed) for a site whose ranks' Python is a no-op
+stand-in (it copies a valid `ok` record, prepared beside the run's spec, into place: the benchmark's
+own work is nil, so what is left is the harness and the launcher), then the same N job scripts run one after another in a plain
 shell loop, then through `snakemake --profile profiles/local --cores 1 --until run_benchmark` (one
 at a time too, so the two compare). Harness overhead per run = (Snakemake - loop) / N. With
 --execute-real the job scripts stay the rendered K-Means tiny ones (a real MPI run each: slow).
@@ -90,23 +90,36 @@ def time_dry_run(config_file: Path, workdir: Path, mode: list[str] | None = None
     return wall, cpu
 
 
-def time_render_jobs(config_file: Path, workdir: Path) -> tuple[float, float]:
-    """The campaign's render jobs run by Snakemake (one job per run), from a fresh results folder."""
+def time_render_jobs(config_file: Path, workdir: Path, extra: list[str] = ()) -> tuple[float, float]:
+    """The campaign's render job run by Snakemake (one job for the campaign), from a fresh results folder."""
     shutil.rmtree(workdir / "results", ignore_errors=True)
     shutil.rmtree(workdir / ".snakemake", ignore_errors=True)
-    return time_dry_run(config_file, workdir, ["--until", "render"])
+    return time_dry_run(config_file, workdir, ["--until", "render", *extra])
 
 
-NOOP_SCRIPT = """#!/usr/bin/env bash
-# No-op stand-in for the run's ranks: the run's `ok` record, prepared beside this script, put in place.
-cp "$(dirname "$0")/ok.json" {record}.tmp && mv {record}.tmp {record}
+# No-op stand-in for the Python a run's ranks start (the site's `python`; the job scripts stay the
+# rendered ones, which a run job renders again): the run's `ok` record, prepared beside its spec, put in place.
+NOOP_PYTHON = """#!/usr/bin/env bash
+run_dir="$(dirname "${@: -1}")"
+record="$run_dir/../../records/$(basename "$run_dir").json"
+cp "$run_dir/ok.json" "$record.tmp.$$" && mv "$record.tmp.$$" "$record"
 """
 
 
-def noop_jobs(runs_dir: Path) -> list[Path]:
-    """Replace each rendered job script under `runs_dir` by the no-op stand-in; its job scripts."""
+def noop_site(workdir: Path) -> Path:
+    """The local site with NOOP_PYTHON as its ranks' Python."""
+    program = workdir / "noop-python"
+    program.write_text(NOOP_PYTHON)
+    program.chmod(0o755)
+    raw = yaml.safe_load((ROOT / "profiles" / "local" / "site.yaml").read_text())
+    site = workdir / "noop-site.yaml"
+    site.write_text(yaml.safe_dump({**raw, "python": str(program)}))
+    return site
+
+
+def noop_records(runs_dir: Path) -> list[Path]:
+    """Each rendered run's `ok` record, beside its spec, for NOOP_PYTHON; the runs' job scripts."""
     import json
-    import shlex
 
     from exabench.records.record import base_record, check_record
     scripts = []
@@ -117,9 +130,7 @@ def noop_jobs(runs_dir: Path) -> list[Path]:
                "provenance": {"hosts": ["noop"], "start_time": "", "end_time": ""}}
         check_record(rec, spec_path)
         (spec_path.parent / "ok.json").write_text(json.dumps(rec))
-        script = spec_path.parent / "job.sh"
-        script.write_text(NOOP_SCRIPT.format(record=shlex.quote(spec["paths"]["record"])))
-        scripts.append(script)
+        scripts.append(spec_path.parent / "job.sh")
     return scripts
 
 
@@ -145,13 +156,15 @@ def time_execution(n: int, real: bool) -> dict[str, tuple[float, float]]:
         work = Path(tmp)
         config_file = work / f"scale{n}.yaml"
         config_file.write_text(yaml.safe_dump(sweep_config(n), default_flow_style=None))
-        figures = {"render (snakemake)": time_render_jobs(config_file, work)}
+        site = [] if real else ["--config", f"site={noop_site(work)}"]
+        figures = {"render (snakemake)": time_render_jobs(config_file, work, site)}
         results = work / "results" / "local"
-        scripts = sorted(results.glob("runs/*/job.sh")) if real else noop_jobs(results / "runs")
+        scripts = sorted(results.glob("runs/*/job.sh")) if real else noop_records(results / "runs")
         assert len(scripts) == n, (len(scripts), n)
         (results / "records").mkdir(parents=True, exist_ok=True)
         figures["shell loop"] = time_shell_loop(scripts, results / "records")
-        figures["snakemake run"] = time_dry_run(config_file, work, ["--cores", "1", "--until", "run_benchmark"])
+        # Each run job renders its own files (unchanged here: nothing written) before it runs them.
+        figures["snakemake run"] = time_dry_run(config_file, work, ["--cores", "1", "--until", "run_benchmark", *site])
         done = len(list((results / "records").glob("*.json")))
         if done != n:
             raise SystemExit(f"snakemake left {done} of {n} records")

@@ -78,8 +78,13 @@ def cmd_execute(args) -> int:
     # A run's job in a campaign is this command (run.smk): it imports what one run needs, never the workflow.
     from exabench.execute import execute_logged
     from exabench.records.progress import read_run_ids, status_lines
+    if args.render_site:
+        from exabench.campaign.render import render_own_files
+        render_own_files(args.spec, args.render_site, args.render_run)
     rec = execute_logged(args.spec, args.log)
-    print("\n".join(status_lines(args.spec, rec, read_run_ids(args.planned) if args.planned else None)), flush=True)
+    import os
+    planned = read_run_ids(args.planned) if args.planned and os.path.exists(args.planned) else None
+    print("\n".join(status_lines(args.spec, rec, planned)), flush=True)
     return 0
 
 
@@ -449,6 +454,9 @@ def _add_execute(sub) -> None:
     p.add_argument("--spec", required=True)
     p.add_argument("--log", help="write the job's output here (the run rule's log)")
     p.add_argument("--planned", help="the campaign's run ids, one a line, for the progress line (runs/run_ids.txt)")
+    p.add_argument("--render-site", metavar="SITE_YAML",
+                   help="first render the run's job.sh and spec.json (files that changed only) for this site")
+    p.add_argument("--render-run", metavar="JSON", help="the run to render: its plan entry (Run.to_dict) as JSON")
     p.set_defaults(fn=cmd_execute)
 
 

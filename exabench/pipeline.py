@@ -261,8 +261,18 @@ def render_campaign(runs: list[Run], site: Site, results_dir: str, log_path: str
     of the campaign's run ids that each run's progress line counts against."""
     with logged(log_path) as log:
         written = write_runs_files(runs, site, Path(results_dir))
-        atomic_write_text(Path(results_dir) / "runs" / RUN_IDS_NAME, "".join(f"{r.run_id}\n" for r in runs))
+        write_run_ids(results_dir, [r.run_id for r in runs])
         _say(log, f"{len(runs)} run(s) rendered, {written} file(s) written (the others were unchanged)")
+
+
+def write_run_ids(results_dir: str, run_ids: list[str]) -> None:
+    """`onstart`: the campaign's run ids, which each run's progress line counts against (written
+    only when they changed: a campaign's file keeps its time while its plan does)."""
+    path = Path(results_dir) / "runs" / RUN_IDS_NAME
+    text = "".join(f"{run_id}\n" for run_id in run_ids)
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
 
 
 def digest(value) -> str:

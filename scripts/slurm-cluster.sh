@@ -234,7 +234,9 @@ slow_node() {
         die "slow-node factor '$factor' is not valid; valid: a number >= 1 (1 lifts the quota)"
     # The kernel's smallest quota (1 ms) per a period FACTOR times as long: throttling comes in
     # short steps, so a benchmark's 10 ms samples are each slowed, not some fast and some stalled
-    # (with the default 100 ms period, a median of short samples would hide the quota).
+    # (with the default 100 ms period, a median of short samples would hide the quota). The kernel
+    # charges the quota at its tick (4 ms at HZ=250): a burst of up to a tick runs before the
+    # throttle, so a sample shorter than ~5 ms may escape it (judge on samples of several ticks).
     period=$(awk "BEGIN{printf \"%d\", 1000 * $factor}")
     quota=1000
     [ "$factor" = 1 ] && { period=100000; quota=-1; }

@@ -79,7 +79,7 @@ def svm_case(x, y, comm, nelder_mead=False, intercept="penalised"):
 
     if intercept == "penalised":
         # liblinear (LinearSVC, hinge, C = 1) appends a column of ones and penalises its weight: m J.
-        sk = LinearSVC(C=1.0, loss="hinge", tol=1e-12, max_iter=1_000_000).fit(full, full_y)
+        sk = LinearSVC(C=1.0, loss="hinge", tol=1e-12, max_iter=1_000_000, random_state=0).fit(full, full_y)
     else:  # libsvm's SVC with a linear kernel leaves the intercept free: m J without b^2
         sk = SVC(kernel="linear", C=1.0, tol=1e-8).fit(full, full_y)
     sk_j = objective(np.append(sk.coef_.ravel(), sk.intercept_[0]))
@@ -89,10 +89,13 @@ def svm_case(x, y, comm, nelder_mead=False, intercept="penalised"):
         nm = minimize(objective, np.zeros(full.shape[1] + 1), method="Nelder-Mead")
         out = {"nelder_mead_objective": float(nm.fun), "nelder_mead_evaluations": int(nm.nfev),
                "nelder_mead_seconds": time.perf_counter() - t}
+    ours = full @ res.w + res.b
+    agree = np.sign(ours) == sk.predict(full)
     return {**out, "objective": res.objective, "sklearn_objective": sk_j,
             "passes": res.passes, "kkt_certified": bool(res.kkt_certified), "accuracy": acc,
             "sklearn_accuracy": float((sk.predict(full) == full_y).mean()),
-            "prediction_agreement": float((np.sign(full @ res.w + res.b) == sk.predict(full)).mean())}
+            "prediction_agreement": float(agree.mean()),
+            "disagreeing_max_margin": float(np.abs(ours[~agree]).max(initial=0.0))}
 
 
 def benchmark_checks(world, comm, name, params):

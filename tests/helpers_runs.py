@@ -1,13 +1,24 @@
 """One K-Means run planned and rendered on a site, for the tests that replace its job script with a
-stand-in (a sleeper, a failing launcher, ranks that outlive it)."""
+stand-in (a sleeper, a failing launcher, ranks that outlive it); and, for campaigns run through
+Snakemake (whose run jobs render their own job scripts again), a site whose ranks start a stand-in."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from exabench.campaign.plan import Run, expand
 from exabench.campaign.render import RunPaths, write_run_files
 from exabench.config import validate
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The Python a stand-in site's ranks start: the run's own `stand-in.sh`, beside its spec (the last
+# argument), with the same arguments.
+STAND_IN_PYTHON = """#!/usr/bin/env bash
+exec bash "$(dirname "${@: -1}")/stand-in.sh" "$@"
+"""
 
 
 def rendered_kmeans(tmp_path: Path, site, script: str | None = None, **entry) -> tuple[Run, RunPaths]:
@@ -21,3 +32,16 @@ def rendered_kmeans(tmp_path: Path, site, script: str | None = None, **entry) ->
     if script is not None:
         paths.script.write_text(script)
     return run, paths
+
+
+def stand_in_site(tmp_path: Path) -> Path:
+    """The local site with STAND_IN_PYTHON as the Python its one rank starts, with no launcher between
+    (launcher `local`): each run runs the `stand-in.sh` a test puts in its run folder, from the
+    rendered job script (which the run job renders again) in the job's process group."""
+    program = tmp_path / "stand-in-python"
+    program.write_text(STAND_IN_PYTHON)
+    program.chmod(0o755)
+    raw = yaml.safe_load((REPO / "profiles" / "local" / "site.yaml").read_text())
+    site = tmp_path / "stand-in-site.yaml"
+    site.write_text(yaml.safe_dump({**raw, "python": str(program), "launcher": "local"}))
+    return site

@@ -47,6 +47,13 @@ class Run:
         d["layout"] = self.layout.to_dict()
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Run":
+        """The run that to_dict gave `d` (a run job renders its own files from it: run.smk)."""
+        names = {f.name for f in dataclasses.fields(Layout)}  # to_dict adds `ranks`, a property
+        layout = {k: v for k, v in d["layout"].items() if k in names}
+        return cls(**{**{f.name: d[f.name] for f in _RUN_FIELDS if f.name in d}, "layout": Layout(**layout)})
+
 
 _RUN_FIELDS = dataclasses.fields(Run)
 _SCALARS = (str, int, float, bool, type(None))

@@ -329,6 +329,17 @@ def write_runs_files(runs: list[Run], site: Site, root: Path) -> int:
     return len(files)
 
 
+def render_own_files(spec_path: str | Path, site_path: str | Path, run_json: str) -> int:
+    """A run job's first step (run.smk): its own job.sh and spec.json, rendered from its plan entry
+    for the site, written where they changed. The run job renders its own files, not a campaign-wide
+    job upstream of it: Snakemake does not re-evaluate the jobs below a job that must run (a changed
+    or forced run below a re-rendered campaign would keep its old record), so nothing that can need
+    to run sits above the run jobs but the images they run in."""
+    from exabench.campaign.site import load_site
+    spec_path = Path(spec_path)
+    return write_runs_files([Run.from_dict(json.loads(run_json))], load_site(site_path), spec_path.parents[2])
+
+
 def _holds(path: Path, text: str, mode: int) -> bool:
     """The file exists with this text and mode."""
     try:

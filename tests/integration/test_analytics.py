@@ -180,7 +180,11 @@ def test_svm_reaches_scikit_learns_objective_and_beats_nelder_mead(mpi_results, 
     assert r["objective"] <= r["sklearn_objective"] * (1 + slack)
     if not r["kkt_certified"]:  # a certified optimum may be below what liblinear stops at
         assert r["objective"] == pytest.approx(r["sklearn_objective"], rel=2e-4)
-    assert r["prediction_agreement"] >= 0.99 and r["accuracy"] >= r["sklearn_accuracy"] - 0.01
+    # liblinear (seeded: its coordinate order is random) stops short of the optimum on overlapping
+    # classes (3e-4 above it), so a few points on the boundary fall on its other side: where the two
+    # disagree, our decision value is within a tenth of the margin (seen: 6 of 601 points, |f| <= 0.031).
+    assert r["prediction_agreement"] >= 0.98 and r["disagreeing_max_margin"] < 0.1, r
+    assert r["accuracy"] >= r["sklearn_accuracy"] - 0.01
 
 
 @pytest.mark.timeout(300)

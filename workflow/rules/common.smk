@@ -1,4 +1,5 @@
 # Validate config and site before anything runs, and expand the plan that gives the wildcards.
+import json
 import os
 import sys
 from glob import glob
@@ -59,9 +60,10 @@ os.environ.update(pipeline.run_job_environment(workflow.deployment_settings.depl
 RUN_FILES = pipeline.run_file_outputs(RESULTS, RUNS)
 
 
-def get_run_spec_params(wildcards):
-    # A change to one run's resolved spec (or to a template) runs that run again, and no other.
-    return {"spec": RUN_DICTS[wildcards.run_id], "templates": TEMPLATES_DIGEST}
+def get_run_json(wildcards):
+    # The run's plan entry: what its job renders its files from, and (a param) what runs it again
+    # when it changes, and no other run.
+    return json.dumps(RUN_DICTS[wildcards.run_id], sort_keys=True)
 
 
 # The plan's digest, made once: the param of the rules with an output per run (render).

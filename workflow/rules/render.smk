@@ -1,6 +1,7 @@
 # Every run's job script and spec, rendered in one job per campaign by the batch write (one
-# Python process for the campaign, not one per run). A run job reads its own two files, and
-# runs again when its own spec changes (its params, run.smk), not whenever this job runs.
+# Python process for the campaign, not one per run): the input of the bundle, every-node and
+# throughput scripts (`snakemake ... render` renders them alone). A run job renders its own two
+# files (run.smk), so this job never sits above the run jobs.
 
 
 localrules:

@@ -4,13 +4,17 @@
 # the plan and the site (exabench/pipeline.py); the rule then runs the rendered launch
 # line (srun/jsrun ...) inside that allocation. With no scheduler the dict is empty.
 # Each run job is one light process, `exabench execute` (its Python: pipeline.run_job_environment): it
-# imports what one run needs and not the workflow. Its job script and spec come from the campaign's one render
-# job and are read as `ancient`: the render job running again (a new run in the plan) does not run
-# the finished runs again; a run whose own spec or templates changed does run again (its params).
+# imports what one run needs and not the workflow. It first renders its own job script and spec
+# from its plan entry (only files that changed are written), then runs it. Nothing that can need to
+# run sits above the run jobs but the images they run in: Snakemake does not re-evaluate the jobs
+# below a job that must run, so a campaign-wide render job above them hid a changed or forced run
+# (its old record kept) whenever the campaign was rendered again. A run runs again when its own plan
+# entry or a template changes (its params), or its image is rebuilt.
 # A run holds runs/<run_id>/run.lock while it runs (a second execution is refused); SIGINT and
 # SIGTERM to snakemake stop the running ranks and leave those runs without a record, so a
 # resume runs only them (exabench/execute.py). A campaign claims its results directory
 # (campaign.claim): a campaign of another checkout or working directory is refused while it runs.
+# The campaign's run ids (the progress lines count against them) are written at the start.
 
 
 onstart:
@@ -19,13 +23,12 @@ onstart:
     except pipeline.ExabenchError as exc:
         raise WorkflowError(f"exabench: {exc}") from None
     pipeline.stop_runs_on_signal(RESULTS)
+    pipeline.write_run_ids(RESULTS, list(RUNS))
 
 
 rule run_benchmark:
     input:
-        script=ancient(f"{RESULTS}/runs/{{run_id}}/job.sh"),
-        spec=ancient(f"{RESULTS}/runs/{{run_id}}/spec.json"),
-        run_ids=ancient(RUN_FILES["run_ids"]),
+        images=CONTAINER_IMAGES,
     output:
         record=f"{RESULTS}/records/{{run_id}}.json",
     log:
@@ -36,7 +39,12 @@ rule run_benchmark:
     resources:
         **pipeline.job_resources(SITE, get_run),
     params:
-        run=get_run_spec_params,
+        run=get_run_json,
+        templates=TEMPLATES_DIGEST,
+        site=config["site"],
+        spec=lambda wildcards: f"{RESULTS}/runs/{wildcards.run_id}/spec.json",
+        planned=RUN_FILES["run_ids"],
     shell:
         'PYTHONPATH="$EXABENCH_ROOT${{PYTHONPATH:+:$PYTHONPATH}}" "$EXABENCH_PYTHON" -m exabench execute'
-        " --spec {input.spec:q} --log {log:q} --planned {input.run_ids:q}"
+        " --render-site {params.site:q} --render-run {params.run:q}"
+        " --spec {params.spec:q} --log {log:q} --planned {params.planned:q}"
