@@ -9,17 +9,16 @@ from dataclasses import dataclass
 
 # Dense (no structured sparsity) peak TFLOP/s from NVIDIA's datasheets. The datasheets print the
 # Tensor Core figures "with sparsity"; the dense figure is half of that.
+# H200 SXM and GH200 print the H100 SXM's peaks (the same GPU die and clocks; more, faster memory).
+H100_SXM_PEAKS = {"fp64": 34.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}
 DATASHEETS = {
-    "H100 SXM5": ("NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column",
-                  {"fp64": 34.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+    "H100 SXM5": ("NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column", H100_SXM_PEAKS),
     "H100 PCIe": ("NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column",
                   {"fp64": 26.0, "fp32": 51.0, "tf32": 378.0, "bf16": 756.5, "fp16": 756.5}),
     "H100 NVL": ("NVIDIA H100 Tensor Core GPU datasheet, H100 NVL column",
                  {"fp64": 30.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
-    "H200 SXM": ("NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column",
-                 {"fp64": 34.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
-    "GH200": ("NVIDIA GH200 Grace Hopper Superchip datasheet (H100 GPU figures)",
-              {"fp64": 34.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+    "H200 SXM": ("NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column", H100_SXM_PEAKS),
+    "GH200": ("NVIDIA GH200 Grace Hopper Superchip datasheet (H100 GPU figures)", H100_SXM_PEAKS),
     "A100": ("NVIDIA A100 Tensor Core GPU datasheet (SXM and PCIe columns agree on peaks)",
              {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
     "V100 SXM2": ("NVIDIA Tesla V100 datasheet, V100 SXM2 column",
@@ -73,7 +72,7 @@ def datasheet(device_name: str) -> tuple[str, str, dict[str, float]] | None:
     for pattern, model in _MODELS:
         if re.search(pattern, device_name):
             source, peaks = DATASHEETS[model]
-            return model, source, peaks
+            return model, source, dict(peaks)  # a copy: the H100 SXM figures are shared
     return None
 
 
