@@ -1,5 +1,6 @@
 """Processes of this host, seen through /proc: whether one runs (a reused PID told apart by its start
-time), whether a process group has a live member, stopping a group, and the watchdog's loop.
+time), whether a process group (or the session it leads) has a live member, stopping them, and the
+watchdog's loop.
 
 Apart from exabench.execute so that the watchdog, a process of its own started for every run,
 imports this module alone (os, signal, time), not what an execution needs.
@@ -50,33 +51,45 @@ def alive(pid: int, start: str | None = None) -> bool:
     return start is None or got is None or got == start
 
 
-def group_alive(pgid: int) -> bool:
-    """A process of the group runs. Zombies do not count: where nothing reaps orphans (a container
-    whose PID 1 does not), a group of zombies would look alive for ever."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not Path("/proc/self/stat").exists():
-        return True
+def _members(pgid: int) -> list[int]:
+    """The live processes of the group, and of the session it leads: a job is started in a session
+    of its own (its PID is its group's and session's id), and a launcher may put each rank in a
+    group of its own inside it (Open MPI's mpirun does), where a signal to the job's group does not
+    reach it. Zombies do not count: where nothing reaps orphans (a container whose PID 1 does not),
+    a group of zombies would look alive for ever."""
+    members = []
     for f in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = f.read_text().rsplit(")", 1)[-1].split()
         except OSError:  # ended while we looked
             continue
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
+        if len(fields) > 3 and str(pgid) in (fields[2], fields[3]) and fields[0] not in ("Z", "X"):
+            members.append(int(f.parent.name))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    """A process of the group (or of the session it leads) runs."""
+    if not Path("/proc/self/stat").exists():  # no /proc: the group alone, as the kernel sees it
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    return bool(_members(pgid))
 
 
 def stop_group(pgid: int) -> None:
+    """SIGTERM, then SIGKILL, to the group and to every process of the session it leads (a rank in a
+    group of its own outlived its killed mpirun), each time until none is left or 5 s have passed."""
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
+        for target in (None, *(_members(pgid) if Path("/proc/self/stat").exists() else ())):
+            try:
+                os.killpg(pgid, sig) if target is None else os.kill(target, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
         end = time.monotonic() + wait
         while time.monotonic() < end:
             if not group_alive(pgid):

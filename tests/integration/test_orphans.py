@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from exabench.campaign.render import RunPaths
+from conftest import requires_mpi
 from helpers_runs import rendered_kmeans
 from test_faults import two_runs  # noqa: F401 - the fixture: a campaign of two runs rendered by snakemake
 
@@ -132,3 +133,38 @@ def test_sigkill_of_snakemake_and_of_the_runs_execution_leaves_no_rank_running(t
         smk.communicate(timeout=30)
     record = cwd / "results" / "local" / "records" / f"{slow}.json"
     assert not record.exists() or json.loads(record.read_text())["status"] != "ok"
+
+
+# Real Open MPI ranks: mpirun puts each rank in a process group of its own (in the job's session),
+# where a signal to the job's group does not reach it. Here mpirun itself dies by SIGKILL, as when
+# a stop escalates past its grace time: its rank, orphaned, must still be stopped with the job.
+MPIRUN_RANK = """#!/usr/bin/env bash
+run_dir="$(dirname "$0")"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+mpirun --oversubscribe -np 1 bash -c "echo \\$\\$ > $run_dir/rank.pid.tmp; mv $run_dir/rank.pid.tmp $run_dir/rank.pid; exec sleep 120" &
+echo $! > "$run_dir/mpirun.pid"
+wait
+"""
+
+
+@requires_mpi
+def test_a_rank_in_a_group_of_its_own_is_stopped_when_its_mpirun_is_killed(tmp_path, two_core_site):
+    run, paths = rendered_kmeans(tmp_path, two_core_site, script=MPIRUN_RANK, timeout_s=300)
+    proc = start([*EXECUTE, str(paths.spec)])
+    try:
+        wait_for(paths.run_dir / "rank.pid", proc)
+        rank = int((paths.run_dir / "rank.pid").read_text())
+        assert os.getpgid(rank) != execute_job_pgid(paths)  # its own group: the case at hand
+        os.kill(int((paths.run_dir / "mpirun.pid").read_text()), signal.SIGKILL)
+        assert gone(rank), f"rank {rank} (its own process group) runs on after its mpirun was killed"
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
+    assert not paths.record.exists() or json.loads(paths.record.read_text())["status"] != "ok"
+
+
+def execute_job_pgid(paths: RunPaths) -> int:
+    return json.loads((paths.run_dir / "run.lock").read_text())["job_pgid"]
