@@ -78,9 +78,12 @@ def cmd_execute(args) -> int:
     # A run's job in a campaign is this command (run.smk): it imports what one run needs, never the workflow.
     from exabench.execute import execute_logged
     from exabench.records.progress import read_run_ids, status_lines
-    if args.render_site:
-        from exabench.campaign.render import render_own_files
-        render_own_files(args.spec, args.render_site, args.render_run)
+    if args.render_site:  # the run's own files first, unless they were rendered from these very sources
+        import json
+        from exabench.rendered import is_current
+        if not is_current(args.spec, json.loads(args.render_run), args.render_site):
+            from exabench.campaign.render import render_own_files
+            render_own_files(args.spec, args.render_site, args.render_run)
     rec = execute_logged(args.spec, args.log)
     import os
     planned = read_run_ids(args.planned) if args.planned and os.path.exists(args.planned) else None

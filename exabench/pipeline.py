@@ -265,6 +265,23 @@ def render_campaign(runs: list[Run], site: Site, results_dir: str, log_path: str
         _say(log, f"{len(runs)} run(s) rendered, {written} file(s) written (the others were unchanged)")
 
 
+def render_runs_to_run(jobs, runs: dict, site: Site, results_dir: str, images, log_path: str) -> None:
+    """`onstart`: the files of the run jobs about to run, rendered in one batch (files that changed
+    only) where their images are built, so that each run job finds its own current and renders
+    nothing (1-2 ms a run here against half a second in each job). A run whose files cannot be
+    rendered here is left to its job, which renders them itself and records why it cannot."""
+    ids = [job.wildcards.run_id for job in jobs if job.rule.name == "run_benchmark"]
+    if not ids or not all(Path(image).exists() for image in images):
+        return
+    with logged(log_path) as log:
+        try:
+            written = write_runs_files([runs[run_id] for run_id in ids], site, Path(results_dir))
+        except ExabenchError as exc:
+            _say(log, f"the runs' files were not rendered in one batch ({exc}): each run job renders its own")
+            return
+        _say(log, f"{len(ids)} run(s) to run rendered, {written} file(s) written (the others were unchanged)")
+
+
 def write_run_ids(results_dir: str, run_ids: list[str]) -> None:
     """`onstart`: the campaign's run ids, which each run's progress line counts against (written
     only when they changed: a campaign's file keeps its time while its plan does)."""

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import jinja2
 
-from exabench import containers
+from exabench import containers, rendered
 from exabench.campaign import allocation
 from exabench.campaign.allocation import AllocationRequest
-from exabench.config import REPO_ROOT
 from exabench.errors import ConfigError, LayoutError
 from exabench.campaign import launchers
 from exabench.campaign.launchers import launch_argv, thread_env
@@ -33,7 +32,7 @@ from exabench.campaign.bundles import Bundle
 from exabench.campaign.plan import Run
 from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, header_minutes, job_minutes
 
-TEMPLATE_DIR = REPO_ROOT / "workflow" / "templates"
+TEMPLATE_DIR = rendered.TEMPLATE_DIR
 # Thread-count variables every BLAS/OpenMP runtime reads, set so ranks never oversubscribe cores.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # Minutes added to a run's own time limit for the allocation (start-up, stage-in, record writing).
@@ -297,7 +296,9 @@ def run_spec(run: Run, site: Site, paths: RunPaths, launch_line: str, real: Real
             "container": pin, "paths": {"run_dir": str(real.run_dir), "record": str(real.record),
                                         "archive_dir": str(real.archive_dir)},
             # placing the run on named nodes later (every-node acceptance) may number cores per socket
-            "usable_node": launchers.usable_node(site.node)}
+            "usable_node": launchers.usable_node(site.node),
+            # what a run job checks before it renders its files again (exabench.rendered)
+            "rendered_from": rendered.source_digest(run.to_dict(), site.path, paths.spec)}
 
 
 def run_files(run: Run, site: Site, paths: RunPaths, folders: dict[str, Path] | None = None

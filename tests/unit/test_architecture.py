@@ -17,7 +17,7 @@ PACKAGE = REPO / "exabench"
 # The pipeline's order, earliest first: a module may import from its own stage or an earlier one.
 # Stages on one line are peers and never import each other.
 STAGES = [
-    ("errors", "processes"),
+    ("errors", "processes", "rendered"),
     ("config", "io", "markdown"),
     ("energy",),
     ("containers",),

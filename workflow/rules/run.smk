@@ -5,7 +5,7 @@
 # line (srun/jsrun ...) inside that allocation. With no scheduler the dict is empty.
 # Each run job is one light process, `exabench execute` (its Python: pipeline.run_job_environment): it
 # imports what one run needs and not the workflow. It first renders its own job script and spec
-# from its plan entry (only files that changed are written), then runs it. Nothing that can need to
+# from its plan entry, unless they were rendered from the same sources (exabench/rendered.py), then runs it. Nothing that can need to
 # run sits above the run jobs but the images they run in: Snakemake does not re-evaluate the jobs
 # below a job that must run, so a campaign-wide render job above them hid a changed or forced run
 # (its old record kept) whenever the campaign was rendered again. A run runs again when its own plan
@@ -14,7 +14,8 @@
 # SIGTERM to snakemake stop the running ranks and leave those runs without a record, so a
 # resume runs only them (exabench/execute.py). A campaign claims its results directory
 # (campaign.claim): a campaign of another checkout or working directory is refused while it runs.
-# The campaign's run ids (the progress lines count against them) are written at the start.
+# At the start: the campaign's run ids (the progress lines count against them), and the files of
+# the runs about to run, rendered in one batch where their images exist (each job then renders nothing).
 
 
 onstart:
@@ -24,6 +25,7 @@ onstart:
         raise WorkflowError(f"exabench: {exc}") from None
     pipeline.stop_runs_on_signal(RESULTS)
     pipeline.write_run_ids(RESULTS, list(RUNS))
+    pipeline.render_runs_to_run(workflow.dag.needrun_jobs(), RUNS, SITE, RESULTS, CONTAINER_IMAGES, f"{LOGS}/render.log")
 
 
 rule run_benchmark:
