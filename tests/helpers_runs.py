@@ -4,6 +4,8 @@ Snakemake (whose run jobs render their own job scripts again), a site whose rank
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import yaml
@@ -15,9 +17,11 @@ from exabench.config import validate
 REPO = Path(__file__).resolve().parents[1]
 
 # The Python a stand-in site's ranks start: the run's own `stand-in.sh`, beside its spec (the last
-# argument), with the same arguments.
+# argument), with the same arguments; the real Python where the run has none.
 STAND_IN_PYTHON = """#!/usr/bin/env bash
-exec bash "$(dirname "${@: -1}")/stand-in.sh" "$@"
+stand_in="$(dirname "${{@: -1}}")/stand-in.sh"
+[ -e "$stand_in" ] && exec bash "$stand_in" "$@"
+exec {python} "$@"
 """
 
 
@@ -34,14 +38,15 @@ def rendered_kmeans(tmp_path: Path, site, script: str | None = None, **entry) ->
     return run, paths
 
 
-def stand_in_site(tmp_path: Path) -> Path:
-    """The local site with STAND_IN_PYTHON as the Python its one rank starts, with no launcher between
-    (launcher `local`): each run runs the `stand-in.sh` a test puts in its run folder, from the
-    rendered job script (which the run job renders again) in the job's process group."""
+def stand_in_site(tmp_path: Path, launcher: str = "local") -> Path:
+    """The local site with STAND_IN_PYTHON as the Python its ranks start: each run runs the
+    `stand-in.sh` a test puts in its run folder (else the real runner), from the rendered job script
+    (which the run job may render again). With launcher `local` (one rank, non-MPI benchmarks) no
+    launcher sits between: the stand-in runs in the job's process group."""
     program = tmp_path / "stand-in-python"
-    program.write_text(STAND_IN_PYTHON)
+    program.write_text(STAND_IN_PYTHON.format(python=shlex.quote(sys.executable)))
     program.chmod(0o755)
     raw = yaml.safe_load((REPO / "profiles" / "local" / "site.yaml").read_text())
     site = tmp_path / "stand-in-site.yaml"
-    site.write_text(yaml.safe_dump({**raw, "python": str(program), "launcher": "local"}))
+    site.write_text(yaml.safe_dump({**raw, "python": str(program), "launcher": launcher}))
     return site

@@ -400,9 +400,9 @@ def test_the_same_checkout_shares_its_claim_and_a_claim_on_another_host_is_refus
 # -- retrying failed runs and restoring records -----------------------------------------------------
 
 FAULTY_NODE = """#!/usr/bin/env bash
-# the run fails while {flag} exists (a faulty node, say), else runs for real
+# the run's rank fails while {flag} exists (a faulty node, say), else runs for real
 if [ -e {flag} ]; then echo "node fault: ECC errors" >&2; exit 3; fi
-exec bash "$(dirname "$0")/real-job.sh"
+exec {python} "$@"
 """
 
 
@@ -422,13 +422,11 @@ def test_retry_reruns_only_the_failed_run_and_restore_brings_back_a_kept_record(
     ok_id, flaky = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
     results = tmp_path / "results" / "local"
     records = [f"results/local/records/{i}.json" for i in (ok_id, flaky)]
-    render = snakemake_popen(tmp_path, cfg, *(f"results/local/runs/{i}/job.sh" for i in (ok_id, flaky)))
-    assert render.wait(timeout=240) == 0, render.communicate()[0][-3000:]
-    job = results / "runs" / flaky / "job.sh"
-    job.rename(job.with_name("real-job.sh"))
+    stand_in_site(tmp_path, launcher="mpirun")  # the flaky run's rank runs FAULTY_NODE, the other the runner
     flag = tmp_path / "faulty"
     flag.touch()
-    job.write_text(FAULTY_NODE.format(flag=flag))
+    (results / "runs" / flaky).mkdir(parents=True)
+    (results / "runs" / flaky / "stand-in.sh").write_text(FAULTY_NODE.format(flag=flag, python=sys.executable))
     first = snakemake_popen(tmp_path, cfg, *records)
     out, _ = first.communicate(timeout=240)
     assert first.returncode == 0, out[-3000:]

@@ -25,7 +25,9 @@ onstart:
         raise WorkflowError(f"exabench: {exc}") from None
     pipeline.stop_runs_on_signal(RESULTS)
     pipeline.write_run_ids(RESULTS, list(RUNS))
-    pipeline.render_runs_to_run(workflow.dag.needrun_jobs(), RUNS, SITE, RESULTS, CONTAINER_IMAGES, f"{LOGS}/render.log")
+    pipeline.render_runs_to_run(
+        workflow.dag.needrun_jobs(), RUNS, SITE, RESULTS, CONTAINER_IMAGES, f"{LOGS}/render.log"
+    )
 
 
 rule run_benchmark:
