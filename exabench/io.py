@@ -23,6 +23,14 @@ def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
         os.replace(tmp, path)
 
 
+def write_csv_and_markdown(csv: str | Path, table, markdown: str | Path, text: str) -> str:
+    """A result table (a DataFrame) as CSV at `csv` and its page `text` at `markdown`, each written
+    atomically; returns the text, which the commands print."""
+    atomic_write_text(csv, table.to_csv(index=False))
+    atomic_write_text(markdown, text)
+    return text
+
+
 @contextlib.contextmanager
 def removed_on_error(tmp: str | Path):
     """Delete the temp file `tmp` when the block fails (interrupts too), so that a write that did
