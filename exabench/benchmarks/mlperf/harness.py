@@ -118,6 +118,23 @@ def require_closed_rules(p, fixed: dict, samples: tuple[int, int],
                           "breaks the closed rules: " + "; ".join(broken))
 
 
+def split_sizes(list_split: Callable[[Path, str], list],
+                unreadable: type[Exception]) -> Callable[[Path], tuple[int, int]]:
+    """The `count_samples` of require_closed_rules for a data set whose `list_split(root, split)`
+    lists a split's samples: the sizes of its train and validation splits. A split that raises
+    `unreadable` counts 0, so the rule names the data set instead of the run failing on it."""
+    def count(root: Path) -> tuple[int, int]:
+        def n(split: str) -> int:
+            try:
+                return len(list_split(root, split))
+            except unreadable:
+                return 0
+
+        return n("train"), n("validation")
+
+    return count
+
+
 def strong_scaling_score(times: list[float], benchmark: str | None = None) -> float:
     """MLPerf-HPC strong scaling: drop the fastest and the slowest time-to-train, average the rest.
 
