@@ -202,13 +202,10 @@ class CosmoFlow(MLPerfBenchmark):  # time_to_train: to the target MAE
     }
 
     def run(self, p: CosmoFlowParams, ctx) -> Outcome:
-        import torch
-
         from exabench.benchmarks.mlperf.harness import TrainingRun
 
         decay = parse_decay(p.decay_schedule)
         closed_rules(p)
-        torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "cosmoflow", p) as tr:
             root = prepare_data(tr, p)
             model, ddp, opt = build_training(tr, p)

@@ -247,7 +247,10 @@ class TrainingRun:
     the process group shut down."""
 
     def __init__(self, ctx, benchmark: str, p):
+        import torch
+
         from exabench.training.distributed import init_torch
+        torch.set_num_threads(ctx.threads)  # the run's threads per rank, before any tensor work
         self.ctx, self.p, self.world = ctx, p, ctx.world
         self.device, default_backend = torch_device(self.world)
         self.backend = p.backend if p.backend != "auto" else default_backend

@@ -429,12 +429,9 @@ class OpenFold(MLPerfBenchmark):  # time_to_train: to the target lDDT-Ca
     }
 
     def run(self, p: OpenFoldParams, ctx) -> Outcome:
-        import torch
-
         from exabench.benchmarks.mlperf.harness import TrainingRun
 
         check_params(p)
-        torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "openfold", p) as tr:
             root = prepare_data(tr, p)
             model, ddp, swa, opt = build_training(tr, p)
