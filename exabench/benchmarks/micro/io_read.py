@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param
+from exabench.benchmarks.micro.base import MicroBenchmark
+from exabench.benchmarks.base import Check, Metric, Outcome, param
 from exabench.data.tfrecord import crc32c_table
 
 FORMATS = ("jpeg", "hdf5", "tfrecord")
@@ -195,10 +196,9 @@ class IoReadParams:
 
 
 @register
-class IoRead(Benchmark):
+class IoRead(MicroBenchmark):
     name = "io_read"
     headline = "read_pfs"
-    suite = "coral2-dl-micro"
     framework = "python-h5py"
     Params = IoReadParams
     id_params = ("format",)
