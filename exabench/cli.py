@@ -426,8 +426,24 @@ def _over_records(p, plan_help: str):
     return p
 
 
+def _with_store(p):
+    p.add_argument("--store", default="results/history.duckdb", help="the results store (default %(default)s)")
+    return p
+
+
+def _also_written(p):
+    """The history tables' optional copies in files, beside what is printed."""
+    p.add_argument("--csv", default=None, help="also write the table as CSV here")
+    p.add_argument("--markdown", default=None, help="also write the table as Markdown here")
+    return p
+
+
+def _with_results(p):
+    p.add_argument("--results", required=True, help="the campaign's results folder (results/<site>)")
+    return p
+
+
 PUBLISHED_SCALING = "results/reference/published_scaling.yaml"
-STORE_HELP = "the results store (default %(default)s)"
 
 
 def _add_plan(sub) -> None:
@@ -624,7 +640,7 @@ def _add_node_sweep(sub) -> None:
 
 def _add_ingest(sub) -> None:
     p = sub.add_parser("ingest", help="add result folders, record files or campaign archives to the results store")
-    p.add_argument("--store", default="results/history.duckdb", help=STORE_HELP)
+    _with_store(p)
     p.add_argument("sources", nargs="+", help="results/<site>, results/, records, or .tar.gz from exabench archive")
     p.set_defaults(fn=cmd_ingest)
 
@@ -634,10 +650,9 @@ def _add_history(sub) -> None:
     # one campaign's records, so comparing stored selections is `exabench history compare`.
     p = sub.add_parser("history", help="the campaigns in the results store; `history compare` and "
                                        "`history regress` query it (docs/history.md)")
-    p.add_argument("--store", default="results/history.duckdb", help=STORE_HELP)
+    _with_store(p)
     p.add_argument("--select", default=None, help="only the campaigns of this selection (docs/history.md)")
-    p.add_argument("--csv", default=None, help="also write the table as CSV here")
-    p.add_argument("--markdown", default=None, help="also write the table as Markdown here")
+    _also_written(p)
     p.set_defaults(fn=cmd_history)
     hsub = p.add_subparsers(dest="history_command")
     for name, fn, text in (("list", cmd_history, "the campaigns (the same as plain `exabench history`)"),
@@ -647,8 +662,7 @@ def _add_history(sub) -> None:
                                                             "(runs as the unit, noise floor, repeats needed)")):
         q = hsub.add_parser(name, help=text)
         q.add_argument("--store", help="the results store (default: `history --store`, results/history.duckdb)")
-        q.add_argument("--csv", help="also write the table as CSV here")
-        q.add_argument("--markdown", help="also write the table as Markdown here")
+        _also_written(q)
         q.set_defaults(fn=fn)
         if name == "list":
             q.add_argument("--select", help="only the campaigns of this selection")
@@ -681,7 +695,7 @@ def _add_history(sub) -> None:
 def _add_retry(sub) -> None:
     p = sub.add_parser("retry", help="set aside the records of failed, timed-out and corrupt runs (into "
                        "attempts/), so that the campaign's next snakemake runs exactly those")
-    p.add_argument("--results", required=True, help="the campaign's results folder (results/<site>)")
+    _with_results(p)
     p.add_argument("-n", "--dry-run", action="store_true", help="only list the runs that would run again")
     p.set_defaults(fn=cmd_retry)
 
@@ -689,7 +703,7 @@ def _add_retry(sub) -> None:
 def _add_restore(sub) -> None:
     p = sub.add_parser("restore", help="make a kept record a run's record again: from archive/ or attempts/ (the "
                        "latest, or --version), or from a campaign archive (--archive); the replaced one is kept")
-    p.add_argument("--results", required=True, help="the campaign's results folder (results/<site>)")
+    _with_results(p)
     p.add_argument("run_id")
     p.add_argument("--version", help="file name of the kept record to restore (see --list)")
     p.add_argument("--archive", help="a campaign archive (results/archives/<site>.tar.gz) holding the record")

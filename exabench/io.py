@@ -19,8 +19,24 @@ def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _write_synced_temp(path, text, mode)
-    try:
+    with removed_on_error(tmp):
         os.replace(tmp, path)
+
+
+def write_csv_and_markdown(csv: str | Path, table, markdown: str | Path, text: str) -> str:
+    """A result table (a DataFrame) as CSV at `csv` and its page `text` at `markdown`, each written
+    atomically; returns the text, which the commands print."""
+    atomic_write_text(csv, table.to_csv(index=False))
+    atomic_write_text(markdown, text)
+    return text
+
+
+@contextlib.contextmanager
+def removed_on_error(tmp: str | Path):
+    """Delete the temp file `tmp` when the block fails (interrupts too), so that a write that did
+    not finish leaves nothing behind."""
+    try:
+        yield
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -29,15 +45,12 @@ def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
 def _write_synced_temp(path: Path, text: str, mode: int) -> str:
     """A temp file beside `path` holding `text` with `mode`, flushed to disk; its name."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
+    with removed_on_error(tmp):
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return tmp
 
 

@@ -140,15 +140,21 @@ def study_plans(config: dict, site: Site, config_file: str = "config/config.yaml
 _STUDY_PLANS: dict = {}
 
 
+def _profile_of(argv: list[str]) -> str | None:
+    """The profile folder a Snakemake command line names (`--profile=DIR` or `--profile DIR`), or None."""
+    profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--profile=")), None)
+    if profile is None and "--profile" in argv[:-1]:
+        profile = argv[argv.index("--profile") + 1]
+    return profile
+
+
 def profile_site_lost(config: dict, argv: list[str] | None = None) -> str:
     """Snakemake's --config on the command line replaces a profile's `config:` list, its `site=`
     with it: `--profile profiles/summit --config timeout_s=3600` would plan for the default site, on
     this machine. Returns the error to stop with (naming what to type), or "" when the site is the
     profile's. Only the process Snakemake was started as sees --profile; its jobs do not."""
     argv = sys.argv[1:] if argv is None else argv
-    profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--profile=")), None)
-    if profile is None and "--profile" in argv[:-1]:
-        profile = argv[argv.index("--profile") + 1]
+    profile = _profile_of(argv)
     if not profile or not (Path(profile) / "config.yaml").is_file() or any(a.startswith("site=") for a in argv):
         return ""  # no profile, or the site given on the command line on purpose
     entries = (load_yaml(Path(profile) / "config.yaml") or {}).get("config") or []
@@ -190,10 +196,7 @@ def plain_run_on_bundle_site(site: Site, argv: list[str] | None = None) -> bool:
 
 def profile_hint(argv: list[str] | None = None) -> str:
     """`--profile <dir>` as this run was started with, for the commands a message suggests."""
-    argv = sys.argv[1:] if argv is None else argv
-    profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--profile=")), None)
-    if profile is None and "--profile" in argv[:-1]:
-        profile = argv[argv.index("--profile") + 1]
+    profile = _profile_of(sys.argv[1:] if argv is None else argv)
     return f"--profile {profile}" if profile else "--config site=<site file>"
 
 

@@ -23,6 +23,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exabench.containers.digests import sha256_file
 from exabench.errors import ExabenchError
 
 ARCHIVE_SCHEMA = "exabench.archive/1"
@@ -36,14 +37,6 @@ RESULT_PARTS = {"records": "records/**/*.json", "runs": "runs/*/*", "tables": "t
 RESULT_FILES = ("plan.json", "plan.csv")
 DERIVED = ("tables", "plots", "acceptance")
 STUDIES = "studies.json"  # {study: {"variant": ..., "runs": [run ids]}} of a study campaign
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def sha256_bytes(data: bytes) -> str:

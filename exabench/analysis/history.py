@@ -350,7 +350,7 @@ def history_references(store: str | Path, site: str, selection: str | None = Non
     `last` campaigns (on the newest campaign's system fingerprint unless `same_system` is off),
     with a tolerance band from the `band` percentiles (at least `min_tolerance` each side).
     Each entry's note names its campaigns and sample count. Returns (entries, campaign ids)."""
-    from exabench.analysis.acceptance import reference_points
+    from exabench.analysis.acceptance import reference_points, stored_records
     from exabench.records.record import headline_metric
 
     lo_pct, hi_pct = band
@@ -369,18 +369,7 @@ def history_references(store: str | Path, site: str, selection: str | None = Non
         raise SelectionError(f"no stored campaign of site {site!r}"
                              + (f" in selection {selection!r}" if selection else "")
                              + f" in {store} (exabench history lists them)")
-    con = connect(store, read_only=True)
-    try:
-        con.register("wanted", pd.DataFrame({"campaign_id": ids}))
-        rows = con.execute("SELECT record, campaign_id FROM records WHERE status = 'ok' AND "
-                           "campaign_id IN (SELECT campaign_id FROM wanted)").fetchall()
-    finally:
-        con.close()
-    records = []
-    for text, cid in rows:
-        rec = json.loads(text)
-        rec["_campaign_id"] = cid
-        records.append(rec)
+    records = stored_records(store, ids)
     out = []
     for (bench, key), rs in reference_points(records).items():
         metric = headline_metric(rs[0])

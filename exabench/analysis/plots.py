@@ -39,6 +39,14 @@ def _save(fig, path: str | Path) -> Path:
     return path
 
 
+def _finish(fig, path: str | Path, title: str | None = None) -> Path:
+    """A figure's last steps, the same for every plot: its title, the layout, the file."""
+    if title is not None:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def _empty(path, title: str, why: str) -> Path:
     fig, ax = _pyplot().subplots(figsize=(6, 2.5))
     ax.set_axis_off()
@@ -82,9 +90,7 @@ def plot_scaling(scaling: pd.DataFrame, path) -> Path:
         ax.set_ylabel(f"{metric} ({s['unit'].iloc[0]})")
         ax.set_title(f"{name} on {site} ({s['mode'].iloc[0]} scaling)", fontsize=9)
         ax.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path, title)
 
 
 def _setting(params: str) -> str:
@@ -136,9 +142,7 @@ def plot_precision(runs: pd.DataFrame, path) -> Path:
         ax.set_xticks(xs, [f"{p}\nn{n}r{rp}" for p, n, rp in zip(c["precision"], c["nodes"], c["ranks_per_node"])])
         ax.set_ylabel(ylabel)
         ax.set_title(panel_title, fontsize=9)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path, title)
 
 
 def allreduce_points(records: list[dict]) -> pd.DataFrame:
@@ -169,8 +173,7 @@ def plot_allreduce(records: list[dict], path) -> Path:
     ax.set_ylabel(f"busbw ({pts['unit'].iloc[0]})")
     ax.set_title(title)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path)
 
 
 def node_panels(df: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
@@ -204,9 +207,7 @@ def plot_nodes(node_rows: list[dict], path) -> Path:
         ax.set_ylabel(metric)
         ax.set_title(f"{configuration}: {metric} on {len(g)} nodes", fontsize=8)
         ax.legend(fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path, title)
 
 
 def plot_energy_to_solution(runs: pd.DataFrame, path) -> Path:
@@ -228,9 +229,7 @@ def plot_energy_to_solution(runs: pd.DataFrame, path) -> Path:
         ax.set_ylabel("energy to train (kJ)")
         ax.set_title(f"{bench} on {site}: {len(g)} of {len(pts[(pts['benchmark'] == bench)])} runs measured",
                      fontsize=9)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path, title)
 
 
 PLOTS = ("scaling", "precision", "allreduce", "nodes", "energy")
@@ -286,9 +285,7 @@ def plot_history(history: pd.DataFrame, current: list[str], path) -> Path:
     if len(series) > len(drawn):
         fig.text(0.5, 0.01, f"and {len(series) - len(drawn)} more series (exabench history compare)",
                  ha="center", fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path, title)
 
 
 def node_test_bars(rows: list[dict], path: str | Path) -> Path:
@@ -308,5 +305,4 @@ def node_test_bars(rows: list[dict], path: str | Path) -> Path:
     ax.set_ylabel(f"{r0['metric']} ({r0['unit']})")
     ax.set_title(f"{r0['configuration']}: {r0['metric']} per {'pair' if r0['kind'] == 'pair' else 'node'}",
                  fontsize=9)
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path)

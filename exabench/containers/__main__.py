@@ -57,16 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         return verify_gpu_arch(args.capabilities)
     elif args.cmd == "digest":
         print(write_digest(args.image))
-    elif args.cmd == "build-dir":
+    elif args.cmd in ("build-dir", "build-sif"):
+        build = build_directory_image if args.cmd == "build-dir" else build_sif_image
         layers = tuple(x for x in args.layers.split(",") if x) or None
         import sys
-        print(build_directory_image(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout,
-                                    cache_dir=build_cache_dir()))
-    elif args.cmd == "build-sif":
-        layers = tuple(x for x in args.layers.split(",") if x) or None
-        import sys
-        print(build_sif_image(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout,
-                              cache_dir=build_cache_dir()))
+        print(build(parse_recipe(recipe_path(args.stack)), args.dest, layers, log=sys.stdout,
+                    cache_dir=build_cache_dir()))
     return 0
 
 

@@ -13,12 +13,17 @@ from pathlib import Path
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def file_digest(path: str | Path) -> str:
+def sha256_file(path: str | Path) -> str:
+    """The hex sha256 of a file's content, read in 1 MiB blocks (images run to gigabytes)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return "sha256:" + h.hexdigest()
+    return h.hexdigest()
+
+
+def file_digest(path: str | Path) -> str:
+    return "sha256:" + sha256_file(path)
 
 
 def directory_digest(path: str | Path) -> str:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from exabench import __version__
 from exabench.errors import ContainerError
+from exabench.io import removed_on_error
 
 # Descriptor data types (sif.DataType) by value; `siftool add --datatype N` takes value - 0x4000.
 DATA_TYPES = {
@@ -453,7 +454,7 @@ def extract_partition(image: str | Path, dest: str | Path) -> Path:
             "is missing, so the image cannot run without Apptainer",
         )
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    try:
+    with removed_on_error(tmp):
         with open(image, "rb") as src, os.fdopen(fd, "wb") as out:
             src.seek(part.offset)
             left = part.size
@@ -464,7 +465,4 @@ def extract_partition(image: str | Path, dest: str | Path) -> Path:
                 out.write(block)
                 left -= len(block)
         os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return dest

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from exabench.data import split_folders
 from exabench.data.tfrecord import CorruptFileError
 
 CHANNELS = 16
@@ -65,9 +66,7 @@ def generate(root, n_train: int, n_validation: int, height: int, width: int, see
     lo = np.full(CHANNELS, np.inf, np.float64)
     hi = np.full(CHANNELS, -np.inf, np.float64)
     counts = {}
-    for name, n in zip(SPLITS, (n_train, n_validation)):
-        out = Path(root) / name
-        out.mkdir(parents=True, exist_ok=True)
+    for name, n, out in split_folders(root, SPLITS, (n_train, n_validation)):
         for i in range(n):
             data, labels = synthetic_sample(rng, height, width)
             if name == "train":  # statistics from the training split only, as the reference's

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from exabench.data import split_folders
 from exabench.data.tfrecord import CorruptFileError, encode_example, list_files, read_examples, write_tfrecords
 
 CHANNELS = 4
@@ -72,9 +73,7 @@ def generate(root, n_train: int, n_validation: int, sample_size: int, split: int
     per_universe = split ** 3
     rng = np.random.default_rng(seed)
     counts = {}
-    for name, n in zip(SPLITS, (n_train, n_validation)):
-        out = Path(root) / name
-        out.mkdir(parents=True, exist_ok=True)
+    for name, n, out in split_folders(root, SPLITS, (n_train, n_validation)):
         universes = -(-n // per_universe)
         written = 0
         for u in range(universes):

@@ -29,18 +29,24 @@ class CorruptFileError(ExabenchError):
 
 
 # ---- CRC-32C (Castagnoli), masked as TFRecord wants -------------------------------------
+def crc32c_table() -> list[int]:
+    """CRC-32C's byte-at-a-time lookup table (reflected polynomial 0x82F63B78)."""
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
 try:
     import google_crc32c as _gcrc
 
     def crc32c(data: bytes) -> int:
         return _gcrc.value(bytes(data))
 except ImportError:  # pragma: no cover - exercised only where the C package is missing
-    _TABLE = []
-    for _i in range(256):
-        _c = _i
-        for _ in range(8):
-            _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-        _TABLE.append(_c)
+    _TABLE = crc32c_table()
 
     def crc32c(data: bytes) -> int:
         crc = 0xFFFFFFFF

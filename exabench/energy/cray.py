@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from exabench.energy.source import Channel, SourceError, Unavailable, read_text
+from exabench.energy.source import Channel, FileReader, SourceError, Unavailable, read_text
 
 ROOT = Path("/sys/cray/pm_counters")
 SOURCE = "cray_pm"
@@ -32,7 +32,7 @@ def parse_joules(path: Path, text: str) -> int:
     return int(m.group(1))
 
 
-class CrayPmReader:
+class CrayPmReader(FileReader):
     source = SOURCE
     poll_s = None  # 64-bit joule counters: they do not wrap
 
@@ -69,9 +69,6 @@ class CrayPmReader:
         if len(self.generations) > 1:
             out["power_cap_changed"] = True  # `generation` stepped during the run
         return out
-
-    def close(self) -> None:
-        pass
 
 
 def open_reader(root: Path = ROOT) -> CrayPmReader | Unavailable:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from exabench.energy.source import Channel, SourceError, Unavailable, read_text
+from exabench.energy.source import Channel, FileReader, SourceError, Unavailable, read_text
 
 ROOT = Path("/sys/class/powercap")
 SOURCE = "powercap"
@@ -33,7 +33,7 @@ def _domain(name: str) -> str | None:
     return None  # core, uncore (inside a package), psys (overlaps the packages)
 
 
-class PowercapReader:
+class PowercapReader(FileReader):
     source = SOURCE
     poll_s = POLL_S
 
@@ -53,9 +53,6 @@ class PowercapReader:
 
     def facts(self) -> dict:
         return {"zones": {dev: str(path.parent) for dev, (path, _) in self._zones.items()}}
-
-    def close(self) -> None:
-        pass
 
 
 def open_reader(root: Path = ROOT) -> PowercapReader | Unavailable:

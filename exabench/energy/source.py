@@ -42,6 +42,14 @@ class SourceError(OSError):
     """A source that stopped answering during a run: its figures become null with this reason."""
 
 
+class FileReader:
+    """A reader of counters in plain files (sysfs): it opens each file only while reading it, so
+    there is nothing to close."""
+
+    def close(self) -> None:
+        pass
+
+
 def read_text(path: Path) -> str:
     """A sysfs file's text; SourceError naming the file and the reason when it cannot be read."""
     try:

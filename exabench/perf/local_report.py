@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from exabench.io import atomic_write_text, logged
+from exabench.io import logged, write_csv_and_markdown
 from exabench.markdown import frame
 from exabench.perf.local_check import scaling_check
 from exabench.perf.site_comm import as_site
@@ -85,7 +85,4 @@ def _write_local_check(table_csv, sweep_csv, records, csv, markdown, split_bytes
     lines += ["", frame(shown), "", "Why, per run:", ""]
     lines += [f"- {r['run_id']}: {r['why']}" for _, r in check.iterrows()]
     lines += ["", "Summary:", ""] + (summary or ["- no run had a projection"]) + [""]
-    text = "\n".join(lines)
-    atomic_write_text(csv, check.to_csv(index=False))
-    atomic_write_text(markdown, text)
-    return text
+    return write_csv_and_markdown(csv, check, markdown, "\n".join(lines))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from exabench.errors import ConfigError
-from exabench.io import atomic_write_text, logged
+from exabench.io import logged, write_csv_and_markdown
 from exabench.markdown import frame
 from exabench.perf.alphabeta import Assumptions, assumptions, doubling_counts, project
 from exabench.perf.reference import PROJECTED_BANNER, Reference
@@ -81,7 +81,6 @@ def write_projection(reference: str | Path, csv: str | Path, markdown: str | Pat
         table, notes = machine_projection(Reference(reference))
         text = projection_markdown(table, notes)
         table.insert(0, "status", "PROJECTED")
-        atomic_write_text(csv, table.to_csv(index=False))
-        atomic_write_text(markdown, text)
+        write_csv_and_markdown(csv, table, markdown, text)
         projection_plot(table, plot)
         return text

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from exabench.errors import ExabenchError
-from exabench.io import atomic_write_text, logged
+from exabench.io import logged, write_csv_and_markdown
 from exabench.markdown import frame
 from exabench.perf.alphabeta import allreduce_time, doubling_counts
 from exabench.perf.reference import PROJECTED_BANNER
@@ -68,7 +68,4 @@ def write_site_comm(site, sweep_csv: str | None, csv: str | Path, markdown: str 
                       "above; no contention, full bisection.", "", frame(proj), ""]
         except ExabenchError as exc:
             lines += [f"No projection: {exc}", ""]
-        text = "\n".join(lines)
-        atomic_write_text(csv, table.to_csv(index=False))
-        atomic_write_text(markdown, text)
-        return text
+        return write_csv_and_markdown(csv, table, markdown, "\n".join(lines))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from exabench.io import atomic_write_text, logged
+from exabench.io import logged, write_csv_and_markdown
 from exabench.markdown import frame
 from exabench.perf.alphabeta import Assumptions, project
 from exabench.perf.reference import PROJECTED_BANNER, Reference
@@ -84,7 +84,4 @@ def write_validation(reference: str | Path, csv: str | Path, markdown: str | Pat
     with logged(log):
         ref = Reference(reference)
         table = validation_table(ref)
-        text = validation_markdown(table, ref)
-        atomic_write_text(csv, table.to_csv(index=False))
-        atomic_write_text(markdown, text)
-        return text
+        return write_csv_and_markdown(csv, table, markdown, validation_markdown(table, ref))

@@ -48,14 +48,19 @@ def set_aside(record: Path, status: str, results: Path) -> Moved:
     return Moved(run_id, status, target)
 
 
+def record_status(path: Path) -> str:
+    """The record's status, or "corrupt" where it cannot be read as a record."""
+    try:
+        return read_record(path)["status"]
+    except RecordError:
+        return "corrupt"
+
+
 def retry_candidates(results: str | Path) -> list[tuple[Path, str]]:
     """The campaign's records (`records/*.json`) of runs that failed, timed out or are corrupt."""
     out = []
     for path in sorted(Path(results, "records").glob("*.json")):
-        try:
-            status = read_record(path)["status"]
-        except RecordError:
-            status = "corrupt"
+        status = record_status(path)
         if status in RETRIED or status == "corrupt":
             out.append((path, status))
     return out
@@ -110,10 +115,6 @@ def restore(results: str | Path, run_id: str, text: str, source: str) -> Moved |
         raise ExabenchError(f"{source}: a record of run {data.get('run_id')!r}, not of {run_id!r}; nothing restored")
     moved = None
     if record.exists():
-        try:
-            status = read_record(record)["status"]
-        except RecordError:
-            status = "corrupt"
-        moved = set_aside(record, status, results)
+        moved = set_aside(record, record_status(record), results)
     atomic_write_text(record, text)
     return moved

@@ -77,14 +77,6 @@ def tidy_table(records: list[dict]) -> pd.DataFrame:
     return df.sort_values(["benchmark", "run_id", "metric"], na_position="first", kind="stable").reset_index(drop=True)
 
 
-def _fmt(v) -> str:
-    if v is None or (isinstance(v, float) and pd.isna(v)):
-        return ""
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
 SHOWN_ERROR_CHARS = 300  # what a summary line shows beyond the root cause, which is never cut
 
 
@@ -137,8 +129,8 @@ def markdown_summary(df: pd.DataFrame, site: str) -> str:
         swept = ", ".join(f"{k}={v}" for k, v in json.loads(row["swept"]).items())
         err = shown_error(row["error"])
         # A run that is not ok has no figure: the status and the error say why.
-        figure = [_fmt(row[c]) for c in ("value", "unit", "iqr", "n_samples")] if row["status"] == "ok" else [""] * 4
-        cells.append([run_id, row["benchmark"], swept, _fmt(row["metric"]), *figure, row["status"], err])
+        figure = [markdown.cell(row[c]) for c in ("value", "unit", "iqr", "n_samples")] if row["status"] == "ok" else [""] * 4
+        cells.append([run_id, row["benchmark"], swept, markdown.cell(row["metric"]), *figure, row["status"], err])
     total = df["run_id"].nunique()
     lines = [f"# exabench results: site {site}", "",
              *markdown.table(["run", "benchmark", "swept", "figure", "value", "unit", "spread (IQR)", "n", "status",

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param
+from exabench.benchmarks.micro.base import MicroBenchmark
+from exabench.benchmarks.base import Check, Metric, Outcome, param
 from exabench.benchmarks.timing import torch_device
 
 DEEPBENCH_FLOATS = (100_000, 3_097_600, 4_194_304, 6_553_600, 16_777_217, 38_360_000, 64_500_000)
@@ -236,11 +237,10 @@ class AllreduceParams:
 
 
 @register
-class Allreduce(Benchmark):
+class Allreduce(MicroBenchmark):
     name = "allreduce"
     headline = "busbw"
     communication = {"pattern": "allreduce"}
-    suite = "coral2-dl-micro"
     framework = "pytorch-mpi4py-horovod"
     Params = AllreduceParams
     id_params = ("backend",)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Metric, Outcome, param
+from exabench.benchmarks.micro.base import MicroBenchmark
+from exabench.benchmarks.base import Metric, Outcome, param
 from exabench.benchmarks.timing import (PRECISIONS, dtype_of, float64_check, measure, relative_error, restore_tf32,
                                         rows_to_metrics, set_tf32, torch_device)
 
@@ -98,10 +99,9 @@ class ConvParams:
 
 
 @register
-class Conv(Benchmark):
+class Conv(MicroBenchmark):
     name = "conv"
     headline = "tflops"
-    suite = "coral2-dl-micro"
     framework = "pytorch"
     Params = ConvParams
     id_params = ("precision", "algorithm")

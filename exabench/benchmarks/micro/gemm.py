@@ -16,7 +16,8 @@ import functools
 from dataclasses import dataclass
 
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Metric, Outcome, param
+from exabench.benchmarks.micro.base import MicroBenchmark
+from exabench.benchmarks.base import Metric, Outcome, param
 from exabench.benchmarks.timing import (PRECISIONS, dtype_of, float64_check, measure, relative_error, restore_tf32,
                                         rows_to_metrics, set_tf32, torch_device)
 
@@ -85,10 +86,9 @@ class GemmParams:
 
 
 @register
-class Gemm(Benchmark):
+class Gemm(MicroBenchmark):
     name = "gemm"
     headline = "tflops"
-    suite = "coral2-dl-micro"
     framework = "pytorch"
     Params = GemmParams
     id_params = ("precision",)

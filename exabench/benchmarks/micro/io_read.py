@@ -29,23 +29,15 @@ from pathlib import Path
 import numpy as np
 
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param
+from exabench.benchmarks.micro.base import MicroBenchmark
+from exabench.benchmarks.base import Check, Metric, Outcome, param
+from exabench.data.tfrecord import crc32c_table
 
 FORMATS = ("jpeg", "hdf5", "tfrecord")
 
 
 # -- TFRecord framing: length, masked CRC-32C of the length, data, masked CRC-32C of the data ------------------
-def _crc32c_table() -> np.ndarray:
-    table = np.zeros(256, dtype=np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table[i] = c
-    return table
-
-
-_CRC32C = _crc32c_table()
+_CRC32C = np.array(crc32c_table(), dtype=np.uint32)
 
 
 def crc32c_rows(rows: np.ndarray) -> np.ndarray:
@@ -204,10 +196,9 @@ class IoReadParams:
 
 
 @register
-class IoRead(Benchmark):
+class IoRead(MicroBenchmark):
     name = "io_read"
     headline = "read_pfs"
-    suite = "coral2-dl-micro"
     framework = "python-h5py"
     Params = IoReadParams
     id_params = ("format",)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param
+from exabench.benchmarks.micro.base import MicroBenchmark
+from exabench.benchmarks.base import Check, Metric, Outcome, param
 
 
 @dataclass
@@ -45,10 +46,9 @@ def round_trips(comm, rank: int, buf: np.ndarray, iters: int) -> float:
 
 
 @register
-class PingPong(Benchmark):
+class PingPong(MicroBenchmark):
     name = "pingpong"
     headline = "bandwidth"
-    suite = "coral2-dl-micro"
     framework = "mpi4py"
     launcher_needs = "mpi"
     Params = PingPongParams

@@ -15,7 +15,8 @@ import statistics
 from dataclasses import dataclass
 
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param
+from exabench.benchmarks.micro.base import MicroBenchmark
+from exabench.benchmarks.base import Check, Metric, Outcome, param
 from exabench.benchmarks.timing import (PRECISIONS, dtype_of, float64_check, measure, relative_error, restore_tf32,
                                         set_tf32, slowest, torch_device)
 
@@ -45,10 +46,9 @@ def rnn_flop(cell: str, hidden: int, batch: int, steps: int) -> float:
 
 
 @register
-class Rnn(Benchmark):
+class Rnn(MicroBenchmark):
     name = "rnn"
     headline = "tflops"
-    suite = "coral2-dl-micro"
     framework = "pytorch"
     Params = RnnParams
     id_params = ("cell", "precision")

@@ -15,7 +15,8 @@ import statistics
 from dataclasses import dataclass
 
 from exabench.benchmarks.registry import register
-from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param
+from exabench.benchmarks.micro.base import MicroBenchmark
+from exabench.benchmarks.base import Check, Metric, Outcome, param
 from exabench.benchmarks.timing import measure, slowest, torch_device
 
 ELEMENT_BYTES = 8      # float64, as STREAM
@@ -32,10 +33,9 @@ class StreamParams:
 
 
 @register
-class Stream(Benchmark):
+class Stream(MicroBenchmark):
     name = "stream"
     headline = "triad_gbs"
-    suite = "coral2-dl-micro"
     framework = "pytorch"
     Params = StreamParams
     communication = {"pattern": "none"}

@@ -72,19 +72,13 @@ CLOSED_SAMPLES = (524288, 65536)  # training, validation samples of the CosmoFlo
 
 
 def closed_rules(p: CosmoFlowParams) -> None:
-    from exabench.benchmarks.mlperf.harness import require_closed_rules
+    from exabench.benchmarks.mlperf.harness import require_closed_rules, split_sizes
     from exabench.data import cosmo
 
-    def count(root: Path) -> tuple[int, int]:
-        def n(split: str) -> int:
-            try:
-                return len(cosmo.list_samples(root / split, p.data_format, p.sample_size))
-            except OSError:
-                return 0
+    def list_split(root: Path, split: str) -> list:
+        return cosmo.list_samples(root / split, p.data_format, p.sample_size)
 
-        return n("train"), n("validation")
-
-    require_closed_rules(p, CLOSED_PARAMS, CLOSED_SAMPLES, count)
+    require_closed_rules(p, CLOSED_PARAMS, CLOSED_SAMPLES, split_sizes(list_split, OSError))
 
 
 def parse_decay(text: str, key: str = "decay_schedule") -> dict[int, float]:
@@ -208,13 +202,10 @@ class CosmoFlow(MLPerfBenchmark):  # time_to_train: to the target MAE
     }
 
     def run(self, p: CosmoFlowParams, ctx) -> Outcome:
-        import torch
-
         from exabench.benchmarks.mlperf.harness import TrainingRun
 
         decay = parse_decay(p.decay_schedule)
         closed_rules(p)
-        torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "cosmoflow", p) as tr:
             root = prepare_data(tr, p)
             model, ddp, opt = build_training(tr, p)

@@ -275,12 +275,9 @@ class DeepCAM(MLPerfBenchmark):  # time_to_train: to the target IoU
     }
 
     def run(self, p: DeepCAMParams, ctx) -> Outcome:
-        import torch
-
         from exabench.benchmarks.mlperf.harness import TrainingRun
 
         milestones = checked_milestones(p, ctx)
-        torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "deepcam", p) as tr:
             root, shift, scale = prepare_data(tr, p)
             model, ddp, opt = build_training(tr, p)

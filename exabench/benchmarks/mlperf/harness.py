@@ -118,6 +118,23 @@ def require_closed_rules(p, fixed: dict, samples: tuple[int, int],
                           "breaks the closed rules: " + "; ".join(broken))
 
 
+def split_sizes(list_split: Callable[[Path, str], list],
+                unreadable: type[Exception]) -> Callable[[Path], tuple[int, int]]:
+    """The `count_samples` of require_closed_rules for a data set whose `list_split(root, split)`
+    lists a split's samples: the sizes of its train and validation splits. A split that raises
+    `unreadable` counts 0, so the rule names the data set instead of the run failing on it."""
+    def count(root: Path) -> tuple[int, int]:
+        def n(split: str) -> int:
+            try:
+                return len(list_split(root, split))
+            except unreadable:
+                return 0
+
+        return n("train"), n("validation")
+
+    return count
+
+
 def strong_scaling_score(times: list[float], benchmark: str | None = None) -> float:
     """MLPerf-HPC strong scaling: drop the fastest and the slowest time-to-train, average the rest.
 
@@ -230,7 +247,10 @@ class TrainingRun:
     the process group shut down."""
 
     def __init__(self, ctx, benchmark: str, p):
+        import torch
+
         from exabench.training.distributed import init_torch
+        torch.set_num_threads(ctx.threads)  # the run's threads per rank, before any tensor work
         self.ctx, self.p, self.world = ctx, p, ctx.world
         self.device, default_backend = torch_device(self.world)
         self.backend = p.backend if p.backend != "auto" else default_backend

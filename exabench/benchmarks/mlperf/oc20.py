@@ -117,7 +117,6 @@ class OC20(MLPerfBenchmark):  # time_to_train: to the target forces MAE
         from exabench.models.dimenet import DimeNetPlusPlus
 
         milestones = parse_milestones(p.lr_milestones)
-        torch.set_num_threads(ctx.threads)
         shape = oc20.SlabShape(nx=p.slab_size, ny=p.slab_size, layers=p.slab_layers)
         with TrainingRun(ctx, "oc20", p) as tr:
             root = tr.data_root(lambda r: oc20.generate(r, p.n_train, p.n_validation, p.cutoff, seed=p.data_seed,

@@ -105,20 +105,12 @@ class OpenFoldParams(MLPerfParams, seed=1234567890, data_seed=False,
 
 def closed_rules(p: OpenFoldParams) -> None:
     """A ConfigError naming every broken rule when a run claims the closed division it is not."""
-    from exabench.benchmarks.mlperf.harness import require_closed_rules
+    from exabench.benchmarks.mlperf.harness import require_closed_rules, split_sizes
     from exabench.data import openfold as data
     from exabench.data.tfrecord import CorruptFileError
 
-    def count(root: Path) -> tuple[int, int]:
-        def n(split: str) -> int:
-            try:
-                return len(data.list_chains(root, split))
-            except CorruptFileError:
-                return 0
-
-        return n("train"), n("validation")
-
-    require_closed_rules(p, CLOSED_PARAMS, (REFERENCE_TRAIN_SAMPLES, REFERENCE_EVAL_SAMPLES), count)
+    require_closed_rules(p, CLOSED_PARAMS, (REFERENCE_TRAIN_SAMPLES, REFERENCE_EVAL_SAMPLES),
+                         split_sizes(data.list_chains, CorruptFileError))
 
 
 def data_chains(root: Path) -> dict[str, list[str]]:
@@ -437,12 +429,9 @@ class OpenFold(MLPerfBenchmark):  # time_to_train: to the target lDDT-Ca
     }
 
     def run(self, p: OpenFoldParams, ctx) -> Outcome:
-        import torch
-
         from exabench.benchmarks.mlperf.harness import TrainingRun
 
         check_params(p)
-        torch.set_num_threads(ctx.threads)
         with TrainingRun(ctx, "openfold", p) as tr:
             root = prepare_data(tr, p)
             model, ddp, swa, opt = build_training(tr, p)

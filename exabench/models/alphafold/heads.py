@@ -5,20 +5,15 @@ from __future__ import annotations
 
 from torch import nn
 
-from exabench.models.alphafold.primitives import Linear
+from exabench.models.alphafold.primitives import Linear, three_layer_relu
 
 
 class PerResidueLDDTCaPredictor(nn.Module):
     def __init__(self, c_s: int, c_hidden: int, num_bins: int):
         super().__init__()
-        self.net = nn.Sequential(
-            nn.LayerNorm(c_s),
-            Linear(c_s, c_hidden, init="relu"),
-            nn.ReLU(),
-            Linear(c_hidden, c_hidden, init="relu"),
-            nn.ReLU(),
-            Linear(c_hidden, num_bins, init="final"),
-        )
+        # One Sequential, LayerNorm first: the parameter names (net.0 ... net.5) stay those of the
+        # packaged checkpoint.
+        self.net = nn.Sequential(nn.LayerNorm(c_s), *three_layer_relu(c_s, c_hidden, num_bins))
 
     def forward(self, s):
         return self.net(s)

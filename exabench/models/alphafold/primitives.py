@@ -114,3 +114,15 @@ class SharedDropout(nn.Module):
 def transition(c: int, n: int) -> nn.Sequential:
     """LayerNorm, c -> n*c ReLU, n*c -> c (supplement Algorithms 9 and 15)."""
     return nn.Sequential(nn.LayerNorm(c), Linear(c, n * c, init="relu"), nn.ReLU(), Linear(n * c, c, init="final"))
+
+
+def three_layer_relu(c_in: int, c_hidden: int, c_out: int) -> nn.Sequential:
+    """c_in -> c_hidden ReLU, c_hidden -> c_hidden ReLU, c_hidden -> c_out (the structure module's
+    transition, supplement Algorithm 20 line 8, and the pLDDT head, Algorithm 29)."""
+    return nn.Sequential(
+        Linear(c_in, c_hidden, init="relu"),
+        nn.ReLU(),
+        Linear(c_hidden, c_hidden, init="relu"),
+        nn.ReLU(),
+        Linear(c_hidden, c_out, init="final"),
+    )

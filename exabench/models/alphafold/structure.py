@@ -12,7 +12,7 @@ from torch import nn
 
 from exabench.models.alphafold.atoms import atom14_from_frames, torsion_frames
 from exabench.models.alphafold.geometry import apply, compose_update, invert_apply
-from exabench.models.alphafold.primitives import Linear
+from exabench.models.alphafold.primitives import Linear, three_layer_relu
 
 
 class InvariantPointAttention(nn.Module):
@@ -119,13 +119,7 @@ class StructureModule(nn.Module):
         self.ipa = InvariantPointAttention(c_s, c_z, c_hidden_ipa, num_heads_ipa, num_qk_points, num_v_points, inf, eps)
         self.ipa_dropout = nn.Dropout(dropout_rate)
         self.layer_norm_ipa = nn.LayerNorm(c_s)
-        self.transition = nn.Sequential(
-            Linear(c_s, c_s, init="relu"),
-            nn.ReLU(),
-            Linear(c_s, c_s, init="relu"),
-            nn.ReLU(),
-            Linear(c_s, c_s, init="final"),
-        )
+        self.transition = three_layer_relu(c_s, c_s, c_s)
         self.transition_dropout = nn.Dropout(dropout_rate)
         self.layer_norm_transition = nn.LayerNorm(c_s)
         self.bb_update = Linear(c_s, 6, init="final")
