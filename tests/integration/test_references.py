@@ -152,6 +152,19 @@ def test_every_benchmark_of_the_default_campaign_has_a_reference_or_is_pending(n
         assert p["why"]
 
 
+def test_the_local_profile_ships_no_speed_only_one_machine_could_meet():
+    """The laptop that runs `make run` is unknown: a shipped images/s or seconds would fail a
+    healthy machine (or pass a broken one). Shipped references are speed-free (epochs, upper
+    bounds); every benchmark of the default campaign is covered, its speed pending from history."""
+    path = REPO / "profiles" / "local" / "references.yaml"
+    refs, pending = acc.load_references(path), acc.load_pending(path)
+    runs = default_runs("local")
+    assert {r.benchmark for r in runs} <= {p["benchmark"] for p in pending}
+    assert refs and all(r.unit == "epochs" and r.lower == 1.0 for r in refs), [(r.metric, r.unit) for r in refs]
+    judged = {r.run_id for r in runs if any(acc.applicable(refs, {**r.to_dict(), "status": "ok"}).values())}
+    assert judged == {r.run_id for r in runs if r.params.get("mode") == "time_to_accuracy"}
+
+
 @pytest.mark.parametrize("name", ("summit", "perlmutter", "polaris"))
 def test_published_per_gpu_figures_judge_the_runs_made_as_they_were_measured(name):
     path = REPO / "profiles" / name / "references.yaml"
