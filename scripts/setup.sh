@@ -40,13 +40,6 @@ install_test_tools() { # Horovod is built from source against this torch (script
 }
 stamp="$venv/.exabench-installed"
 want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$venv/bin/python" -c "import exabench" 2>/dev/null; then
-  echo "setup: $venv is up to date (requirements.lock unchanged)"
-  install_test_tools
-  exit 0
-fi
-[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-echo "setup: installing requirements.lock into $venv (first time: a few minutes)"
 pip_install() { # quiet on success; the whole log on failure
   local log; log=$(mktemp)
   if ! "$venv/bin/python" -m pip install --disable-pip-version-check "$@" >"$log" 2>&1; then
@@ -54,6 +47,21 @@ pip_install() { # quiet on success; the whole log on failure
   fi
   rm -f "$log"
 }
+# Where the venv's exabench comes from, asked outside the tree (so that the current folder cannot
+# answer): a venv copied or moved from another clone keeps importing that clone's code.
+exabench_home() { (cd / && "$venv/bin/python" -c "import exabench, pathlib; print(pathlib.Path(exabench.__file__).resolve().parents[1])") 2>/dev/null; }
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -n "$(exabench_home)" ]; then
+  if [ "$(exabench_home)" != "$(pwd -P)" ]; then
+    echo "setup: $venv imports exabench from $(exabench_home), not this tree: installing this one (editable)"
+    pip_install --no-deps --no-build-isolation -e .
+  else
+    echo "setup: $venv is up to date (requirements.lock unchanged)"
+  fi
+  install_test_tools
+  exit 0
+fi
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+echo "setup: installing requirements.lock into $venv (first time: a few minutes)"
 pip_install -r requirements.lock
 pip_install --no-deps --no-build-isolation -e .
 "$venv/bin/python" -c "import exabench, torch, mpi4py, snakemake" # fail loudly if anything is missing
