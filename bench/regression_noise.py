@@ -1,7 +1,7 @@
 """The two-campaign experiment of `exabench history regress` under real machine noise, N times
 (issue 30): per trial, a baseline campaign of tiny K-Means (its repeats sized from its own first
 runs' spread), the same config beside a CPU-burning neighbour process (must be no change), and the
-same config with 30% more rows (must be `regressed`, slower, its interval covering 30%); the
+same config slowed by 30% (`slowdown: 0.3`; must be `regressed`, slower, its interval covering 30%); the
 three campaigns' runs interleaved (tests/helpers_noise.py says why).
 
     PYTHONPATH=. python bench/regression_noise.py [--trials 3] [--keep DIR]
@@ -41,7 +41,7 @@ def main() -> int:
               f"floor {out['pilot_floor']:.1%}, repeats needed for 20%: {out['repeats_needed'] or '> 1000'}"
               f"{'' if out['sized'] else ': too noisy for the test, which skips its slowdown half'}), "
               f"{time.perf_counter() - t0:.0f} s")
-        for name, row in (("neighbour", noisy), ("+30% rows", slowed)):
+        for name, row in (("neighbour", noisy), ("slowed 30%", slowed)):
             print(f"  {name:10s} {row['verdict']:10s} change {row['change']:+.1%} "
                   f"[CI {row['ci_low']:+.1%}, {row['ci_high']:+.1%}] p_adj {row['p_adjusted']:.2g} "
                   f"floor {row['floor']:.1%} run spread {row['spread_run']:.1%}")

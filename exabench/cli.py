@@ -303,7 +303,8 @@ def cmd_history_compare(args) -> int:
 def cmd_history_regress(args) -> int:
     from exabench.analysis import history
     df = history.regressions(args.store, args.current, args.against, args.last, not args.any_system, args.metric,
-                             args.alpha, args.min_change, args.correction, detect=args.detect)
+                             args.alpha, args.min_change, args.correction, detect=args.detect,
+                             campaign_spread=args.campaign_spread)
     print(history.write_regressions(df, args.csv, args.markdown))
     return 1 if args.strict and (df["verdict"] == "regressed").any() else 0
 
@@ -685,6 +686,9 @@ def _add_history(sub) -> None:
             q.add_argument("--min-change", type=float, default=0.05,
                            help="smallest relative change that counts, whatever the noise floor "
                                 "(default %(default)s)")
+            q.add_argument("--campaign-spread", type=float, default=0.05,
+                           help="with one history campaign, how much campaigns are assumed to differ "
+                                "(it cannot be measured from one; default %(default)s)")
             q.add_argument("--detect", type=float, default=0.10,
                            help="the change the `repeats for` column is sized for (default %(default)s)")
             q.add_argument("--correction", default="bh", choices=("bh", "holm", "none"),

@@ -1,13 +1,15 @@
 """The two-campaign experiment of `history regress` under real machine noise (tests/integration/test_regression_noise.py,
 bench/regression_noise.py): campaigns of one tiny K-Means config run through the real path (plan ->
 job script -> runner -> record -> results store), one of them beside a CPU-burning neighbour
-process, one with 30% more rows (the injected slowdown), each judged against the
+process, one with an injected 30% slowdown, each judged against the
 baseline by the `exabench history regress` command (each alone against the baseline: with two
 history campaigns the campaign would be the unit, and one degree of freedom decides nothing).
 
-The slowdown is more work: 30% more rows (K-Means' fits scale with the rows), which holds on a
-busy machine too (a CPU throttled by stopping the process does not: the scheduler gives a stopped
-process its share back when it resumes).
+The slowdown is the analytics' `slowdown` parameter: every timed fit stretched by 30% of its own
+time, the CPU kept busy, so the true change is +30% whatever the machine's load. More rows is
+not a known change (the fits' fixed costs do not grow with the rows: 30% more rows measured
++22 to +27%), and a CPU throttled by stopping the process is not either (the scheduler gives a
+stopped process its share back when it resumes).
 
 The campaigns' runs are interleaved (baseline run 1, neighbour run 1, slowed run 1, baseline run
 2, ...), each campaign's records in its own results folder and ingested as its own campaign: a
@@ -41,23 +43,24 @@ ROWS = 5000
 NEIGHBOUR = "while True: pass"  # one core kept busy beside each of the noisy campaign's runs
 
 
-def _config(path: Path, rows: int, runs: int) -> str:
+def _config(path: Path, slowdown: float, runs: int) -> str:
     path.write_text(yaml.safe_dump({
         "campaign": "noise", "preset": "tiny", "repeats": runs, "timeout_s": 300,
         "benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [1], "threads_per_rank": [1]},
-                        "params": {"size_per_node": f"{rows}rows", "repeats": 10, "budget_s": 5}}]}))
+                        "params": {"size_per_node": f"{ROWS}rows", "repeats": 10, "budget_s": 5,
+                                   "slowdown": slowdown}}]}))
     return str(path)
 
 
 class Campaign:
     """One campaign's runs through the real path, one at a time: render the job script, execute it."""
 
-    def __init__(self, root: Path, rows: int):
+    def __init__(self, root: Path, slowdown: float = 0.0):
         from exabench.campaign.plan import expand
         from exabench.campaign.site import load_site
         from exabench.config import load_and_validate
         root.mkdir(parents=True, exist_ok=True)
-        cfg = _config(root / "noise.yaml", rows, MAX_RUNS)
+        cfg = _config(root / "noise.yaml", slowdown, MAX_RUNS)
         self.root, self.site = root, load_site(REPO / "profiles" / "local" / "site.yaml")
         self.plan = expand(load_and_validate(cfg, "config"), self.site, cfg)
         self.records: list[dict] = []
@@ -114,16 +117,16 @@ def regress(work: Path, current: str, against: str) -> dict:
 
 
 def experiment(work: Path) -> dict:
-    """Baseline, the same config beside a neighbour, the same config with 30% more rows, their runs
+    """Baseline, the same config beside a neighbour, the same config slowed by 30%, their runs
     interleaved; PILOT runs each, then as many as the baseline's spread asks for (at most MAX_RUNS).
     Returns the two verdict rows (each against the baseline), the runs per campaign, the spread, and
     `sized`: whether the runs reached what the spread asks for and the noise floor the spread
-    implies (one history campaign: 2 sqrt(2) spreads) is below DETECT (a machine too busy for
+    implies (one history campaign: regression.compare_runs) is below DETECT (a machine too busy for
     MAX_RUNS runs to detect DETECT is named so, not judged by luck)."""
     from exabench.analysis import regression
 
-    base, noisy, slowed = (Campaign(work / "baseline", ROWS), Campaign(work / "noisy", ROWS),
-                           Campaign(work / "slowed", round(ROWS * (1 + SLOWDOWN))))
+    base, noisy, slowed = (Campaign(work / "baseline"), Campaign(work / "noisy"),
+                           Campaign(work / "slowed", SLOWDOWN))
     runs, needed, spread = PILOT, None, None
     while len(base.records) < runs:
         base.run_next()
@@ -135,10 +138,12 @@ def experiment(work: Path) -> dict:
             needed = regression.repeats_needed(DETECT, spread)
             runs = min(MAX_RUNS, max(PILOT, needed or MAX_RUNS))
     a, b, c = (_ingest(work, x.root) for x in (base, noisy, slowed))
-    out = {"runs": runs, "pilot_spread": spread, "repeats_needed": needed,
-           "pilot_floor": math.expm1(regression.FLOOR_SPREADS * math.sqrt(2) * spread),
-           "sized": needed is not None and needed <= MAX_RUNS
-           and math.expm1(regression.FLOOR_SPREADS * math.sqrt(2) * spread) < DETECT,
+    # the floor one history campaign gives: the campaign level assumed as large as the runs' spread
+    # or the campaign_spread, whichever is larger (regression.compare_runs)
+    floor = math.expm1(regression.FLOOR_SPREADS
+                       * math.sqrt(spread ** 2 + max(spread, math.log1p(regression.CAMPAIGN_SPREAD)) ** 2))
+    out = {"runs": runs, "pilot_spread": spread, "repeats_needed": needed, "pilot_floor": floor,
+           "sized": needed is not None and needed <= MAX_RUNS and floor < DETECT,
            "noisy": regress(work, b, a), "slowed": regress(work, c, a)}
     (work / "figures.json").write_text(json.dumps(
         {k: ({kk: vv for kk, vv in v.items() if kk != "printed"} if isinstance(v, dict) else v)

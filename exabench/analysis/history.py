@@ -242,7 +242,8 @@ def _runs(group: pd.DataFrame) -> list[regression.Run]:
 def regressions(store: str | Path = DEFAULT_STORE, current: str = "latest", against: str | None = None,
                 last: int | None = None, same_system: bool = True, metric: str = "headline",
                 alpha: float = regression.ALPHA, min_change: float = regression.MIN_CHANGE,
-                correction: str = "bh", seed: int = 0, detect: float = regression.DETECT) -> pd.DataFrame:
+                correction: str = "bh", seed: int = 0, detect: float = regression.DETECT,
+                campaign_spread: float = regression.CAMPAIGN_SPREAD) -> pd.DataFrame:
     """Regression verdicts of the current selection's metrics against their history, run by run
     (exabench/analysis/regression.py: each run one sample, campaigns a level of their own).
 
@@ -253,7 +254,8 @@ def regressions(store: str | Path = DEFAULT_STORE, current: str = "latest", agai
     repeats_needed column is sized for."""
     if correction not in regression.CORRECTIONS:
         raise SelectionError(f"correction {correction!r} is not valid; valid: {', '.join(regression.CORRECTIONS)}")
-    for name, value in (("--alpha", alpha), ("--min-change", min_change), ("--detect", detect)):
+    for name, value in (("--alpha", alpha), ("--min-change", min_change), ("--detect", detect),
+                        ("--campaign-spread", campaign_spread)):
         if not 0 < value < 1:
             raise SelectionError(f"{name} {value!r} is not valid; valid: a fraction between 0 and 1 (e.g. 0.05)")
     table = campaigns(store)
@@ -281,7 +283,8 @@ def regressions(store: str | Path = DEFAULT_STORE, current: str = "latest", agai
             h = h[h["campaign_id"].isin(keep)]
         hib = c["higher_is_better"].dropna()
         comp = regression.compare_runs(_runs(c), _runs(h), bool(hib.iloc[0]) if len(hib) else True, alpha=alpha,
-                                       min_change=min_change, detect=detect, seed=seed)
+                                       min_change=min_change, detect=detect, seed=seed,
+                                       campaign_spread=campaign_spread)
         comps.append(comp)
         rows.append({"site": site, "benchmark": benchmark, "series": series, "metric": name, "unit": unit,
                      "params_differ": _params_differ(c, h)})
@@ -292,7 +295,8 @@ def regressions(store: str | Path = DEFAULT_STORE, current: str = "latest", agai
                                                        if row["params_differ"] else "")
     out = pd.DataFrame(rows, columns=REGRESSION_COLUMNS)
     out.attrs.update({"current": current, "current_ids": cur_ids, "history_ids": hist_ids, "alpha": alpha,
-                      "min_change": min_change, "correction": correction, "detect": detect})
+                      "min_change": min_change, "correction": correction, "detect": detect,
+                      "campaign_spread": campaign_spread})
     return out
 
 

@@ -1,7 +1,8 @@
 """`exabench history regress` under real machine noise (tests/helpers_noise.py): campaigns of one
 tiny K-Means config on this machine, their runs interleaved, their repeats sized from the observed
 run-to-run spread. The same config beside a CPU-burning neighbour process is no change; the same
-config with 30% more rows (30% more work) is `regressed`, slower, with an interval that covers 30%.
+config slowed by 30% (each timed fit stretched by 30% of its time) is `regressed`, slower, with
+an interval that covers 30%.
 On a machine so busy that the power analysis says the test's runs cannot detect 20%, the slowdown
 half is skipped with the figures, rather than judged by luck.
 `python bench/regression_noise.py --trials 3` runs the experiment again and prints the figures."""
@@ -33,4 +34,4 @@ def test_a_busy_neighbour_is_no_change_and_a_thirty_percent_slowdown_is_found(tm
     assert slowed["verdict"] == "regressed" and slowed["change"] > 0, slowed["printed"]  # time: up is slower
     assert slowed["ci_low"] <= SLOWDOWN <= slowed["ci_high"], slowed["printed"]
     assert "floor" in slowed["printed"] and f"{slowed['floor']:.1%}" in slowed["printed"]
-    assert slowed["params_differ"] == "size_per_node"  # the run id does not name it: the verdict says so
+    assert slowed["params_differ"] == "slowdown"  # the run id does not name it: the verdict says so

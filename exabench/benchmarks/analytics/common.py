@@ -174,12 +174,14 @@ def blas_threads(n: int):
 MIN_TIMED = 5  # timed fits a run keeps whatever its budget: a per-run distribution, not one number
 
 
-def timed_repeats(fit_once, repeats: int, warmup: int, tcomm: TimedComm, collectives, budget_s: float = math.inf):
+def timed_repeats(fit_once, repeats: int, warmup: int, tcomm: TimedComm, collectives, budget_s: float = math.inf,
+                  slowdown: float = 0.0):
     """Run `fit_once(rep)` warmup + up to `repeats` times; returns (time, compute, comm) samples,
     each the max over ranks, of the timed repeats, and the result of the last one. Timing stops
     early once MIN_TIMED fits (or `repeats`, if fewer) are timed and their times add up to
     `budget_s`: short fits get many samples, long ones are not repeated for hours. Every rank
-    sees the same max-over-ranks times, so all stop together."""
+    sees the same max-over-ranks times, so all stop together. `slowdown` > 0 stretches each fit
+    by that fraction of its own time (an injected fault of known size: AnalyticsParams)."""
     samples = {"time": [], "compute_time": [], "comm_time": []}
     result = None
     with contextlib.ExitStack() as region:  # the energy meter's timed region: from the first timed repeat
@@ -192,6 +194,8 @@ def timed_repeats(fit_once, repeats: int, warmup: int, tcomm: TimedComm, collect
                 region.enter_context(timed_region())
             t0 = time.perf_counter()
             result = fit_once(rep)
+            if slowdown > 0:
+                _busy_until(t0 + (time.perf_counter() - t0) * (1 + slowdown))
             local = time.perf_counter() - t0
             if rep < warmup:
                 continue
@@ -199,6 +203,13 @@ def timed_repeats(fit_once, repeats: int, warmup: int, tcomm: TimedComm, collect
             for i, name in enumerate(samples):
                 samples[name].append(max(r[i] for r in per_rank))
     return samples, result
+
+
+def _busy_until(deadline: float) -> None:
+    """Keep the CPU busy until `deadline` (perf_counter): a slower CPU, not a sleep that a
+    neighbour could fill."""
+    while time.perf_counter() < deadline:
+        pass
 
 
 def timing_metrics(samples: dict, input_bytes: float, precision: str, what: str) -> dict[str, Metric]:
@@ -265,6 +276,10 @@ class AnalyticsParams:
     budget_s: float = param(30.0, "stop timing once the timed fits add up to this many seconds and at least 5 "
                             "(or `repeats`) are timed", minimum=0.0)
     warmup: int = param(1, "untimed fits before the timed ones", minimum=0)
+    slowdown: float = param(0.0, "an injected fault, to check regression verdicts: each timed fit is stretched by "
+                            "this fraction of its own time (the CPU kept busy), so the true change is known: "
+                            "0.3 is 30% slower whatever the machine (more rows is not: fixed costs do not grow)",
+                            minimum=0.0)
     seed: int = param(1234, "seed of the data (by chunk of rows) and of any random initialisation")
     scaling: str = param("weak", "weak: size_per_node on every node (the suite's mode); strong: size_per_node is "
                          "the whole problem, split over all nodes", choices=("weak", "strong"))

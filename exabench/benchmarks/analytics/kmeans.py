@@ -223,7 +223,7 @@ class KMeans(AnalyticsBenchmark):
 
         with blas_threads(ctx.threads):
             samples, (fit, fits) = timed_repeats(fit_once, p.repeats, p.warmup, tcomm, ctx.collectives,
-                                                 p.budget_s)
+                                                 p.budget_s, p.slowdown)
             # Sanity, untimed, on the last k: continue to convergence from the last timed state.
             k = ks[-1]
             centres, _, objectives = fits[-1]

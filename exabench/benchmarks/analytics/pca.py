@@ -161,7 +161,7 @@ class PCA(AnalyticsBenchmark):
         fit = FITS[p.method]
         with blas_threads(ctx.threads):
             samples, result = timed_repeats(lambda rep: fit(block.x, tcomm), p.repeats, p.warmup, tcomm,
-                                            ctx.collectives, p.budget_s)
+                                            ctx.collectives, p.budget_s, p.slowdown)
             errors = leading_errors(block.x, result, fit, tcomm, p.leading, p.sample_rows)
         metrics = timing_metrics(samples, block.input_bytes, p.dtype, f"PCA by {p.method}")
         sv = result.singular_values

@@ -376,7 +376,7 @@ class SVM(AnalyticsBenchmark):
         with blas_threads(ctx.threads):
             samples, result = timed_repeats(lambda rep: SVMFit(block.x, y, tcomm, p.intercept)
                                             .solve(p.mu_min, p.max_iter),
-                                            p.repeats, p.warmup, tcomm, ctx.collectives, p.budget_s)
+                                            p.repeats, p.warmup, tcomm, ctx.collectives, p.budget_s, p.slowdown)
             acc = accuracy(block.x, y, result.w, result.b, tcomm)
         metrics = timing_metrics(samples, block.input_bytes, p.dtype, f"{SOLVER} to mu={p.mu_min:g}")
         info = {"rows": block.total_rows, "input_tb": block.input_bytes / 1e12, "solver": SOLVER,
