@@ -338,15 +338,18 @@ def write_bundle_scripts(bundles, site, results_dir, campaign, log_path) -> None
 
 # --- run -----------------------------------------------------------------------------------------
 
-def run_job_environment(deployment_methods=()) -> dict[str, str]:
-    """What the run jobs' shell (run.smk) reads: the Python that runs `exabench execute` and the
-    package's folder, put first on its PYTHONPATH (the job finds the package Snakemake found). Under
-    `--sdm conda` the job's Python is the one of its conda environment (workflow/envs/exabench.yaml).
-    Set in Snakemake's environment, not written into the rule: the rule's code, which decides a
-    rerun, then holds no interpreter path."""
+def run_job_environment(site: str, deployment_methods=()) -> dict[str, str]:
+    """What the run jobs' shell (run.smk) reads: the Python that runs `exabench execute`, the
+    package's folder, put first on its PYTHONPATH (the job finds the package Snakemake found), and
+    the site file it renders from. Under `--sdm conda` the job's Python is the one of its conda
+    environment (workflow/envs/exabench.yaml). Set in Snakemake's environment, not written into
+    the rule: the rule's code and params, which decide a rerun, then hold no interpreter path and
+    no spelling of the site's path (the site's content is in each run's render digest,
+    exabench/rendered.py), so naming the site by another path re-runs nothing."""
     conda = any(str(getattr(m, "name", m)).lower() == "conda" for m in deployment_methods or ())
     return {"EXABENCH_PYTHON": "python" if conda else sys.executable,
-            "EXABENCH_ROOT": str(Path(__file__).resolve().parents[1])}
+            "EXABENCH_ROOT": str(Path(__file__).resolve().parents[1]),
+            "EXABENCH_SITE": str(Path(site).resolve())}
 
 
 def claim_results(results: str, checkout: str, config_files) -> None:

@@ -93,6 +93,11 @@ def test_each_run_is_a_process_with_no_workflow_that_renders_its_own_files(tmp_p
         log = (tmp_path / "logs" / "local" / "runs" / f"{run_id}.log").read_text()
         assert f"run {run_id}" not in log  # the execution wrote no error of its own: the record was the job's
     assert "runs finished" in first.stdout and "of 2 runs finished" in first.stdout, first.stdout[-3000:]
+    # The same site named by another path runs nothing again (no spelling of it in the rule's params).
+    other = Path(os.path.relpath(site, tmp_path))
+    assert str(other) != str(site)
+    again = snakemake(tmp_path, cfg, "-n", *(f"results/local/records/{i}.json" for i in ids), site=other)
+    assert again.returncode == 0 and ran(again.stdout) == [], again.stdout[-3000:]
 
     # A run added to the plan runs alone; the finished runs do not run again, and no job renders
     # the campaign above them (the new run renders its own files).

@@ -54,8 +54,9 @@ RUN_DICTS = {run_id: run.to_dict() for run_id, run in RUNS.items()}
 # that editing one re-renders and re-runs the runs.
 RUN_TEMPLATES = sorted(str(p) for p in TEMPLATES.rglob("*.j2"))
 TEMPLATES_DIGEST = pipeline.files_digest(RUN_TEMPLATES)
-# The run jobs' `exabench execute` (run.smk): its Python and the package's folder, in the environment.
-os.environ.update(pipeline.run_job_environment(workflow.deployment_settings.deployment_method))
+# The run jobs' `exabench execute` (run.smk): its Python, the package's folder and the site file,
+# in the environment.
+os.environ.update(pipeline.run_job_environment(config["site"], workflow.deployment_settings.deployment_method))
 # What the render job writes: every run's job.sh and spec.json, and the campaign's run ids.
 RUN_FILES = pipeline.run_file_outputs(RESULTS, RUNS)
 

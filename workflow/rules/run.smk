@@ -45,10 +45,9 @@ rule run_benchmark:
     params:
         run=get_run_json,
         templates=TEMPLATES_DIGEST,
-        site=config["site"],
         spec=lambda wildcards: f"{RESULTS}/runs/{wildcards.run_id}/spec.json",
         planned=RUN_FILES["run_ids"],
     shell:
         'PYTHONPATH="$EXABENCH_ROOT${{PYTHONPATH:+:$PYTHONPATH}}" "$EXABENCH_PYTHON" -m exabench execute'
-        " --render-site {params.site:q} --render-run {params.run:q}"
+        ' --render-site "$EXABENCH_SITE" --render-run {params.run:q}'
         " --spec {params.spec:q} --log {log:q} --planned {params.planned:q}"
