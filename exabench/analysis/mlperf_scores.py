@@ -313,12 +313,12 @@ def _fmt(x, spec=".3f") -> str:
     return "" if x is None else format(x, spec)
 
 
+def _section(title: str, intro: str, header: list[str], rows: list[list]) -> list[str]:
+    """A scores section: its title, what it shows, its table."""
+    return [f"## {title}", "", intro, ""] + markdown.table(header, rows)
+
+
 def tts_markdown(scores: list[TimeToSolution]) -> list[str]:
-    lines = ["## Time To Solution", "",
-             "Olympic average of the runs' minutes (run_start to run_stop; best and worst dropped) "
-             "by mlperf-logging's result summarizer; RCP by its RCP checker; checker = its compliance "
-             "checker on each log. Energy: joules over run_start..run_stop from the run's record, averaged "
-             "over the same runs as the time (the summarizer's Energy column; docs/energy.md).", ""]
     rows = []
     for s in scores:
         for r in s.runs:
@@ -330,22 +330,26 @@ def tts_markdown(scores: list[TimeToSolution]) -> list[str]:
         energy = _fmt(s.olympic_energy_j, ".4g") or f"n/a ({s.energy_note})"
         rows.append([s.benchmark, s.global_batch_size, s.scale, "**olympic**", olympic, energy, "",
                      "", "", "", runs, s.rcp, s.ruleset])
-    lines += markdown.table(["benchmark", "global batch", "S", "seed", "minutes", "energy (J)", "run_stop", "checker",
-                             "counted", "staging", "runs", "RCP", "ruleset"], rows)
-    return lines
+    return _section("Time To Solution",
+                    "Olympic average of the runs' minutes (run_start to run_stop; best and worst dropped) "
+                    "by mlperf-logging's result summarizer; RCP by its RCP checker; checker = its compliance "
+                    "checker on each log. Energy: joules over run_start..run_stop from the run's record, averaged "
+                    "over the same runs as the time (the summarizer's Energy column; docs/energy.md).",
+                    ["benchmark", "global batch", "S", "seed", "minutes", "energy (J)", "run_stop", "checker",
+                     "counted", "staging", "runs", "RCP", "ruleset"], rows)
 
 
 def throughput_markdown(rows_: list[Throughput]) -> list[str]:
-    lines = ["## Throughput", "",
-             "M instances of S accelerators at once; TTTa = latest run_stop - earliest run_start of the M' "
-             "instances counted (converged, distinct seeds, stragglers pruned as stated); models/min = M' / TTTa. "
-             "A score needs M' at least the rules' count for the benchmark; with fewer, the span of the "
-             "instances counted is shown and TTTa is n/a.", ""]
     rows = [[t.benchmark, t.T, t.S, t.M, f"{t.M_counted} of >= {t.required}", _fmt(t.span_minutes, ".4f"),
              _fmt(t.TTTa_minutes, ".4f") or "n/a", _fmt(t.models_per_minute) or "n/a", len(t.pruned),
              len(t.rejected), t.verdict, t.staging, t.ruleset] for t in rows_]
-    lines += markdown.table(["benchmark", "T", "S", "M", "M'", "span (min)", "TTTa (min)", "models/min", "pruned",
-                             "same seed", "verdict", "staging", "ruleset"], rows)
+    lines = _section("Throughput",
+                     "M instances of S accelerators at once; TTTa = latest run_stop - earliest run_start of the M' "
+                     "instances counted (converged, distinct seeds, stragglers pruned as stated); models/min = "
+                     "M' / TTTa. A score needs M' at least the rules' count for the benchmark; with fewer, the "
+                     "span of the instances counted is shown and TTTa is n/a.",
+                     ["benchmark", "T", "S", "M", "M'", "span (min)", "TTTa (min)", "models/min", "pruned",
+                      "same seed", "verdict", "staging", "ruleset"], rows)
     for t in rows_:
         lines += [f"- {Path(r['log']).name}: left out, {r['why']}" for r in t.rejected]
     return lines
