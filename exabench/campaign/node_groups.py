@@ -226,21 +226,27 @@ def check_groups(groups: list[NodeGroup], runs: list[Run], config_file: str) -> 
 
 
 def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, campaign: str, job: str = "",
-                 folders: dict[str, Path] | None = None, spec_args: dict[str, str] | None = None) -> str:
+                 folders: dict[str, Path] | None = None, spec_args: dict[str, str] | None = None,
+                 requests: dict | None = None) -> str:
     """One batch script, pinned to the group's nodes, running `runs` (the group's: group_runs, of
-    one allocation mode: node_sweep.allocation_modes) in sequence. `folders` (real_folders of root)
-    and `spec_args` (each run's spec path, shell-quoted) are made once by group_files for all
-    groups: a machine's 9,408 groups would resolve and quote them 9,408 times."""
+    one allocation mode: node_sweep.allocation_modes) in sequence. `folders` (real_folders of root),
+    `spec_args` (each run's spec path, shell-quoted) and `requests` (the allocation of each set of
+    runs on so many nodes) are made once by group_files for all groups: a machine's 9,408 groups
+    would resolve, quote and work them out 9,408 times."""
     if not runs:
         raise ConfigError("config", KEY, group.name, f"a group with runs planned on {len(group.nodes)} node(s)",
                           "has no run")
-    minutes = runs_walltime_min(site, runs, f"every_node group {group.name}")
+    requests = {} if requests is None else requests
+    key = (len(group.nodes), tuple(r.run_id for r in runs))
+    if key not in requests:
+        # The group's whole nodes in the runs' allocation mode: the node's own request, whatever each run uses.
+        layouts = [node_layout(site, len(group.nodes), r.layout) for r in runs]
+        requests[key] = (runs_walltime_min(site, runs, f"every_node group {group.name}"), layouts[0],
+                         allocation.common_request(site, layouts, f"every_node group {group.name}"))
+    minutes, layout, alloc = requests[key]
     folders = folders or real_folders(root)
     out_dir = folders[""] / "nodes" / "groups"
-    # The group's whole nodes in the runs' allocation mode: the node's own request, whatever each run uses.
-    layouts = [node_layout(site, len(group.nodes), r.layout) for r in runs]
-    alloc = allocation.common_request(site, layouts, f"every_node group {group.name}")
-    request = batch_request(site, layouts[0], f"exabench-node-{job or group.name}", minutes, out_dir, alloc)
+    request = batch_request(site, layout, f"exabench-node-{job or group.name}", minutes, out_dir, alloc)
     # Slot licenses cap the ranks running at once by the run with the most ranks.
     most_ranks = max(runs, key=lambda r: r.layout.ranks)
     request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes) + slot_licenses(site, most_ranks)
@@ -295,10 +301,11 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
     out = Path(root) / "nodes" / "groups"
     folders = real_folders(root)
     spec_args = _spec_args(runs, folders)
-    files = []
+    files, requests = [], {}
     for g, modes in group_jobs(runs, site, groups):
         for path, job in zip(node_sweep_paths(out / f"{g.name}.sh", len(modes)), modes):
-            files.append((path, group_script(job, site, root, g, campaign, path.stem, folders, spec_args), 0o755))
+            files.append((path, group_script(job, site, root, g, campaign, path.stem, folders, spec_args, requests),
+                          0o755))
     submit = ["#!/usr/bin/env bash", f"# exabench: submit the {len(files)} every-node group job(s) of campaign "
               f"{campaign}, one per group (per allocation mode); runs recorded before are skipped inside each.",
               "set -euo pipefail"]
@@ -310,8 +317,13 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
 
 def group_jobs(runs: list[Run], site: Site, groups: list[NodeGroup]) -> list[tuple[NodeGroup, list[list[Run]]]]:
     """Each group with its jobs: its runs (group_runs) split by allocation mode (Summit's smt1 and
-    smt4 runs cannot share an allocation), [[]] for a group without runs (group_script refuses it)."""
-    return [(g, allocation_modes(group_runs(runs, g), site) or [[]]) for g in groups]
+    smt4 runs cannot share an allocation), [[]] for a group without runs (group_script refuses it).
+    A group's runs, so its jobs, depend on its size alone: worked out once per size."""
+    by_size: dict[int, list[list[Run]]] = {}
+    for g in groups:
+        if len(g.nodes) not in by_size:
+            by_size[len(g.nodes)] = allocation_modes(group_runs(runs, g), site) or [[]]
+    return [(g, by_size[len(g.nodes)]) for g in groups]
 
 
 def group_outputs(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]) -> list[Path]:
