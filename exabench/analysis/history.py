@@ -254,10 +254,12 @@ def regressions(store: str | Path = DEFAULT_STORE, current: str = "latest", agai
     repeats_needed column is sized for."""
     if correction not in regression.CORRECTIONS:
         raise SelectionError(f"correction {correction!r} is not valid; valid: {', '.join(regression.CORRECTIONS)}")
-    for name, value in (("--alpha", alpha), ("--min-change", min_change), ("--detect", detect),
-                        ("--campaign-spread", campaign_spread)):
+    for name, value in (("--alpha", alpha), ("--min-change", min_change), ("--detect", detect)):
         if not 0 < value < 1:
             raise SelectionError(f"{name} {value!r} is not valid; valid: a fraction between 0 and 1 (e.g. 0.05)")
+    if not 0 <= campaign_spread < 1:
+        raise SelectionError(f"--campaign-spread {campaign_spread!r} is not valid; valid: a fraction from 0 (campaigns "
+                             "known not to differ) up to 1 (e.g. 0.05)")
     table = campaigns(store)
     cur_ids = select(table, current)
     if not cur_ids:
