@@ -37,14 +37,22 @@ def proc_state(pid: int) -> str | None:
         return None
 
 
-def alive(pid: int, start: str | None = None) -> bool:
-    """The process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+def _answers(signal_zero) -> bool:
+    """`signal_zero()` sends signal 0 (os.kill, os.killpg): False where no such process or group
+    exists; one of another user's exists."""
     try:
-        os.kill(pid, 0)
+        signal_zero()
     except ProcessLookupError:
         return False
     except PermissionError:
         pass
+    return True
+
+
+def alive(pid: int, start: str | None = None) -> bool:
+    """The process runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    if not _answers(lambda: os.kill(pid, 0)):
+        return False
     if proc_state(pid) in ("Z", "X"):
         return False
     got = proc_start(pid)
@@ -71,13 +79,7 @@ def _members(pgid: int) -> list[int]:
 def group_alive(pgid: int) -> bool:
     """A process of the group (or of the session it leads) runs."""
     if not Path("/proc/self/stat").exists():  # no /proc: the group alone, as the kernel sees it
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
+        return _answers(lambda: os.killpg(pgid, 0))
     return bool(_members(pgid))
 
 
