@@ -511,20 +511,31 @@ def write_verdicts(records: list[str], references: str, plan: str | None, site: 
                    junit: str) -> list[dict]:
     """Judge the records (files or directories) against references.yaml; write the verdicts as
     Markdown, CSV and JUnit XML. Planned runs without a record fail."""
-    import pandas as pd
-
     from exabench.analysis.runs import load_plan
-    from exabench.io import atomic_write_text
     from exabench.records.record import record_paths
     from exabench.records.tidy import load_records
 
-    rows = verdicts(load_records(record_paths(records)), load_references(references), load_plan(plan), site,
-                    load_pending(references))
+    rows = verdicts_against(load_records(record_paths(records)), references, load_plan(plan), site)
     # The file's name only, so a summary rebuilt from an archive is byte-identical.
-    atomic_write_text(markdown, summary_markdown(rows, site, references_label(references)))
+    write_verdict_files(rows, site, references_label(references), markdown, csv, junit)
+    return rows
+
+
+def verdicts_against(records: list[dict], references: str | Path, plan: list[dict] | None, site: str) -> list[dict]:
+    """The verdicts of `records` against a references file: its references and its pending
+    (from_history) entries, which the detail of a run without a reference names. One reading for a
+    campaign's verdicts and for an archive's rebuilt ones, so that the two are the same."""
+    return verdicts(records, load_references(references), plan, site, load_pending(references))
+
+
+def write_verdict_files(rows: list[dict], site: str, label: str, markdown: str | Path, csv: str | Path,
+                        junit: str | Path) -> None:
+    import pandas as pd
+
+    from exabench.io import atomic_write_text
+    atomic_write_text(markdown, summary_markdown(rows, site, label))
     atomic_write_text(csv, pd.DataFrame(rows).to_csv(index=False))
     atomic_write_text(junit, junit_xml(rows, site))
-    return rows
 
 
 def check_verdicts(verdicts_csv: str) -> tuple[bool, str]:

@@ -194,14 +194,12 @@ def verify_inventory(root: Path, check: Check) -> None:
 
 def rebuild(root: Path, out: Path) -> list[Path]:
     """Every table, plot and verdict of the campaign from the archived records alone."""
-    from exabench.analysis.acceptance import (junit_xml, load_references, references_label, summary_markdown,
-                                              verdicts)
+    from exabench.analysis.acceptance import references_label, verdicts_against, write_verdict_files
     from exabench.records.tidy import load_records, markdown_summary, tidy_table
     from exabench.analysis.compare import all_tables, write_tables
     from exabench.analysis.runs import load_plan, run_table
     from exabench.analysis.plots import all_plots
     from exabench.io import atomic_write_text
-    import pandas as pd
 
     meta = json.loads((root / META).read_text())
     site, baseline = meta["site"], meta.get("baseline") or None
@@ -223,13 +221,11 @@ def rebuild(root: Path, out: Path) -> list[Path]:
     written += rebuild_studies(root, meta, records, tables)
     refs_file = root / "site" / "references.yaml"
     if (root / "acceptance").is_dir() and refs_file.is_file():
-        rows = verdicts(records, load_references(refs_file), plan, site)
         acc = out / "acceptance"
-        label = references_label(refs_file, meta.get("references_name") or None)
-        atomic_write_text(acc / "verdicts.md", summary_markdown(rows, site, label))
-        atomic_write_text(acc / "verdicts.csv", pd.DataFrame(rows).to_csv(index=False))
-        atomic_write_text(acc / "junit.xml", junit_xml(rows, site))
-        written += [acc / "verdicts.md", acc / "verdicts.csv", acc / "junit.xml"]
+        files = [acc / "verdicts.md", acc / "verdicts.csv", acc / "junit.xml"]
+        write_verdict_files(verdicts_against(records, refs_file, plan, site), site,
+                            references_label(refs_file, meta.get("references_name") or None), *files)
+        written += files
     return written
 
 
