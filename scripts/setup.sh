@@ -49,10 +49,10 @@ pip_install() { # quiet on success; the whole log on failure
 }
 # Where the venv's exabench comes from, asked outside the tree (so that the current folder cannot
 # answer): a venv copied or moved from another clone keeps importing that clone's code.
-exabench_home() { (cd / && "$venv/bin/python" -c "import exabench, pathlib; print(pathlib.Path(exabench.__file__).resolve().parents[1])") 2>/dev/null; }
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -n "$(exabench_home)" ]; then
-  if [ "$(exabench_home)" != "$(pwd -P)" ]; then
-    echo "setup: $venv imports exabench from $(exabench_home), not this tree: installing this one (editable)"
+home=$( (cd / && "$venv/bin/python" -c "import exabench, pathlib; print(pathlib.Path(exabench.__file__).resolve().parents[1])") 2>/dev/null || true)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -n "$home" ]; then
+  if [ "$home" != "$(pwd -P)" ]; then
+    echo "setup: $venv imports exabench from $home, not this tree: installing this one (editable)"
     pip_install --no-deps --no-build-isolation -e .
   else
     echo "setup: $venv is up to date (requirements.lock unchanged)"

@@ -33,8 +33,8 @@ dependence), never a test that treats steps as independent.
 The noise floor: the run-to-run spread on this system, s = sqrt(s_c^2 + s_r^2), is how far one
 run lies from the system's level; about 95% of single runs fall within +-2 s. A change smaller
 than that (and than `min_change`) is `unchanged` however small its p-value:
-floor = max(min_change, exp(2 s) - 1). With one history campaign s_c is not measured: it is
-assumed: `campaign_spread` (default 5%: a CPU-burning neighbour moved whole campaigns of tiny
+floor = max(min_change, exp(2 s) - 1). With one history campaign s_c cannot be measured, so it
+is assumed: `campaign_spread` (default 5%: a CPU-burning neighbour moved whole campaigns of tiny
 K-Means by -3% to +11% on a 2-core machine whose run-to-run spread was 1 to 3%,
 bench/regression_noise.py) enters the test's variance and interval, s_c^2 (1/C + 1/H) with no
 degrees of freedom of its own (one history campaign cannot tell a campaign-wide shift from a
