@@ -139,11 +139,14 @@ def time_shell_loop(scripts: list[Path], records: Path) -> tuple[float, float]:
     listing = records.parent / "jobs.txt"
     listing.write_text("".join(f"{s}\n" for s in scripts))
     cpu, wall = children_cpu(), time.perf_counter()
-    out = subprocess.run(["bash", "-c", 'while read -r s; do bash "$s" || exit 1; done < "$1"', "loop", str(listing)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Each script's stdin is /dev/null: mpirun forwards its stdin to rank 0, and would read the rest
+    # of the listing (the loop then ends after one script).
+    out = subprocess.run(["bash", "-c", 'while read -r s; do bash "$s" < /dev/null || exit 1; done < "$1"', "loop",
+                          str(listing)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall, cpu = time.perf_counter() - wall, children_cpu() - cpu
-    if out.returncode != 0:
-        raise SystemExit(f"the shell loop failed:\n{out.stdout[-3000:]}")
+    written = len(list(records.glob("*.json")))
+    if out.returncode != 0 or written != len(scripts):
+        raise SystemExit(f"the shell loop failed ({written} of {len(scripts)} records):\n{out.stdout[-3000:]}")
     for rec in records.glob("*.json"):
         rec.unlink()
     return wall, cpu

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -34,7 +35,8 @@ from pathlib import Path
 from exabench.errors import ContainerError, ExabenchError
 from exabench.io import atomic_write_text
 from exabench.processes import alive, group_alive, proc_parent, proc_start, stop_group
-from exabench.records.record import error_dir, failed_record, now_iso, read_record, write_record
+from exabench.records.record import (RecordError, error_dir, failed_record, now_iso, peek_record, read_record,
+                                     write_record)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -336,6 +338,41 @@ def _error_from(run_dir: Path, returncode: int, log_tail: str) -> str:
     return f"{hint}job script exited with code {returncode} and wrote no record; last output: {tail or '(none)'}"
 
 
+def _exit_or_timeout(proc: subprocess.Popen, pidfd: int | None, timeout: float) -> int | None:
+    """The job's exit status, or None when `timeout` s pass first. Woken by the exit itself through a
+    pidfd where the kernel has them (Linux 5.3): Popen.wait's polling sleeps (up to 50 ms each) would
+    add tens of milliseconds to every run."""
+    if pidfd is None:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    select.select([pidfd], [], [], timeout)  # readable once the process has exited
+    return proc.poll()
+
+
+def _open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux, or a kernel before 5.3: Popen.wait's polling
+        return None
+
+
+def _ranks_record(record_path: Path, run_id: str) -> tuple[dict | None, str | None]:
+    """The record the ranks wrote (record, None), else (None, why it is not one). Its schema is not
+    checked again here (write_record checked it before writing; the tables check every record): that
+    check's library costs a run's job about a tenth of a second to import."""
+    rec = peek_record(record_path)
+    if rec is not None and rec.get("run_id") == run_id:
+        return rec, None
+    try:
+        read_record(record_path)
+        why = f"{record_path}: not the record of run {run_id}"
+    except RecordError as exc:
+        why = str(exc)
+    return None, why
+
+
 def execute(spec_path: str | Path, script: str | Path | None = None, log=None,
             watch: list[tuple[int, str | None]] | None = None) -> dict:
     """Run the job script of `spec_path` under the run's lock; returns the record that now exists.
@@ -392,26 +429,25 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
     with open(out_path, "w") as out:
         proc = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = t0 + spec["timeout_s"]
-        watchdog = None
+        watchdog, pidfd = None, _open_pidfd(proc.pid)
         try:
             watchdog = _start_watchdog(proc.pid, [(os.getpid(), proc_start(os.getpid())), *watch])
             lock.set_job(proc.pid)
             while True:
-                try:
-                    rc = proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+                rc = _exit_or_timeout(proc, pidfd, max(0.0, min(POLL_S, deadline - time.monotonic())))
+                if rc is not None:
                     timed_out = False
                     break
-                except subprocess.TimeoutExpired:
-                    if time.monotonic() >= deadline:
-                        _kill_group(proc)
-                        rc, timed_out = proc.returncode, True
-                        break
-                    reason = _stop_reason(run_dir, watch)
-                    if reason:
-                        _kill_group(proc)
-                        record_path.unlink(missing_ok=True)  # a stopped run has no result: a resume runs it
-                        raise RunInterrupted(f"run {spec['run_id']} {reason}; its ranks were stopped and no "
-                                             "record was written: run the campaign again to resume") from None
+                if time.monotonic() >= deadline:
+                    _kill_group(proc)
+                    rc, timed_out = proc.returncode, True
+                    break
+                reason = _stop_reason(run_dir, watch)
+                if reason:
+                    _kill_group(proc)
+                    record_path.unlink(missing_ok=True)  # a stopped run has no result: a resume runs it
+                    raise RunInterrupted(f"run {spec['run_id']} {reason}; its ranks were stopped and no "
+                                         "record was written: run the campaign again to resume")
         except BaseException:  # interrupted ourselves: never leave ranks running, nor a result of theirs
             _kill_group(proc)
             record_path.unlink(missing_ok=True)
@@ -421,6 +457,8 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
             if watchdog is not None:
                 watchdog.kill()
                 watchdog.wait()
+            if pidfd is not None:
+                os.close(pidfd)
     reason = None if timed_out or rc == 0 else _stop_reason(run_dir, watch)
     if reason:  # the watchdog stopped the ranks first (the owner died): no result, a resume runs it
         record_path.unlink(missing_ok=True)
@@ -429,12 +467,18 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
     output = out_path.read_text(errors="replace")
     if log is not None:
         log.write(output)
+    invalid = None
     if record_path.exists() and not timed_out:
-        return read_record(record_path)
+        rec, invalid = _ranks_record(record_path, spec["run_id"])
+        if rec is not None:
+            return rec
+        kept = run_dir / "invalid-record.json"  # what the ranks wrote, kept for the user to look at
+        os.replace(record_path, kept)
+        invalid = f"the ranks wrote a record that is not valid ({invalid}); it is kept in {kept}"
     if timed_out:
         status, error = "timeout", f"run exceeded its time limit of {spec['timeout_s']} s and was stopped"
     else:
-        status, error = "failed", _error_from(run_dir, rc, output)
+        status, error = "failed", invalid or _error_from(run_dir, rc, output)
     record = failed_record(spec, status, error, start, now_iso())
     record["provenance"]["elapsed_s"] = round(time.monotonic() - t0, 3)
     write_record(record, record_path, spec["paths"]["archive_dir"])

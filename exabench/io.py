@@ -6,7 +6,6 @@ import contextlib
 import os
 import tempfile
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 # Threads that write and fsync in atomic_write_many: the waits overlap (the calls release the GIL),
@@ -67,6 +66,8 @@ def atomic_write_many(files: list[tuple[str | Path, str, int]]) -> None:
     temps: list[str] = []
     futures: list = []
     renamed = 0
+    from concurrent.futures import ThreadPoolExecutor  # here: a run's execution writes one file, with no pool
+
     try:
         with ThreadPoolExecutor(min(FSYNC_THREADS, max(1, len(items)))) as pool:
             futures = [pool.submit(_write_synced_temp, *item) for item in items]

@@ -12,16 +12,11 @@ import re
 import socket
 import subprocess
 import sys
-from importlib import metadata, resources
 from pathlib import Path
 
-import yaml
-
 from exabench import __version__
-from exabench.config import REPO_ROOT, key_path
 from exabench.errors import ExabenchError
 from exabench.io import atomic_write_text
-from exabench.records.system import system_description
 
 SCHEMA = "exabench.result/1"
 # The layout fields every table keys runs by (the record's `layout` has these and more).
@@ -58,7 +53,10 @@ class RecordError(ExabenchError, ValueError):
 @functools.cache
 def _validator():
     """The record schema (package data: the runner reads it inside a container, no checkout around)."""
+    from importlib import resources
+
     import jsonschema
+    import yaml
 
     # libyaml's loader where PyYAML has it: every run's execution reads the schema (10x the pure-Python parse)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -73,6 +71,7 @@ def check_record(record, path: str | Path) -> None:
         raise RecordError(f"{path}: not an exabench result record (schema {got!r}, want {SCHEMA!r})")
     error = min(_validator().iter_errors(record), key=lambda e: list(e.absolute_path), default=None)
     if error is not None:
+        from exabench.config import key_path
         shown = repr(error.instance)
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
         raise RecordError(f"{path}: key '{key_path(error.absolute_path)}' = {shown} is not a valid record "
@@ -108,10 +107,11 @@ def error_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "errors"
 
 
-def record_status(path: str | Path) -> str | None:
-    """A record's status without validating the rest (about 15x cheaper than read_record: the progress
-    line reads every planned record after each run, 10,000 of them in a large campaign); None for a
-    file that is not a record of this format, or not one of the allowed statuses."""
+def peek_record(path: str | Path) -> dict | None:
+    """A record's content with its format and status checked but not the rest (about 15x cheaper
+    than read_record, and no schema library to import: the progress line reads every planned record
+    after each run, 10,000 of them in a large campaign); None for a file that is not a record of this
+    format, or not one of the allowed statuses."""
     try:
         with open(path, encoding="utf-8") as f:
             rec = json.load(f)
@@ -119,7 +119,13 @@ def record_status(path: str | Path) -> str | None:
         return None
     if not isinstance(rec, dict) or rec.get("schema") != SCHEMA or rec.get("status") not in STATUSES:
         return None
-    return rec["status"]
+    return rec
+
+
+def record_status(path: str | Path) -> str | None:
+    """peek_record's status."""
+    rec = peek_record(path)
+    return rec["status"] if rec else None
 
 
 def read_record(path: str | Path, check_name: bool = True) -> dict:
@@ -188,6 +194,7 @@ def secret_like(name: str) -> bool:
 
 
 def git_state() -> dict:
+    from exabench.config import REPO_ROOT
     try:
         commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, timeout=10).stdout.strip()
@@ -199,6 +206,7 @@ def git_state() -> dict:
 
 
 def package_versions() -> dict[str, str]:
+    from importlib import metadata
     out = {}
     for name in PACKAGES:
         try:
@@ -243,6 +251,7 @@ def provenance(start_time: str, end_time: str, hosts: list[str], container: dict
                env_names: tuple[str, ...] = (), run_env: dict | None = None) -> dict:
     """Where and with what a run ran. `run_env`: the run's own environment (the spec's `env`), for
     a record written outside the ranks (a failed or timed-out run), where os.environ lacks it."""
+    from exabench.records.system import system_description
     environ = {**os.environ, **(run_env or {})}
     return {"exabench_version": __version__, "git": git_state(), "python": sys.version.split()[0],
             "container": container or _container_provenance(),

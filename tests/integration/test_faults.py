@@ -142,6 +142,27 @@ def test_a_record_under_another_runs_name_is_refused_on_read(tmp_path):
         read_record(tmp_path / "dir.json")
 
 
+@pytest.mark.parametrize("written, why", [
+    ('{"schema": "exabench.result/1", "status": "ok"', "not JSON"),  # torn
+    (None, "run_id 'other.run' does not match the file name"),  # another run's record
+])
+def test_ranks_that_leave_no_valid_record_give_a_failed_record_naming_why(tmp_path, two_core_site, written, why):
+    # The execution reads the ranks' record without the schema check (write_record made it): what is
+    # not a record of this run becomes a `failed` record naming the reason, and the file is kept.
+    from exabench.execute import execute
+    run, paths = rendered_kmeans(tmp_path, two_core_site, script="#!/usr/bin/env bash\nexit 0\n")
+    other = {"schema": "exabench.result/1", "run_id": "other.run", "benchmark": "kmeans", "status": "ok",
+             "metrics": {}}
+    text = written if written is not None else json.dumps(other)
+    paths.record.parent.mkdir(parents=True, exist_ok=True)
+    paths.script.write_text(f"#!/usr/bin/env bash\ncat > {paths.record} <<'EOF'\n{text}\nEOF\n")
+    rec = execute(paths.spec)
+    kept = paths.run_dir / "invalid-record.json"
+    assert rec["status"] == "failed" and why in rec["error"] and str(kept) in rec["error"], rec["error"]
+    assert kept.read_text() == text + "\n"
+    assert json.loads(paths.record.read_text()) == rec
+
+
 # -- the per-run lock ------------------------------------------------------------------------------
 
 @pytest.fixture

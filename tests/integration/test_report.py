@@ -173,6 +173,30 @@ def test_progress_counts_against_the_whole_plan_from_the_first_run(tmp_path):
     assert "1 of 1 runs" in progress_line(res, "r00", "ok")  # without the plan: what is on disk
 
 
+def test_the_progress_count_trusts_a_noted_status_only_while_its_record_is_unchanged(tmp_path):
+    # Each run's status is noted when it ends (the count then reads no record), and read again from
+    # a record that changed since (moved back by `exabench restore`, rewritten, torn).
+    import json
+    from exabench.records.progress import STATUSES_NAME, note_status, progress_counts
+    from exabench.records.record import SCHEMA
+    res = tmp_path / "results" / "local"
+    (res / "records").mkdir(parents=True)
+    (res / "runs").mkdir()
+
+    def write(run_id, status):
+        (res / "records" / f"{run_id}.json").write_text(json.dumps({"schema": SCHEMA, "run_id": run_id,
+                                                                    "status": status}))
+
+    for run_id, status in (("a", "ok"), ("b", "ok"), ("c", "failed")):
+        write(run_id, status)
+        note_status(res, run_id)
+    assert len((res / "runs" / STATUSES_NAME).read_text().splitlines()) == 3
+    assert progress_counts(res, ["a", "b", "c", "d"]) == {"planned": 4, "done": 2, "failed": 1, "remaining": 1}
+    write("b", "timeout")  # changed since its note: read again
+    (res / "records" / "a.json").write_text('{"status": "ok"')  # torn since: not finished
+    assert progress_counts(res, ["a", "b", "c", "d"]) == {"planned": 4, "done": 0, "failed": 2, "remaining": 2}
+
+
 def test_a_precision_bar_never_folds_two_workloads():
     # The ConvNet in throughput mode (142.5 images/s) and in time-to-accuracy mode (193): two panels,
     # each bar a value of its own runs, not the median of both (168).
