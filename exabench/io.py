@@ -8,16 +8,11 @@ import tempfile
 import traceback
 from pathlib import Path
 
-# Threads that write and fsync in atomic_write_many: the waits overlap (the calls release the GIL),
-# so a thousand small files cost a few device flushes' time, not a thousand.
-FSYNC_THREADS = 16
-
-
 def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
     """Write via a temp file in the same directory and rename: readers see all or nothing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _write_synced_temp(path, text, mode)
+    tmp = _write_temp(path, text, mode)
     with removed_on_error(tmp):
         os.replace(tmp, path)
 
@@ -41,45 +36,66 @@ def removed_on_error(tmp: str | Path):
         raise
 
 
-def _write_synced_temp(path: Path, text: str, mode: int) -> str:
-    """A temp file beside `path` holding `text` with `mode`, flushed to disk; its name."""
+def _write_temp(path: Path, text: str, mode: int, sync: bool = True) -> str:
+    """A temp file beside `path` holding `text` with `mode`, flushed to disk unless `sync` is False
+    (atomic_write_many syncs its files together); its name."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     with removed_on_error(tmp):
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
+            os.fchmod(f.fileno(), mode)
+            if sync:
+                os.fsync(f.fileno())
     return tmp
+
+
+def _sync_all(temps: list[str], folders) -> None:
+    """Every file of `temps` on disk: one syncfs(2) per file system of `folders` where Linux has it,
+    else an fsync per file. 20,000 fsyncs took 10 s here, one syncfs 0.6 s; on a parallel file
+    system each fsync is a round trip to its servers."""
+    import ctypes
+
+    unsynced = set()
+    try:
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):  # not Linux (or no libc symbol): a file at a time
+        syncfs = None
+    for folder in {os.stat(f).st_dev: f for f in folders}.values() if syncfs else folders:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            if syncfs is None or syncfs(fd) != 0:
+                unsynced.add(os.stat(folder).st_dev)
+        finally:
+            os.close(fd)
+    for tmp in temps if unsynced else ():
+        if os.stat(tmp).st_dev in unsynced:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def atomic_write_many(files: list[tuple[str | Path, str, int]]) -> None:
     """atomic_write_text for many (path, text, mode) at once, with the same guarantee per file:
-    each is written to a temp file beside it and flushed to disk, then renamed over its path, so
-    a reader sees the old file or the whole new one. The temp files are written on a few threads
-    (creating, writing and syncing a file is mostly waiting on the file system, and threads wait
-    together), and every one is complete before the first rename. On an error no path is replaced
-    (unless a rename itself fails midway) and no temp file is left behind."""
+    each is written to a temp file beside it, all of them are flushed to disk (_sync_all), then each
+    is renamed over its path, so a reader sees the old file or the whole new one. On an error no
+    path is replaced (unless a rename itself fails midway) and no temp file is left behind."""
     items = [(Path(p), text, mode) for p, text, mode in files]
-    for parent in dict.fromkeys(p.parent for p, _, _ in items):
+    folders = list(dict.fromkeys(p.parent for p, _, _ in items))
+    for parent in folders:
         parent.mkdir(parents=True, exist_ok=True)
     temps: list[str] = []
-    futures: list = []
     renamed = 0
-    from concurrent.futures import ThreadPoolExecutor  # here: a run's execution writes one file, with no pool
-
     try:
-        with ThreadPoolExecutor(min(FSYNC_THREADS, max(1, len(items)))) as pool:
-            futures = [pool.submit(_write_synced_temp, *item) for item in items]
-            for future in futures:  # in order; a failure leaves the rest to be collected below
-                temps.append(future.result())
+        for item in items:
+            temps.append(_write_temp(*item, sync=False))
+        _sync_all(temps, folders)
         for tmp, (path, _, _) in zip(temps, items):
             os.replace(tmp, path)
             renamed += 1
     except BaseException:
-        for future in futures[len(temps):]:  # temp files of writes that finished after the failure
-            if not future.cancelled() and future.exception() is None:
-                temps.append(future.result())
         for tmp in temps[renamed:]:
             Path(tmp).unlink(missing_ok=True)
         raise

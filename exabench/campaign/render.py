@@ -292,13 +292,14 @@ def run_spec(run: Run, site: Site, paths: RunPaths, launch_line: str, real: Real
     real = real or real_paths(paths)
     env = run_environment(site, run.layout, run.run_id)
     pin = containers.pin_for_run(site, run.framework, real.root)
-    return {"spec_version": 1, **run.to_dict(), "site": site.name, "launch_line": launch_line, "env": env,
+    entry = run.to_dict()
+    return {"spec_version": 1, **entry, "site": site.name, "launch_line": launch_line, "env": env,
             "container": pin, "paths": {"run_dir": str(real.run_dir), "record": str(real.record),
                                         "archive_dir": str(real.archive_dir)},
             # placing the run on named nodes later (every-node acceptance) may number cores per socket
             "usable_node": launchers.usable_node(site.node),
             # what a run job checks before it renders its files again (exabench.rendered)
-            "rendered_from": rendered.source_digest(run.to_dict(), site.path, paths.spec)}
+            "rendered_from": rendered.source_digest(entry, site.path, real.spec, spec_resolved=True)}
 
 
 def run_files(run: Run, site: Site, paths: RunPaths, folders: dict[str, Path] | None = None
