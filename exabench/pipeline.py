@@ -237,6 +237,7 @@ def node_sweep_outputs(runs: list[Run], site: Site, results_dir: str, nodes: int
 
 def write_node_sweep(runs: list[Run], site: Site, results_dir: str, nodes: int, path: str, log_path: str) -> None:
     with logged(log_path) as log:
+        rendered_runs(runs, site, results_dir)
         files = node_sweep_files(runs, site, Path(results_dir), nodes or sweep_nodes(site), Path(path))
         atomic_write_many(files)
         _say(log, "\n".join(f"every-node job script: {p}" for p, _, _ in files))
@@ -249,23 +250,41 @@ def node_group_outputs(runs: list[Run], site: Site, results_dir: str, groups) ->
 
 def write_node_groups(runs: list[Run], site: Site, results_dir: str, groups, campaign: str, log_path: str) -> None:
     with logged(log_path):
+        rendered_runs(runs, site, results_dir)
         atomic_write_many(group_files(runs, site, Path(results_dir), groups, campaign))
 
 
-def run_file_outputs(results_dir: str, run_ids) -> dict[str, list[str]]:
-    """The render job's outputs: each run's job.sh and spec.json, and the campaign's run ids."""
+def run_file_outputs(results_dir: str) -> dict[str, str]:
+    """The render job's output, a stamp (`rendered`): every run's job.sh and spec.json are written
+    beside it but not declared, since Snakemake keeps metadata and a checksum for each output (30 s
+    for a 10,000-run campaign's 20,000 files, and as long again to declare them); and the campaign's
+    run ids (`run_ids`), which the render job and the workflow's start write."""
     runs = Path(results_dir) / "runs"
-    return {"scripts": [str(runs / i / "job.sh") for i in run_ids], "specs": [str(runs / i / "spec.json") for i in run_ids],
-            "run_ids": str(runs / RUN_IDS_NAME)}
+    return {"rendered": str(runs / RENDERED_NAME), "run_ids": str(runs / RUN_IDS_NAME)}
 
 
-def render_campaign(runs: list[Run], site: Site, results_dir: str, log_path: str) -> None:
-    """Every run's job.sh and spec.json in one batch (campaign.render.write_runs_files), and the list
-    of the campaign's run ids that each run's progress line counts against."""
+RENDERED_NAME = "rendered.txt"
+
+
+def render_campaign(runs: list[Run], site: Site, results_dir: str, stamp: str, log_path: str) -> None:
+    """Every run's job.sh and spec.json in one batch (campaign.render.write_runs_files), the list
+    of the campaign's run ids that each run's progress line counts against, then the stamp."""
     with logged(log_path) as log:
         written = write_runs_files(runs, site, Path(results_dir))
         write_run_ids(results_dir, [r.run_id for r in runs])
-        _say(log, f"{len(runs)} run(s) rendered, {written} file(s) written (the others were unchanged)")
+        said = f"{len(runs)} run(s) rendered, {written} file(s) written (the others were unchanged)"
+        atomic_write_text(stamp, said + "\n")
+        _say(log, said)
+
+
+def rendered_runs(runs: list[Run], site: Site, results_dir: str) -> None:
+    """What reads the render job's files (bundle, every-node and throughput scripts) calls this first:
+    a run whose job.sh or spec.json is gone since (deleted by hand) is rendered again, as Snakemake
+    would have re-run the render job had the files been declared outputs."""
+    root = Path(results_dir)
+    gone = [r for r in runs if not all((root / "runs" / r.run_id / name).is_file() for name in ("job.sh", "spec.json"))]
+    if gone:
+        write_runs_files(gone, site, root)
 
 
 def render_runs_to_run(jobs, runs: dict, site: Site, results_dir: str, images, log_path: str) -> None:
@@ -314,6 +333,7 @@ def files_digest(paths) -> str:
 
 def write_bundle_script(runs, site, results_dir, campaign, path, log_path, concurrent: bool = False) -> None:
     with logged(log_path):
+        rendered_runs(runs, site, results_dir)
         write_bundle(runs, site, Path(results_dir), campaign, Path(path), concurrent)
 
 
@@ -326,6 +346,7 @@ def write_bundle_scripts(bundles, site, results_dir, campaign, log_path) -> None
     """Every bundle's script (an earlier plan's scripts of the campaign removed); the log lists them
     with their nodes, walltime and queue."""
     with logged(log_path) as log:
+        rendered_runs([r for b in bundles for r in b.runs], site, results_dir)
         paths = write_bundles(bundles, site, Path(results_dir), campaign)
         for b, path in zip(bundles, paths):
             _say(log, f"{path}: {len(b.runs)} run(s), {b.nodes} node(s), {b.minutes} min, queue {b.queue or '-'}")

@@ -111,6 +111,26 @@ def test_each_run_is_a_process_with_no_workflow_that_renders_its_own_files(tmp_p
         assert (tmp_path / "results" / "local" / "records" / f"{run_id}.json").read_text() == text
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_the_render_job_declares_a_stamp_and_what_reads_its_files_renders_a_deleted_one(tmp_path):
+    # Snakemake's bookkeeping of every run's two files as declared outputs cost more than writing
+    # them: the job declares a stamp, and a reader of the files renders again any deleted since.
+    cfg, ids = campaign_file(tmp_path, [3, 4])
+    runs = tmp_path / "results" / "local" / "runs"
+    render = snakemake(tmp_path, cfg, "render")
+    assert render.returncode == 0, render.stdout[-3000:]
+    assert (runs / "rendered.txt").read_text() == "2 run(s) rendered, 4 file(s) written (the others were unchanged)\n"
+    gone = runs / ids[0] / "spec.json"
+    kept = (runs / ids[1] / "spec.json").stat().st_mtime_ns
+    gone.unlink()
+    script = snakemake(tmp_path, cfg, "every_node_script")
+    assert script.returncode == 0 and "rule render:" not in script.stdout, script.stdout[-3000:]
+    assert json.loads(gone.read_text())["run_id"] == ids[0]
+    assert (runs / ids[1] / "spec.json").stat().st_mtime_ns == kept  # the others are not written again
+    assert str(gone.resolve()) in (tmp_path / "results" / "local" / "nodes" / "every-node.sh").read_text()
+
+
 def test_the_execute_entry_imports_no_snakemake_nor_the_rule_seam(tmp_path, two_core_site):
     """What `exabench execute` (a run job's command) has imported once the run is over."""
     run, paths = rendered_kmeans(tmp_path, two_core_site, script="#!/usr/bin/env bash\nexit 3\n")

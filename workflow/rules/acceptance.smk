@@ -58,7 +58,7 @@ rule acceptance:
 # acceptance_nodes sets the allocation (default: the most nodes one job may have, the largest queue's).
 rule every_node_script:
     input:
-        get_single_node_specs,
+        RUN_FILES["rendered"],
     output:
         pipeline.node_sweep_outputs(list(RUNS.values()), SITE, RESULTS, config.get("acceptance_nodes") or 0),
     log:
@@ -77,7 +77,7 @@ rule every_node_script:
 #   snakemake --profile profiles/<site> node_check
 rule every_node_groups:
     input:
-        get_node_group_specs,
+        RUN_FILES["rendered"],
     output:
         scripts=pipeline.node_group_outputs(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS),
         submit=f"{RESULTS}/nodes/groups/submit.sh",

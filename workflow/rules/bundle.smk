@@ -13,8 +13,7 @@ localrules:
 
 rule bundle:
     input:
-        scripts=expand(f"{RESULTS}/runs/{{run_id}}/job.sh", run_id=list(RUNS)),
-        specs=expand(f"{RESULTS}/runs/{{run_id}}/spec.json", run_id=list(RUNS)),
+        rendered=RUN_FILES["rendered"],
     output:
         pipeline.bundle_outputs(BUNDLES, RESULTS),
     log:

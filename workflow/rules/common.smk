@@ -57,8 +57,10 @@ TEMPLATES_DIGEST = pipeline.files_digest(RUN_TEMPLATES)
 # The run jobs' `exabench execute` (run.smk): its Python, the package's folder and the site file,
 # in the environment.
 os.environ.update(pipeline.run_job_environment(config["site"], workflow.deployment_settings.deployment_method))
-# What the render job writes: every run's job.sh and spec.json, and the campaign's run ids.
-RUN_FILES = pipeline.run_file_outputs(RESULTS, RUNS)
+# What the render job writes: its stamp (every run's job.sh and spec.json beside it), and the campaign's run ids.
+RUN_FILES = pipeline.run_file_outputs(RESULTS)
+# The site file's content: a param of the render job (an edited site renders the campaign again).
+SITE_DIGEST = pipeline.files_digest([config["site"]])
 
 
 def get_run_json(wildcards):
@@ -123,10 +125,6 @@ def get_compare_outputs(wildcards=None):
     return [f"{RESULTS}/tables/{name}.{ext}" for name in COMPARE_TABLES for ext in ("csv", "parquet", "md")]
 
 
-def get_single_node_specs(wildcards=None):
-    return [f"{RESULTS}/runs/{run_id}/spec.json" for run_id, run in RUNS.items() if run.layout.nodes == 1]
-
-
 def get_report_outputs(wildcards=None):
     # The report's pages; the acceptance verdicts where the site has references to judge against.
     pages = [f"{RESULTS}/report/{name}.html" for name in REPORT_TABLES]
@@ -141,11 +139,6 @@ def get_missing_node_runs(wildcards=None):
 def get_node_groups_digest(wildcards=None):
     # The groups' digest, not the groups: a param is kept in the record of each output (one per group).
     return pipeline.digest([[group.name, *group.nodes] for group in NODE_GROUPS])
-
-
-def get_node_group_specs(wildcards=None):
-    sizes = {len(group.nodes) for group in NODE_GROUPS}
-    return [f"{RESULTS}/runs/{run_id}/spec.json" for run_id, run in RUNS.items() if run.layout.nodes in sizes]
 
 
 def get_plot_outputs(wildcards=None):

@@ -27,8 +27,7 @@ rule mlperf_scores:
 
 rule throughput_bundle:
     input:
-        scripts=expand(f"{RESULTS}/runs/{{run_id}}/job.sh", run_id=list(RUNS)),
-        specs=expand(f"{RESULTS}/runs/{{run_id}}/spec.json", run_id=list(RUNS)),
+        rendered=RUN_FILES["rendered"],
     output:
         f"{RESULTS}/bundles/{config['campaign']}.throughput.sh",
     log:

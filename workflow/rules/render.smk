@@ -1,7 +1,9 @@
 # Every run's job script and spec, rendered in one job per campaign by the batch write (one
 # Python process for the campaign, not one per run): the input of the bundle, every-node and
-# throughput scripts (`snakemake ... render` renders them alone). A run job renders its own two
-# files (run.smk), so this job never sits above the run jobs.
+# throughput scripts (`snakemake ... render` renders them alone). Its declared output is a stamp
+# (pipeline.run_file_outputs: Snakemake's bookkeeping of 20,000 declared files cost more than
+# writing them); what reads the files renders again any deleted since (pipeline.rendered_runs).
+# A run job renders its own two files (run.smk), so this job never sits above the run jobs.
 
 
 localrules:
@@ -16,12 +18,11 @@ rule render:
         # (`snakemake --profile profiles/<site> containers` there) and checked at job start.
         images=[] if SITE.submit == "bundles" else CONTAINER_IMAGES,
     output:
-        scripts=RUN_FILES["scripts"],
-        specs=RUN_FILES["specs"],
-        run_ids=RUN_FILES["run_ids"],
+        rendered=RUN_FILES["rendered"],
     log:
         f"{LOGS}/render.log",
     params:
         plan=get_plan_digest,
+        site=SITE_DIGEST,
     run:
-        pipeline.render_campaign(list(RUNS.values()), SITE, RESULTS, log[0])
+        pipeline.render_campaign(list(RUNS.values()), SITE, RESULTS, output.rendered, log[0])
