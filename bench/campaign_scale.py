@@ -4,7 +4,7 @@ aggregation of 100 / 1,000 / 10,000 K-Means runs, and what Snakemake adds to eac
 < 5 s; harness overhead < 0.2 s a run at 1,000 runs).
 
     PYTHONPATH=. python bench/campaign_scale.py [--sizes 100 1000 10000] [--repeats 1] [--skip-snakemake]
-        [--render-jobs N] [--execute N [--execute-real]]
+        [--render-jobs N] [--execute N [--execute-real]] [--remote-jobs N]
 
 Per size, in a temporary directory: a sweep config of `size` K-Means runs (seed x k x ranks per
 node) on the local site; plan + render through the package (campaign.plan.expand, then
@@ -27,6 +27,12 @@ own work is nil, so what is left is the harness and the launcher), then the same
 shell loop, then through `snakemake --profile profiles/local --cores 1 --until run_benchmark` (one
 at a time too, so the two compare). Harness overhead per run = (Snakemake - loop) / N. With
 --execute-real the job scripts stay the rendered K-Means tiny ones (a real MPI run each: slow).
+
+With --remote-jobs N it prices a job in cluster mode: an executor plugin (slurm, lsf) starts each
+job on its compute node as a Snakemake job step (`python -m snakemake --target-jobs ... --mode
+remote`, which parses the Snakefile, expands the plan and builds that one job's DAG). Five runs of an
+N-run no-op campaign are run that way, then by `exabench execute` alone; the difference is the
+per-job start cost (the scheduler's own submit and scheduling come on top).
 """
 
 from __future__ import annotations
@@ -80,8 +86,9 @@ def time_dry_run(config_file: Path, workdir: Path, mode: list[str] | None = None
     shutil.copy(ROOT / "config" / "config.yaml", workdir / "config" / "config.yaml")
     if not (workdir / "profiles").exists():
         (workdir / "profiles").symlink_to(ROOT / "profiles")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--profile", "profiles/local",
-           "--configfile", str(config_file), *(mode or ["-n"])]
+    # The mode first: --configfile takes every word after it.
+    cmd = [sys.executable, "-m", "snakemake", *(mode or ["-n"]), "-s", str(ROOT / "Snakefile"), "--profile",
+           "profiles/local", "--configfile", str(config_file)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     cpu, wall = children_cpu(), time.perf_counter()
     out = subprocess.run(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -176,6 +183,49 @@ def time_execution(n: int, real: bool) -> dict[str, tuple[float, float]]:
         return figures
 
 
+# What an executor plugin (slurm, lsf) runs on a compute node for one job: Snakemake's job step
+# (the arguments a spawned job gets, snakemake_interface_executor_plugins' format_job_exec, with
+# `--mode remote`), which parses the Snakefile, expands the plan and builds the DAG of that job alone.
+def remote_job_command(config_file: Path, site: Path, run_id: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+            "--target-jobs", f"run_benchmark:run_id={run_id}", "--allowed-rules", "run_benchmark", "--cores", "2",
+            "--attempt", "1", "--force-use-threads", "--force", "--target-files-omit-workdir-adjustment",
+            "--max-inventory-time", "0", "--nocolor", "--no-hooks", "--nolock", "--ignore-incomplete",
+            "--rerun-triggers", "params", "mtime", "code", "input", "software-env", "--configfiles",
+            str(ROOT / "config" / "config.yaml"), str(config_file), "--config", f"site={site}",
+            "--scheduler", "greedy", "--quiet", "progress", "rules", "host", "--mode", "remote"]
+
+
+def time_remote_jobs(n: int, jobs: int) -> dict[str, tuple[float, float]]:
+    """An n-run no-op campaign rendered, then `jobs` of its runs each run as an executor plugin's job
+    step runs it on a compute node, against the same runs' `exabench execute` alone: {stage: (wall s,
+    cpu s) per job}."""
+    with tempfile.TemporaryDirectory(prefix="exabench-remote-") as tmp:
+        work = Path(tmp)
+        config_file = work / f"scale{n}.yaml"
+        config_file.write_text(yaml.safe_dump(sweep_config(n), default_flow_style=None))
+        site = noop_site(work)
+        time_render_jobs(config_file, work, ["--config", f"site={site}"])
+        results = work / "results" / "local"
+        noop_records(results / "runs")
+        ids = sorted(p.name for p in (results / "runs").iterdir() if p.is_dir())[:jobs]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               "EXABENCH_ROOT": str(ROOT), "EXABENCH_PYTHON": sys.executable, "EXABENCH_SITE": str(site)}
+        figures = {}
+        for stage in ("job step (snakemake --mode remote)", "exabench execute alone"):
+            cpu, wall = children_cpu(), time.perf_counter()
+            for run_id in ids:
+                cmd = remote_job_command(config_file, site, run_id) if stage.startswith("job") else \
+                    [sys.executable, "-m", "exabench", "execute", "--spec", f"{results}/runs/{run_id}/spec.json"]
+                out = subprocess.run(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                record = results / "records" / f"{run_id}.json"
+                if out.returncode != 0 or not record.exists():
+                    raise SystemExit(f"{stage} of {run_id} failed:\n{out.stdout[-3000:]}")
+                record.unlink()
+            figures[stage] = ((time.perf_counter() - wall) / len(ids), (children_cpu() - cpu) / len(ids))
+        return figures
+
+
 def time_aggregate(runs: int, workdir: Path) -> tuple[float, float]:
     from aggregate_10k import make_records
 
@@ -201,8 +251,10 @@ def main(argv=None) -> int:
                     help="run an N-run campaign for real: Snakemake against a shell loop (harness overhead per run)")
     ap.add_argument("--execute-real", action="store_true",
                     help="with --execute: keep the rendered K-Means tiny job scripts (not the no-op stand-ins)")
+    ap.add_argument("--remote-jobs", type=int, default=0, metavar="N",
+                    help="time one executor-plugin job step (a compute node's snakemake) in an N-run campaign")
     args = ap.parse_args(argv)
-    if any(n % 4 for n in args.sizes + [args.render_jobs, args.execute]):
+    if any(n % 4 for n in args.sizes + [args.render_jobs, args.execute, args.remote_jobs]):
         ap.error("each size must be a multiple of 4 (seed x k x ranks per node)")
     stages = ["plan + render", "aggregate"] + ([] if args.skip_snakemake else ["snakemake -n"])
     figures: dict[str, dict[int, tuple[float, float]]] = {s: {} for s in stages}
@@ -253,6 +305,14 @@ def main(argv=None) -> int:
         (smk, smk_cpu), (loop, loop_cpu) = ex["snakemake run"], ex["shell loop"]
         print(f"harness overhead per run: {(smk - loop) / n:.3f} s wall, {(smk_cpu - loop_cpu) / n:.3f} s CPU "
               f"(snakemake {smk:.1f} s / shell loop {loop:.1f} s = {smk / loop:.1f}x)")
+    if args.remote_jobs:
+        n = args.remote_jobs
+        ex = time_remote_jobs(n, 5)
+        for stage, (wall, cpu) in ex.items():
+            print(f"{stage:36s} {n:7d}-run campaign: {wall:6.2f} s wall, {cpu:6.2f} s CPU a job (5 jobs)")
+        (step, _), (alone, _) = ex.values()
+        print(f"per-job start cost in cluster mode: {step - alone:.2f} s (no-op runs; Slurm's own submit and "
+              "scheduling not included)")
     print(f"(growth: wall time over the size before; load average now {os.getloadavg()[0]:.2f}, "
           f"{os.cpu_count()} CPUs)")
     return 0

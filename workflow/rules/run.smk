@@ -45,7 +45,7 @@ rule run_benchmark:
     params:
         run=get_run_json,
         templates=TEMPLATES_DIGEST,
-        spec=lambda wildcards: f"{RESULTS}/runs/{wildcards.run_id}/spec.json",
+        spec=f"{RESULTS}/runs/{{run_id}}/spec.json",
         planned=RUN_FILES["run_ids"],
     shell:
         'PYTHONPATH="$EXABENCH_ROOT${{PYTHONPATH:+:$PYTHONPATH}}" "$EXABENCH_PYTHON" -m exabench execute'
