@@ -1,4 +1,5 @@
 # Validate config and site before anything runs, and expand the plan that gives the wildcards.
+import functools
 import json
 import os
 import sys
@@ -48,8 +49,13 @@ def get_run(wildcards):
     return RUNS[wildcards.run_id]
 
 
-# Each run as a dict, made once: the run jobs' params and the plan and render rules' read these.
-RUN_DICTS = {run_id: run.to_dict() for run_id, run in RUNS.items()}
+@functools.cache
+def run_dict(run_id):
+    # A run as a dict, made once and when first asked for: a job step that an executor plugin
+    # starts on a compute node asks for its own run's only, not the whole plan's.
+    return RUNS[run_id].to_dict()
+
+
 # Every template, found once: the render job's inputs, and (their digest) a param of every run, so
 # that editing one re-renders and re-runs the runs.
 RUN_TEMPLATES = sorted(str(p) for p in TEMPLATES.rglob("*.j2"))
@@ -66,21 +72,23 @@ SITE_DIGEST = pipeline.files_digest([config["site"]])
 def get_run_json(wildcards):
     # The run's plan entry: what its job renders its files from, and (a param) what runs it again
     # when it changes, and no other run.
-    return json.dumps(RUN_DICTS[wildcards.run_id], sort_keys=True)
+    return json.dumps(run_dict(wildcards.run_id), sort_keys=True)
 
 
-# The plan's digest, made once: the param of the rules with an output per run (render).
-PLAN_DIGEST = pipeline.digest(list(RUN_DICTS.values()))
+@functools.cache
+def plan_digest():
+    return pipeline.digest(get_plan_dicts())
 
 
 def get_plan_digest(wildcards=None):
-    # A changed run re-renders the campaign (and the changed run alone runs again: run.smk).
-    return PLAN_DIGEST
+    # The plan's digest, made once: the param of the campaign-wide jobs (render, bundle): a changed
+    # run renders the campaign again (and the changed run alone runs again: run.smk).
+    return plan_digest()
 
 
 def get_plan_dicts(wildcards=None):
     # Every run as a dict: the plan rules' params (a changed run re-plans) and plan.json's content.
-    return list(RUN_DICTS.values())
+    return [run_dict(run_id) for run_id in RUNS]
 
 
 def get_run_threads(wildcards):
