@@ -383,6 +383,22 @@ def claim_results(results: str, checkout: str, config_files) -> None:
         atexit.register(claim.release)
 
 
+def drop_default_rate_limit(workflow) -> bool:
+    """`onstart`: no job-rate limiter in a local campaign unless the user set one. Snakemake's limiter
+    (--max-jobs-per-timespan, default 100/1s) starts a one-second timer after every scheduling round,
+    and each timer's round starts another: the rounds per second grow with the jobs finished, each
+    scanning every ready job (400 one-at-a-time no-op runs: 23,900 rounds; 1,000 runs: about 0.1 s of
+    Snakemake's time a run, growing with the campaign). With an executor plugin (a cluster) the limit
+    stays: it spaces submissions. True when the limiter was dropped."""
+    limit = workflow.scheduling_settings.max_jobs_per_timespan
+    scheduler = getattr(workflow, "scheduler", None)
+    default = limit is not None and (limit.max_jobs, limit.timespan) == (100, 1)
+    if not (workflow.local_exec and default and getattr(scheduler, "job_rate_limiter", None) is not None):
+        return False
+    scheduler.job_rate_limiter = None
+    return True
+
+
 def stop_runs_on_signal(results: str) -> None:
     """`onstart`: SIGINT and SIGTERM to snakemake stop its running runs within seconds (each run's
     execution polls for the `stop` file this writes, stops its ranks and writes no record, so a

@@ -24,6 +24,7 @@ onstart:
     except pipeline.ExabenchError as exc:
         raise WorkflowError(f"exabench: {exc}") from None
     pipeline.stop_runs_on_signal(RESULTS)
+    pipeline.drop_default_rate_limit(workflow)
     pipeline.write_run_ids(RESULTS, list(RUNS))
     pipeline.render_runs_to_run(
         workflow.dag.needrun_jobs(), RUNS, SITE, RESULTS, CONTAINER_IMAGES, f"{LOGS}/render.log"
