@@ -18,8 +18,9 @@ from importlib import metadata
 from pathlib import Path
 
 # Distributions the planner, the runner and the checked benchmarks import (tests/integration/test_gpucheck.py
-# checks this list against what they really import). torch itself is the machine's own.
-RUNTIME = ("PyYAML", "jsonschema", "Jinja2", "numpy", "h5py", "mlperf-logging", "google-crc32c")
+# checks this list against what they really import). torch itself is the machine's own. fastjsonschema:
+# the record check's fast path (exabench/records/record.py; jsonschema alone where it is missing).
+RUNTIME = ("PyYAML", "jsonschema", "fastjsonschema", "Jinja2", "numpy", "h5py", "mlperf-logging", "google-crc32c")
 
 # Modules on the check's code path that only other backends use: the check runs torch with NCCL
 # under torchrun, so Horovod, MPI and TensorFlow stay out, and so does the recipe linter (spython).
