@@ -116,13 +116,22 @@ def regress(work: Path, current: str, against: str) -> dict:
     return row
 
 
+def _floor(spread: float) -> float:
+    """The noise floor one history campaign gives: the campaign level assumed as large as the runs'
+    spread or the campaign_spread, whichever is larger (regression.compare_runs)."""
+    from exabench.analysis import regression
+    return math.expm1(regression.FLOOR_SPREADS
+                      * math.sqrt(spread ** 2 + max(spread, math.log1p(regression.CAMPAIGN_SPREAD)) ** 2))
+
+
 def experiment(work: Path) -> dict:
     """Baseline, the same config beside a neighbour, the same config slowed by 30%, their runs
     interleaved; PILOT runs each, then as many as the baseline's spread asks for (at most MAX_RUNS).
     Returns the two verdict rows (each against the baseline), the runs per campaign, the spread, and
     `sized`: whether the runs reached what the spread asks for and the noise floor the spread
-    implies (one history campaign: regression.compare_runs) is below DETECT (a machine too busy for
-    MAX_RUNS runs to detect DETECT is named so, not judged by luck)."""
+    implies (one history campaign: regression.compare_runs) is below DETECT, for the pilot's spread
+    and for the spread the campaigns then showed (a machine too busy for these runs to detect DETECT
+    is named so, not judged by luck)."""
     from exabench.analysis import regression
 
     base, noisy, slowed = (Campaign(work / "baseline"), Campaign(work / "noisy"),
@@ -138,13 +147,16 @@ def experiment(work: Path) -> dict:
             needed = regression.repeats_needed(DETECT, spread)
             runs = min(MAX_RUNS, max(PILOT, needed or MAX_RUNS))
     a, b, c = (_ingest(work, x.root) for x in (base, noisy, slowed))
-    # the floor one history campaign gives: the campaign level assumed as large as the runs' spread
-    # or the campaign_spread, whichever is larger (regression.compare_runs)
-    floor = math.expm1(regression.FLOOR_SPREADS
-                       * math.sqrt(spread ** 2 + max(spread, math.log1p(regression.CAMPAIGN_SPREAD)) ** 2))
-    out = {"runs": runs, "pilot_spread": spread, "repeats_needed": needed, "pilot_floor": floor,
-           "sized": needed is not None and needed <= MAX_RUNS and floor < DETECT,
-           "noisy": regress(work, b, a), "slowed": regress(work, c, a)}
+    rows = {"noisy": regress(work, b, a), "slowed": regress(work, c, a)}
+    # The pilot's few runs can underestimate the spread: the sizing is checked again against the
+    # spread the slowed verdict saw (both campaigns' runs), and a machine that turned out too noisy
+    # for these runs to detect DETECT is named so, not judged by luck.
+    seen = float(rows["slowed"]["spread_run"])
+    seen_needed = regression.repeats_needed(DETECT, seen)
+    out = {"runs": runs, "pilot_spread": spread, "repeats_needed": needed, "pilot_floor": _floor(spread),
+           "seen_spread": seen, "seen_repeats_needed": seen_needed, "seen_floor": _floor(seen),
+           "sized": all(n is not None and n <= runs and _floor(x) < DETECT
+                        for n, x in ((needed, spread), (seen_needed, seen))), **rows}
     (work / "figures.json").write_text(json.dumps(
         {k: ({kk: vv for kk, vv in v.items() if kk != "printed"} if isinstance(v, dict) else v)
          for k, v in out.items()}, indent=1, default=str))
