@@ -53,11 +53,11 @@ def note_status(results: str | Path, run_id: str) -> None:
     """Append the status of `run_id`'s record, with the record's mtime and size (a record changed
     since is read again), to the campaign's status log."""
     record = Path(results) / "records" / f"{run_id}.json"
-    status = record_status(record)
     try:
-        st = record.stat()
+        st = record.stat()  # before the read: a record changed in between is noted stale, and read again
     except OSError:
         return
+    status = record_status(record)
     if status is None:
         return
     try:
