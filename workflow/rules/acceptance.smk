@@ -20,7 +20,7 @@ localrules:
 
 rule acceptance_verdicts:
     input:
-        records=get_records,
+        records=RECORDS_TABLE,
         plan=f"{RESULTS}/plan.json",
         references=REFERENCES,
     output:
@@ -31,7 +31,7 @@ rule acceptance_verdicts:
         f"{LOGS}/acceptance_verdicts.log",
     run:
         pipeline.accept_verdicts(
-            input.records, input.references, input.plan, SITE, output.markdown, output.csv, output.junit, log[0]
+            get_records(), input.references, input.plan, SITE, output.markdown, output.csv, output.junit, log[0]
         )
 
 

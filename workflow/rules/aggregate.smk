@@ -9,7 +9,7 @@ rule aggregate:
     input:
         get_records,
     output:
-        csv=f"{RESULTS}/tables/results.csv",
+        csv=RECORDS_TABLE,
         markdown=f"{RESULTS}/tables/summary.md",
     log:
         f"{LOGS}/aggregate.log",

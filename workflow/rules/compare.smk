@@ -8,7 +8,7 @@ localrules:
 
 rule compare:
     input:
-        records=get_records,
+        records=RECORDS_TABLE,
         baseline=get_baseline_records,
         plan=f"{RESULTS}/plan.json",
     output:
@@ -19,5 +19,5 @@ rule compare:
         f"{LOGS}/compare.log",
     run:
         pipeline.compare_tables(
-            [*input.records, *input.baseline], input.plan, SITE, BASELINE, f"{RESULTS}/tables", log[0]
+            [*get_records(), *input.baseline], input.plan, SITE, BASELINE, f"{RESULTS}/tables", log[0]
         )

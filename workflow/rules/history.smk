@@ -13,7 +13,7 @@ localrules:
 
 rule ingest:
     input:
-        records=get_records,
+        records=RECORDS_TABLE,
     output:
         f"{RESULTS}/history/ingested.json",
     log:
@@ -21,7 +21,7 @@ rule ingest:
     params:
         store=HISTORY_STORE if HISTORY_STORE != "none" else "results/history.duckdb",
     run:
-        pipeline.ingest_campaign(list(input.records), params.store, output[0], log[0])
+        pipeline.ingest_campaign(get_records(), params.store, output[0], log[0])
 
 
 # The campaign against its site's history (same system): regression verdicts and the metric over

@@ -12,7 +12,7 @@ localrules:
 
 rule mlperf_scores:
     input:
-        records=get_records,
+        records=RECORDS_TABLE,
     output:
         markdown=f"{RESULTS}/tables/mlperf.md",
         json=f"{RESULTS}/tables/mlperf.json",
@@ -22,7 +22,7 @@ rule mlperf_scores:
         mode=MLPERF_SCORES or "time_to_solution",
         prune=config.get("score_mlperf_prune", 0),
     run:
-        pipeline.mlperf_score_tables(input.records, f"{RESULTS}/tables", params.mode, params.prune, log[0])
+        pipeline.mlperf_score_tables(get_records(), f"{RESULTS}/tables", params.mode, params.prune, log[0])
 
 
 rule throughput_bundle:

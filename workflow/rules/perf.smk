@@ -2,7 +2,7 @@
 #   snakemake --profile profiles/local perf_validation perf_projection      (no runs needed)
 #   snakemake --profile profiles/local perf --configfile config/perf.yaml  (runs the tiny campaign)
 # Validation and projection read results/reference/published_scaling.yaml only; the fit and the local
-# check read this site's records, and declare every record they read as an input.
+# check read this site's records (through the campaign's table: common.smk, RECORDS_TABLE).
 PERF = "results/perf"
 REFERENCE = str(Path(workflow.basedir) / "results" / "reference" / "published_scaling.yaml")
 # Open MPI's shared-memory transport changes protocol around here: fit one latency-bandwidth pair per side.
@@ -101,12 +101,11 @@ rule perf_fit:
 
 
 rule perf_local_check:
-    # The check reads each run's record (parameter count, load average) besides the table: they are
-    # inputs, so that a changed record re-runs it.
+    # The check reads each run's record (parameter count, load average) besides the table, which is
+    # newer than every record (common.smk: RECORDS_TABLE), so that a changed record re-runs it.
     input:
-        table=f"{RESULTS}/tables/results.csv",
+        table=RECORDS_TABLE,
         sweep=f"{RESULTS}/perf/allreduce_sweep.csv",
-        records=get_records,
     output:
         csv=f"{RESULTS}/perf/local_scaling.csv",
         markdown=f"{RESULTS}/perf/local_scaling.md",
@@ -116,7 +115,7 @@ rule perf_local_check:
         pipeline.write_local_check(
             input.table,
             input.sweep,
-            list(input.records),
+            get_records(),
             output.csv,
             output.markdown,
             SPLIT_BYTES,

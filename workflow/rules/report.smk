@@ -66,7 +66,7 @@ rule report_regressions:
 
 rule plots:
     input:
-        records=get_records,
+        records=RECORDS_TABLE,
         baseline=get_baseline_records,
         nodes=get_node_records,
         plan=f"{RESULTS}/plan.json",
@@ -79,5 +79,5 @@ rule plots:
         f"{LOGS}/plots.log",
     run:
         pipeline.write_plots(
-            [*input.records, *input.baseline], input.nodes, input.plan, SITE, f"{RESULTS}/plots", log[0]
+            [*get_records(), *input.baseline], input.nodes, input.plan, SITE, f"{RESULTS}/plots", log[0]
         )
