@@ -76,19 +76,23 @@ def test_comm_fit_and_local_check_read_the_campaigns_records(tmp_path):
     assert "fitted" in row["link_origin"]
     assert "Why, per run" in (results / "perf/local_scaling.md").read_text()
 
-    # The check reads the records themselves (load average, parameter count): a changed record re-runs it as
-    # its own input, and its new value reaches the check's table. The dry run considers this rule alone, so
-    # that the rebuild of the table (which also follows the record) cannot be the reason.
+    # The check reads the records themselves (load average, parameter count) through the campaign's
+    # table, which is made from every record (common.smk, RECORDS_TABLE): a changed record makes the
+    # table again, that re-runs the check, and the record's new value reaches the check's table.
     path = results / "records" / f"{row['run_id']}.json"
     changed = json.loads(path.read_text())
     changed["provenance"]["hardware"]["load_average"] = [7.25, 7.25, 7.25]
     path.write_text(json.dumps(changed))
-    dry = subprocess.run(cmd[:-3] + ["--dry-run", "--allowed-rules", "perf_local_check", "--", "perf_local_check"],
+    dry = subprocess.run(cmd[:-3] + ["--dry-run", "--", "perf_local_check"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
-    job = (dry.stdout + dry.stderr).split("rule perf_local_check:")[1].split("\n\n")[0]
-    reason = next(line for line in job.splitlines() if line.strip().startswith("reason:"))
-    assert "Updated input files:" in reason and f"records/{row['run_id']}.json" in reason, job
+
+    def reason(rule: str) -> str:
+        job = (dry.stdout + dry.stderr).split(f"rule {rule}:")[1].split("\n\n")[0]
+        return next(line for line in job.splitlines() if line.strip().startswith("reason:"))
+
+    assert "Updated input files:" in reason("aggregate") and f"records/{row['run_id']}.json" in reason("aggregate")
+    assert "updated by another job" in reason("perf_local_check") and "tables/results.csv" in reason("perf_local_check")
     res = subprocess.run(cmd[:-3] + ["perf_local_check"], cwd=tmp_path, capture_output=True, text=True, timeout=200,
                          start_new_session=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
