@@ -16,12 +16,13 @@ import json
 import math
 from pathlib import Path
 
-import pandas as pd
-
 from exabench import markdown
 from exabench.analysis import scaling
 from exabench.analysis.frameworks import framework_table
 from exabench.analysis.runs import CELL, LAYOUT, PRECISION_PARAMS, cells, load_runs
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 # Parameters that name a problem size or an algorithm, first match wins.
 SIZE_PARAMS = ("size_per_node", "rows_per_rank", "size", "batch_size", "image_size", "message_bytes", "bytes", "m", "n")

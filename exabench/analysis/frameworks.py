@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import math
 
-import pandas as pd
-
 from exabench.analysis.runs import cell
 from exabench.records.record import LAYOUT
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 # Parameters that choose or tune the stack, or how long and in which mode a run is measured.
 STACK_PARAMS = frozenset({"backend", "fusion_threshold_mb", "compression", "channels_last", "compile"})

@@ -11,9 +11,10 @@ import math
 import re
 from pathlib import Path
 
-import pandas as pd
-
 from exabench.analysis.runs import PRECISION_PARAMS, cells
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 BUSBW = re.compile(r"^busbw\.(\d+)B$")
 PNG_META = {"Software": None}  # no version string: the bytes depend on the data only

@@ -14,12 +14,13 @@ import json
 import math
 import re
 
-import numpy as np
-import pandas as pd
-
 from exabench.records.progress import load_plan  # noqa: F401 - the run table's plan reader
 from exabench.records.record import LAYOUT, headline_metric, with_plan_entry, workload_of
 from exabench.records.tidy import load_records
+from exabench.lazy import lazy_import
+
+np = lazy_import("numpy")
+pd = lazy_import("pandas")
 
 # The parameters that name a run's precision, first match wins.
 PRECISION_PARAMS = ("precision", "dtype")

@@ -15,14 +15,15 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from exabench import markdown
 from exabench.analysis import scaling
 from exabench.analysis.runs import workers_of
 from exabench.campaign.studies import Study
 from exabench.records.record import workload_of
 from exabench.records.tidy import load_records
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 POINT_LAYOUT = ("nodes", "ranks_per_node", "threads_per_rank", "gpus_per_rank", "smt", "ranks", "workers")
 SCALE_KEYS = ("nodes", "ranks_per_node", "ranks", "workers")

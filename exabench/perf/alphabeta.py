@@ -24,10 +24,11 @@ import math
 import re
 from dataclasses import dataclass, field
 
-import numpy as np
-import pandas as pd
-
 from exabench.errors import ExabenchError
+from exabench.lazy import lazy_import
+
+np = lazy_import("numpy")
+pd = lazy_import("pandas")
 
 ALGORITHMS = ("ring", "halving-doubling", "tree", "hierarchical")
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from exabench.io import atomic_write_text, logged
 from exabench.markdown import frame
 from exabench.perf.link_params import error_by_range, fit_table
 from exabench.perf.sweep import sweep_source_label
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 
 def write_comm_fit(sweep_csv: str | Path, markdown: str | Path, split_bytes: int, log: str | None = None,

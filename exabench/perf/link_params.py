@@ -10,10 +10,11 @@ negligible for the megabyte gradients of data-parallel training.
 
 from __future__ import annotations
 
-import pandas as pd
-
 from exabench.perf.alphabeta import Link, LinkFit, Machine, fit_link
 from exabench.errors import ExabenchError
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 LEVELS = ("intra_node", "inter_node")
 

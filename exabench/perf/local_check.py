@@ -25,11 +25,12 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
-import pandas as pd
-
 from exabench.perf.alphabeta import Link, allgather_time, allreduce_time
 from exabench.errors import ExabenchError
+from exabench.lazy import lazy_import
+
+np = lazy_import("numpy")
+pd = lazy_import("pandas")
 
 DDP_BUCKET_BYTES = 25 * 2**20  # torch DDP's default bucket_cap_mb
 KMEANS, DDP = "kmeans-fit", "ddp-gradient-buckets"  # the communication patterns this check models

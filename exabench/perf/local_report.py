@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from exabench.io import logged, write_csv_and_markdown
 from exabench.markdown import frame
 from exabench.perf.local_check import scaling_check
 from exabench.perf.site_comm import as_site
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 
 def write_local_check(table_csv: str | Path, sweep_csv: str | Path, records: list[str | Path], csv: str | Path,

@@ -23,11 +23,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from exabench.errors import ExabenchError
 from exabench.records.record import LAYOUT
+from exabench.lazy import lazy_import
+
+np = lazy_import("numpy")
+pd = lazy_import("pandas")
 
 DEFAULT_FACTORS = {"site": "site", "workload": "benchmark", "size": "problem", "config": "layout",
                    "precision": "precision"}

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from exabench.errors import ConfigError
 from exabench.io import logged, write_csv_and_markdown
 from exabench.markdown import frame
 from exabench.perf.alphabeta import Assumptions, assumptions, doubling_counts, project
 from exabench.perf.reference import PROJECTED_BANNER, Reference
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 
 def machine_projection(ref: Reference) -> tuple[pd.DataFrame, dict[str, list[str]]]:

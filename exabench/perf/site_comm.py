@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from exabench.errors import ExabenchError
 from exabench.io import logged, write_csv_and_markdown
 from exabench.markdown import frame
 from exabench.perf.alphabeta import allreduce_time, doubling_counts
 from exabench.perf.reference import PROJECTED_BANNER
 from exabench.perf.sweep import sweep_source_label
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 RESNET50_FP32_GRADIENT_BYTES = 102_228_128  # 25,557,032 parameters (resnet50_params in the reference file)
 

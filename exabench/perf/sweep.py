@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from exabench.errors import ExabenchError
 from exabench.io import atomic_write_text, logged
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 
 def run_allreduce_sweep(out_csv: str | Path, ranks: int, python: str, env: dict, log_path: str | Path,

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from exabench.io import logged, write_csv_and_markdown
 from exabench.markdown import frame
 from exabench.perf.alphabeta import Assumptions, project
 from exabench.perf.reference import PROJECTED_BANNER, Reference
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 
 def validation_table(ref: Reference) -> pd.DataFrame:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
-
 from exabench import markdown
 from exabench.records.record import LAYOUT, RecordError, corrupt_record, read_record, workload_of
+from exabench.lazy import lazy_import
+
+pd = lazy_import("pandas")
 
 # The run's energy over its timed region (exabench/energy), on every row of the run: joules and watts
 # summed over its nodes, what they cover (node, or the parts: gpu, cpu_package, dram), and why they are
