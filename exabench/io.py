@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import tempfile
 import traceback
 from pathlib import Path
 
-def atomic_write_text(path: str | Path, text: str, mode: int = 0o644) -> None:
-    """Write via a temp file in the same directory and rename: readers see all or nothing."""
+def atomic_write_text(path: str | Path, text: str | bytes, mode: int = 0o644) -> None:
+    """Write via a temp file in the same directory and rename: readers see all or nothing (`text`
+    as UTF-8, or bytes as they are)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _write_temp(path, text, mode)
@@ -36,17 +38,30 @@ def removed_on_error(tmp: str | Path):
         raise
 
 
-def _write_temp(path: Path, text: str, mode: int, sync: bool = True) -> str:
-    """A temp file beside `path` holding `text` with `mode`, flushed to disk unless `sync` is False
-    (atomic_write_many syncs its files together); its name."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+# Temp files are named by the process and a counter, opened with O_EXCL (never another's file):
+# tempfile.mkstemp's random names and a text-mode file object cost 0.1 ms a file, a quarter of a
+# 10,000-run render's CPU (20,000 files).
+_TEMP_SEQUENCE = itertools.count()
+
+
+def _write_temp(path: Path, text: str | bytes, mode: int, sync: bool = True) -> str:
+    """A temp file beside `path` holding `text` (UTF-8; bytes as they are) with `mode`, flushed to disk unless `sync`
+    is False (atomic_write_many syncs its files together); its name."""
+    tmp = f"{path.parent}/.{path.name}.{os.getpid()}-{next(_TEMP_SEQUENCE)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:  # left by a process that died with this pid
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     with removed_on_error(tmp):
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
+        try:
+            data = memoryview(text.encode() if isinstance(text, str) else text)
+            while data:
+                data = data[os.write(fd, data):]
+            os.fchmod(fd, mode)
             if sync:
-                os.fsync(f.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
     return tmp
 
 

@@ -307,7 +307,8 @@ def run_files(run: Run, site: Site, paths: RunPaths, folders: dict[str, Path] | 
     """(path, text, mode) of one run's spec.json and job.sh, rendered, not written."""
     real = real_paths(paths, folders)
     text, line = render_script(run, site, paths, real)
-    spec = json.dumps(run_spec(run, site, paths, line, real), indent=2, sort_keys=True) + "\n"
+    # A key a line, made by the C encoder: indent= takes the pure-Python one (1.5 s of 10,000 specs).
+    spec = json.dumps(run_spec(run, site, paths, line, real), sort_keys=True, separators=(",\n", ": ")) + "\n"
     return [(paths.spec, spec, 0o644), (paths.script, text, 0o755)]
 
 
