@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import sys
+import threading
 from pathlib import Path
 
 from exabench.analysis import acceptance, archive, compare, plots
@@ -34,7 +35,7 @@ from exabench.io import atomic_write_many, atomic_write_text, logged
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
 from exabench.perf.comm_fit import write_comm_fit  # noqa: F401
 from exabench.perf.local_report import write_local_check  # noqa: F401
-from exabench.perf.projection import write_projection  # noqa: F401
+from exabench.perf import projection
 from exabench.perf.site_comm import write_site_comm  # noqa: F401
 from exabench.perf.sweep import allreduce_records, site_sweep, write_sweep  # noqa: F401
 from exabench.perf.validation import write_validation  # noqa: F401
@@ -121,6 +122,60 @@ def expand_plan(config: dict, site: Site, config_file: str = "config/config.yaml
         return studies.merged_runs({name: runs for name, (_, _, runs) in plans.items()},
                                    f"study-{config['study']}" if "," not in config["study"] else "studies")
     return plan_runs(config, site, config_file)
+
+
+def campaign_runs(config: dict, site: Site, config_file: str, job_step: bool = False) -> dict[str, Run]:
+    """The campaign's runs by id, expanded from the config (expand_plan); in a job step (what an
+    executor plugin starts on a compute node for one job: `snakemake --mode remote`), the plan the
+    campaign's start saved for its config and site (save_plan), not expanded again: a job step runs
+    one run, and a Frontier-wide plan (190,000 runs) takes half a minute to expand."""
+    if job_step:
+        saved = _saved_plan(config, site)
+        if saved is not None:
+            return saved
+    return {run.run_id: run for run in expand_plan(config, site, config_file)}
+
+
+def _plan_file(site: Site) -> Path:
+    # In the working directory's .snakemake/, which the job steps see as the campaign does (the
+    # executor plugins require a shared file system for it).
+    return Path(".snakemake") / "exabench" / f"plan-{site.name}.pickle"
+
+
+def _plan_key(config: dict, site: Site) -> str:
+    # The plan is made from the (validated) config and the site file by this package's code.
+    site_text = Path(site.path).read_bytes() if site.path and Path(site.path).is_file() else b""
+    code = Path(__file__).resolve().parent
+    return digest([config, hashlib.sha256(site_text).hexdigest(), str(code), _code_stamp(code)])
+
+
+def _code_stamp(package: Path) -> list:
+    # The campaign stage's modules and the benchmarks' (their facts and presets), by size and time.
+    return sorted((str(p.relative_to(package)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for folder in ("campaign", "benchmarks") for p in (package / folder).rglob("*.py"))
+
+
+def save_plan(runs: dict[str, Run], config: dict, site: Site) -> None:
+    """`onstart`: the plan, for the campaign's job steps (campaign_runs): its key, then the runs."""
+    import pickle
+
+    path = _plan_file(site)
+    key = _plan_key(config, site)
+    atomic_write_text(path, pickle.dumps(key) + pickle.dumps(runs, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _saved_plan(config: dict, site: Site) -> dict[str, Run] | None:
+    """The plan save_plan saved for this config and site; None when there is none, or it was saved
+    for another config, site file or package version (then the job step expands the plan)."""
+    import pickle
+
+    try:
+        with open(_plan_file(site), "rb") as f:
+            if pickle.load(f) != _plan_key(config, site):
+                return None
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError):
+        return None
 
 
 def study_plans(config: dict, site: Site, config_file: str = "config/config.yaml") -> dict:
@@ -647,9 +702,21 @@ def write_html_pages(markdown_pages: list[str], html_pages: list[str], log_path:
             _say(log, f"{md} -> {page}")
 
 
+# The rules that draw (plots, history_report, perf_projection) one at a time: `run:` jobs run in
+# threads of Snakemake's process (profiles/local, and every cluster executor's local rules), and
+# pyplot's figures are shared by its threads.
+_DRAWING = threading.Lock()
+
+
 def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out_dir: str, log_path: str) -> None:
-    with logged(log_path) as log:
+    with logged(log_path) as log, _DRAWING:
         _say(log, plots.write_plots(records, nodes, plan, site.name, out_dir))
+
+
+def write_projection(*args, **kwargs) -> None:
+    """exabench.perf.projection.write_projection, drawing alone (_DRAWING)."""
+    with _DRAWING:
+        projection.write_projection(*args, **kwargs)
 
 
 def archive_campaign(results: str, out: str, site: Site, logs: str, configs: list[str], references: str | None,
@@ -677,7 +744,7 @@ def ingest_campaign(records: list[str], store: str, receipt: str, log_path: str)
 def history_report(store: str, receipt: str, site: Site, csv: str, markdown: str, plot: str, log_path: str) -> None:
     """The campaign just ingested against the site's history: regression verdicts (Markdown, CSV) and
     the history plot, both in the HTML report."""
-    with logged(log_path) as log:
+    with logged(log_path) as log, _DRAWING:
         done = json.loads(Path(receipt).read_text())
         if done.get("not_ingested"):
             _no_history(f"The campaign was not ingested: {done['not_ingested']}", csv, markdown, plot)

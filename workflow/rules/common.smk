@@ -21,7 +21,9 @@ try:
     if pipeline.profile_site_lost(config):  # `--profile profiles/summit --config x=y` lost the profile's site
         pipeline.stop(pipeline.profile_site_lost(config))
     SITE = pipeline.load_site(config["site"])
-    RUNS = {run.run_id: run for run in pipeline.expand_plan(config, SITE, CONFIG_FILE)}
+    # A job step (an executor plugin's Snakemake for one job on its node) reads the plan the
+    # campaign's start saved (run.smk's onstart) rather than expanding it again.
+    RUNS = pipeline.campaign_runs(config, SITE, CONFIG_FILE, job_step=workflow.remote_exec)
     # Bundle mode's allocations (the `bundle` rule's scripts): the campaign split where no queue admits it whole.
     BUNDLES = pipeline.plan_bundles(list(RUNS.values()), SITE, config["campaign"], CONFIG_FILE)
     # A bundle site (submit: bundles) never runs a benchmark here: a plain run (the default target)

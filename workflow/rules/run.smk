@@ -14,7 +14,8 @@
 # SIGTERM to snakemake stop the running ranks and leave those runs without a record, so a
 # resume runs only them (exabench/execute.py). A campaign claims its results directory
 # (campaign.claim): a campaign of another checkout or working directory is refused while it runs.
-# At the start: the campaign's run ids (the progress lines count against them), and the files of
+# At the start: the campaign's run ids (the progress lines count against them), its plan for the job
+# steps of an executor plugin (pipeline.save_plan: a job step does not expand it again), and the files of
 # the runs about to run, rendered in one batch where their images exist (each job then renders nothing).
 
 
@@ -26,6 +27,7 @@ onstart:
     pipeline.stop_runs_on_signal(RESULTS)
     pipeline.drop_default_rate_limit(workflow)
     pipeline.write_run_ids(RESULTS, list(RUNS))
+    pipeline.save_plan(RUNS, config, SITE)
     pipeline.render_runs_to_run(
         workflow.dag.needrun_jobs(), RUNS, SITE, RESULTS, CONTAINER_IMAGES, f"{LOGS}/render.log"
     )
