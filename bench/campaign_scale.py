@@ -4,7 +4,7 @@ aggregation of 100 / 1,000 / 10,000 K-Means runs, and what Snakemake adds to eac
 < 5 s; harness overhead < 0.2 s a run at 1,000 runs).
 
     PYTHONPATH=. python bench/campaign_scale.py [--sizes 100 1000 10000] [--repeats 1] [--skip-snakemake]
-        [--render-jobs N] [--execute N [--execute-real]] [--remote-jobs N]
+        [--render-jobs N] [--execute N [--execute-real]] [--remote-jobs N] [--slurm-jobs N]
 
 Per size, in a temporary directory: a sweep config of `size` K-Means runs (seed x k x ranks per
 node) on the local site; plan + render through the package (campaign.plan.expand, then
@@ -33,6 +33,11 @@ job on its compute node as a Snakemake job step (`python -m snakemake --target-j
 remote`, which parses the Snakefile, reads the plan the campaign's start saved and builds that one
 job's DAG). Five runs of an N-run no-op campaign are run that way, then by `exabench execute`
 alone; the difference is the per-job start cost (the scheduler's own submit and scheduling come on top).
+
+With --slurm-jobs N an N-run no-op campaign runs through a real Slurm, the two-node loopback one
+of scripts/slurm-local.sh (started and stopped here; it needs root, and nothing else using it), and
+snakemake-executor-plugin-slurm (profiles/slurm-local): the wall time per job of the whole way,
+submit, queue, job step and the status polls.
 """
 
 from __future__ import annotations
@@ -125,12 +130,12 @@ cp "$run_dir/ok.json" "$record.tmp.$$" && mv "$record.tmp.$$" "$record"
 """
 
 
-def noop_site(workdir: Path) -> Path:
-    """The local site with NOOP_PYTHON as its ranks' Python."""
+def noop_site(workdir: Path, profile: str = "local") -> Path:
+    """The profile's site with NOOP_PYTHON as its ranks' Python."""
     program = workdir / "noop-python"
     program.write_text(NOOP_PYTHON)
     program.chmod(0o755)
-    raw = yaml.safe_load((ROOT / "profiles" / "local" / "site.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "profiles" / profile / "site.yaml").read_text())
     site = workdir / "noop-site.yaml"
     site.write_text(yaml.safe_dump({**raw, "python": str(program)}))
     return site
@@ -239,6 +244,50 @@ def time_remote_jobs(n: int, jobs: int) -> dict[str, tuple[float, float]]:
         return figures
 
 
+SLURM_DIR = "/tmp/exabench-slurm"  # scripts/slurm-local.sh's default, which profiles/slurm-local/site.yaml names
+
+
+def time_slurm_jobs(n: int) -> tuple[float, float]:
+    """An n-run no-op campaign through a real Slurm (the loopback two-node one of
+    scripts/slurm-local.sh, started and stopped here) and snakemake-executor-plugin-slurm
+    (profiles/slurm-local: 4 jobs at a time): each run one Slurm job, whose job step (a Snakemake
+    on its node) runs `exabench execute`, which runs the job script (srun, a no-op rank). The
+    campaign is rendered first (not timed); returns (wall s, cpu s of this host) of the run jobs."""
+    script = ROOT / "scripts" / "slurm-local.sh"
+    start = subprocess.run(["bash", str(script), "start", SLURM_DIR], capture_output=True, text=True)
+    if start.returncode != 0:
+        raise SystemExit(f"scripts/slurm-local.sh start failed:\n{start.stdout[-2000:]}{start.stderr[-2000:]}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="exabench-slurm-jobs-") as tmp:
+            work = Path(tmp)
+            (work / "profiles").symlink_to(ROOT / "profiles")
+            (work / "config").mkdir()
+            shutil.copy(ROOT / "config" / "config.yaml", work / "config" / "config.yaml")
+            config_file = work / f"scale{n}.yaml"
+            config_file.write_text(yaml.safe_dump(sweep_config(n), default_flow_style=None))
+            site = noop_site(work, "slurm-local")
+            env = {**os.environ, "SLURM_CONF": f"{SLURM_DIR}/slurm.conf",
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+            # The mode first: --configfile takes every word after it.
+            cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--profile", "profiles/slurm-local",
+                   "--configfile", str(config_file), "--config", f"site={site}"]
+            rendered = subprocess.run(cmd[:3] + ["render"] + cmd[3:], cwd=work, env=env, capture_output=True, text=True)
+            if rendered.returncode != 0:
+                raise SystemExit(f"snakemake render failed:\n{rendered.stderr[-3000:]}")
+            noop_records(work / "results" / "slurm-local" / "runs")
+            settle()
+            cpu, wall = children_cpu(), time.perf_counter()
+            out = subprocess.run(cmd[:3] + ["--until", "run_benchmark"] + cmd[3:], cwd=work, env=env,
+                                 capture_output=True, text=True)
+            wall, cpu = time.perf_counter() - wall, children_cpu() - cpu
+            done = len(list((work / "results" / "slurm-local" / "records").glob("*.json")))
+            if out.returncode != 0 or done != n:
+                raise SystemExit(f"the Slurm campaign left {done} of {n} records:\n{out.stderr[-3000:]}")
+            return wall, cpu
+    finally:
+        subprocess.run(["bash", str(script), "stop", SLURM_DIR], capture_output=True, text=True)
+
+
 def time_aggregate(runs: int, workdir: Path) -> tuple[float, float]:
     from aggregate_10k import make_records
 
@@ -264,10 +313,12 @@ def main(argv=None) -> int:
                     help="run an N-run campaign for real: Snakemake against a shell loop (harness overhead per run)")
     ap.add_argument("--execute-real", action="store_true",
                     help="with --execute: keep the rendered K-Means tiny job scripts (not the no-op stand-ins)")
+    ap.add_argument("--slurm-jobs", type=int, default=0, metavar="N",
+                    help="run an N-run no-op campaign through the loopback Slurm and the Slurm executor plugin")
     ap.add_argument("--remote-jobs", type=int, default=0, metavar="N",
                     help="time one executor-plugin job step (a compute node's snakemake) in an N-run campaign")
     args = ap.parse_args(argv)
-    if any(n % 4 for n in args.sizes + [args.render_jobs, args.execute, args.remote_jobs]):
+    if any(n % 4 for n in args.sizes + [args.render_jobs, args.execute, args.remote_jobs, args.slurm_jobs]):
         ap.error("each size must be a multiple of 4 (seed x k x ranks per node)")
     stages = ["plan + render", "aggregate"] + ([] if args.skip_snakemake else ["snakemake -n"])
     figures: dict[str, dict[int, tuple[float, float]]] = {s: {} for s in stages}
@@ -326,6 +377,11 @@ def main(argv=None) -> int:
         (step, _), (alone, _) = ex.values()
         print(f"per-job start cost in cluster mode: {step - alone:.2f} s (no-op runs; Slurm's own submit and "
               "scheduling not included)")
+    if args.slurm_jobs:
+        n = args.slurm_jobs
+        wall, cpu = time_slurm_jobs(n)
+        print(f"slurm (executor plugin, loopback) {n:7d} jobs: {wall:8.1f} s wall, {cpu:8.1f} s CPU, "
+              f"{wall / n:.2f} s a job (4 at a time; submit, job step, srun, status polls every 3 s)")
     print(f"(growth: wall time over the size before; load average now {os.getloadavg()[0]:.2f}, "
           f"{os.cpu_count()} CPUs)")
     return 0

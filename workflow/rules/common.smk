@@ -102,11 +102,12 @@ def get_records(wildcards=None):
     return [f"{RESULTS}/records/{run_id}.json" for run_id in RUNS]
 
 
-# The campaign's table (the aggregate's output, made from every record): the input of each other
-# rule that reads every record, which reads them through get_records() in its job. Each input of
-# each rule is a file Snakemake resolves while it builds the DAG (about 1 ms a run and rule: 8 s of
-# a 10,000-run dry run for the six rules that read every record); the table is newer than every
-# record, so a changed record still runs them again.
+# The campaign's table (the aggregate's output, made from every record) is the input of the other
+# stages that read every record (compare, plots, acceptance, ingest, MLPerf scores, the local perf
+# check), which read them through get_records() in their jobs. Snakemake resolves each input file of
+# each job while it builds the DAG, about 1 ms a run for each of them (8 s of a 10,000-run dry run
+# when all six named every record); the table is newer than every record, so a changed record
+# still runs them again.
 RECORDS_TABLE = f"{RESULTS}/tables/results.csv"
 
 
