@@ -252,7 +252,7 @@ def time_slurm_jobs(n: int) -> tuple[float, float]:
     scripts/slurm-local.sh, started and stopped here) and snakemake-executor-plugin-slurm
     (profiles/slurm-local: 4 jobs at a time): each run one Slurm job, whose job step (a Snakemake
     on its node) runs `exabench execute`, which runs the job script (srun, a no-op rank). The
-    campaign is rendered first (not timed); returns (wall s, cpu s of this host) of the run jobs."""
+    campaign is rendered first (not timed); returns (wall s, CPU s of the submitting Snakemake)."""
     script = ROOT / "scripts" / "slurm-local.sh"
     start = subprocess.run(["bash", str(script), "start", SLURM_DIR], capture_output=True, text=True)
     if start.returncode != 0:
@@ -380,8 +380,9 @@ def main(argv=None) -> int:
     if args.slurm_jobs:
         n = args.slurm_jobs
         wall, cpu = time_slurm_jobs(n)
-        print(f"slurm (executor plugin, loopback) {n:7d} jobs: {wall:8.1f} s wall, {cpu:8.1f} s CPU, "
-              f"{wall / n:.2f} s a job (4 at a time; submit, job step, srun, status polls every 3 s)")
+        print(f"slurm (executor plugin, loopback) {n:7d} jobs: {wall:8.1f} s wall, {wall / n:.2f} s a job "
+              f"(4 at a time: submit, queue, job step, srun, status polls every 3 s; the submitting "
+              f"Snakemake's CPU {cpu:.1f} s, the job steps' is slurmd's)")
     print(f"(growth: wall time over the size before; load average now {os.getloadavg()[0]:.2f}, "
           f"{os.cpu_count()} CPUs)")
     return 0
