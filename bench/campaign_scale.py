@@ -46,6 +46,7 @@ import argparse
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -247,12 +248,14 @@ def time_remote_jobs(n: int, jobs: int) -> dict[str, tuple[float, float]]:
 SLURM_DIR = "/tmp/exabench-slurm"  # scripts/slurm-local.sh's default, which profiles/slurm-local/site.yaml names
 
 
-def time_slurm_jobs(n: int) -> tuple[float, float]:
+def time_slurm_jobs(n: int, stop_after: int = 0) -> tuple[float, float, int]:
     """An n-run no-op campaign through a real Slurm (the loopback two-node one of
     scripts/slurm-local.sh, started and stopped here) and snakemake-executor-plugin-slurm
     (profiles/slurm-local: 4 jobs at a time): each run one Slurm job, whose job step (a Snakemake
     on its node) runs `exabench execute`, which runs the job script (srun, a no-op rank). The
-    campaign is rendered first (not timed); returns (wall s, CPU s of the submitting Snakemake)."""
+    campaign is rendered first (not timed). With `stop_after`, the campaign is stopped (SIGINT: the
+    plugin cancels its jobs) once that many records exist. Returns (wall s to the last record
+    counted, CPU s of the submitting Snakemake, records counted)."""
     script = ROOT / "scripts" / "slurm-local.sh"
     start = subprocess.run(["bash", str(script), "start", SLURM_DIR], capture_output=True, text=True)
     if start.returncode != 0:
@@ -276,14 +279,26 @@ def time_slurm_jobs(n: int) -> tuple[float, float]:
                 raise SystemExit(f"snakemake render failed:\n{rendered.stderr[-3000:]}")
             noop_records(work / "results" / "slurm-local" / "runs")
             settle()
-            cpu, wall = children_cpu(), time.perf_counter()
-            out = subprocess.run(cmd[:3] + ["--until", "run_benchmark"] + cmd[3:], cwd=work, env=env,
-                                 capture_output=True, text=True)
-            wall, cpu = time.perf_counter() - wall, children_cpu() - cpu
-            done = len(list((work / "results" / "slurm-local" / "records").glob("*.json")))
-            if out.returncode != 0 or done != n:
-                raise SystemExit(f"the Slurm campaign left {done} of {n} records:\n{out.stderr[-3000:]}")
-            return wall, cpu
+            records = work / "results" / "slurm-local" / "records"
+            cpu, start = children_cpu(), time.perf_counter()
+            with open(work / "snakemake.log", "w+") as log:
+                campaign = subprocess.Popen(cmd[:3] + ["--until", "run_benchmark"] + cmd[3:], cwd=work, env=env,
+                                            stdout=log, stderr=subprocess.STDOUT, text=True)
+                done = 0
+                while campaign.poll() is None:
+                    time.sleep(0.5)
+                    done = len(list(records.glob("*.json"))) if records.exists() else 0
+                    if stop_after and done >= stop_after:
+                        wall = time.perf_counter() - start
+                        campaign.send_signal(signal.SIGINT)
+                        campaign.wait()
+                        return wall, children_cpu() - cpu, done
+                wall, cpu = time.perf_counter() - start, children_cpu() - cpu
+                done = len(list(records.glob("*.json"))) if records.exists() else 0
+                if campaign.returncode != 0 or done != n:
+                    log.seek(0)
+                    raise SystemExit(f"the Slurm campaign left {done} of {n} records:\n{log.read()[-3000:]}")
+            return wall, cpu, done
     finally:
         subprocess.run(["bash", str(script), "stop", SLURM_DIR], capture_output=True, text=True)
 
@@ -315,6 +330,8 @@ def main(argv=None) -> int:
                     help="with --execute: keep the rendered K-Means tiny job scripts (not the no-op stand-ins)")
     ap.add_argument("--slurm-jobs", type=int, default=0, metavar="N",
                     help="run an N-run no-op campaign through the loopback Slurm and the Slurm executor plugin")
+    ap.add_argument("--slurm-stop-after", type=int, default=0, metavar="K",
+                    help="with --slurm-jobs: stop the campaign once K runs have their record (figures for those K)")
     ap.add_argument("--remote-jobs", type=int, default=0, metavar="N",
                     help="time one executor-plugin job step (a compute node's snakemake) in an N-run campaign")
     args = ap.parse_args(argv)
@@ -379,10 +396,10 @@ def main(argv=None) -> int:
               "scheduling not included)")
     if args.slurm_jobs:
         n = args.slurm_jobs
-        wall, cpu = time_slurm_jobs(n)
-        print(f"slurm (executor plugin, loopback) {n:7d} jobs: {wall:8.1f} s wall, {wall / n:.2f} s a job "
-              f"(4 at a time: submit, queue, job step, srun, status polls every 3 s; the submitting "
-              f"Snakemake's CPU {cpu:.1f} s, the job steps' is slurmd's)")
+        wall, cpu, done = time_slurm_jobs(n, args.slurm_stop_after)
+        print(f"slurm (executor plugin, loopback) {done:7d} jobs of a {n}-run campaign: {wall:8.1f} s wall, "
+              f"{wall / done:.2f} s a job (4 at a time: submit, queue, job step, srun, status polls every 3 s; "
+              f"the submitting Snakemake's CPU {cpu:.1f} s, {cpu / done:.2f} s a job; the job steps' is slurmd's)")
     print(f"(growth: wall time over the size before; load average now {os.getloadavg()[0]:.2f}, "
           f"{os.cpu_count()} CPUs)")
     return 0

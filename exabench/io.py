@@ -45,8 +45,8 @@ _TEMP_SEQUENCE = itertools.count()
 
 
 def _write_temp(path: Path, text: str | bytes, mode: int, sync: bool = True) -> str:
-    """A temp file beside `path` holding `text` (UTF-8; bytes as they are) with `mode`, flushed to disk unless `sync`
-    is False (atomic_write_many syncs its files together); its name."""
+    """A temp file beside `path` holding `text` (UTF-8; bytes as they are) with `mode`, flushed to
+    disk unless `sync` is False (atomic_write_many syncs its files together); its name."""
     tmp = f"{path.parent}/.{path.name}.{os.getpid()}-{next(_TEMP_SEQUENCE)}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)

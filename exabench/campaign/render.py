@@ -317,12 +317,18 @@ def write_run_files(run: Run, site: Site, paths: RunPaths) -> None:
     atomic_write_many(run_files(run, site, paths))
 
 
-def write_runs_files(runs: list[Run], site: Site, root: Path) -> int:
+def write_runs_files(runs: list[Run], site: Site, root: Path, workers: int | None = None) -> int:
     """Render every run of `runs` under `root`, then write all their files atomically in one batch
     (every file synced before any is renamed into place; see io.atomic_write_many). A file that
     already holds what it would be written with is left alone: a campaign rendered again after one
-    run changed writes (and syncs) that run's files only. Returns how many files were written."""
+    run changed writes (and syncs) that run's files only. Returns how many files were written.
+    A large campaign is shared among `workers` processes (default: render_workers.worker_count),
+    each share one such batch."""
+    from exabench.campaign import render_workers
     from exabench.io import atomic_write_many
+    workers = render_workers.worker_count(len(runs)) if workers is None else workers
+    if workers > 1:
+        return render_workers.write_shares(runs, site, root, workers, write_runs_files_here, helper=__spec__.name)
     root = Path(root)
     folders = real_folders(root)
     files = []
@@ -330,6 +336,11 @@ def write_runs_files(runs: list[Run], site: Site, root: Path) -> int:
         files += [f for f in run_files(run, site, RunPaths(root, run.run_id), folders) if not _holds(*f)]
     atomic_write_many(files)
     return len(files)
+
+
+def write_runs_files_here(runs: list[Run], site: Site, root: Path) -> int:
+    """write_runs_files in this process alone (a render helper's share)."""
+    return write_runs_files(runs, site, root, workers=1)
 
 
 def render_own_files(spec_path: str | Path, site_path: str | Path, run_json: str) -> int:
@@ -447,3 +458,11 @@ def _bundle_body(site: Site, specs: list[str], concurrent: bool = False) -> str:
         lines += [f"{py} -m exabench execute --spec {shlex.quote(spec)} || failed=$((failed + 1))" for spec in specs]
     lines.append('echo "exabench bundle: $failed run(s) failed to execute"')
     return "\n".join(lines)
+
+
+if __name__ == "__main__":  # a render helper (render_workers): its share of a large campaign
+    import sys
+
+    from exabench.campaign import render_workers
+
+    sys.exit(render_workers.serve(write_runs_files_here))

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from exabench.config import validate
-from exabench.errors import LayoutError
+from exabench.errors import ExabenchError, LayoutError
 from exabench.campaign.render import RunPaths, render_script, write_run_files, write_runs_files
 from exabench.campaign.plan import expand
 
@@ -59,6 +59,21 @@ def test_batch_render_writes_the_same_bytes_as_one_by_one(tmp_path, two_core_sit
     write_runs_files(runs, two_core_site, root)
     assert len(one_by_one) == 2 * len(runs) == 12
     assert tree() == one_by_one
+    shutil.rmtree(root)  # a large campaign's way: shares written by helper processes
+    assert write_runs_files(runs, two_core_site, root, workers=3) == 12
+    assert tree() == one_by_one
+    assert write_runs_files(runs, two_core_site, root, workers=3) == 0  # nothing changed: nothing written
+
+
+def test_a_helpers_render_error_reaches_the_caller_with_its_message(tmp_path, two_core_site):
+    cfg = validate({"benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [1, 2], "k": [2, 3]}}]},
+                   "config", "c.yaml")
+    site = replace(two_core_site, launcher="local")  # one rank a run: the 2-rank runs cannot render
+    runs = sorted(expand(cfg, two_core_site, "c.yaml"), key=lambda run: run.layout.ranks)
+    root = tmp_path / "results" / "local"
+    with pytest.raises(ExabenchError, match="ranks = 2.*launcher 'local'"):
+        write_runs_files(runs, site, root, workers=2)  # this process's share renders; the helper's fails
+    assert not list(root.rglob("*.tmp")) and not list(root.rglob(".*.tmp"))
 
 
 def test_run_to_dict_is_asdict_with_the_layouts_own_dict(two_core_site, kmeans_run):

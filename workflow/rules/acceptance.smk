@@ -20,7 +20,7 @@ localrules:
 
 rule acceptance_verdicts:
     input:
-        records=RECORDS_TABLE,
+        table=RECORDS_TABLE,
         plan=f"{RESULTS}/plan.json",
         references=REFERENCES,
     output:

@@ -83,13 +83,15 @@ def plan_digest():
 
 
 def get_plan_digest(wildcards=None):
-    # The plan's digest, made once: the param of the campaign-wide jobs (render, bundle): a changed
-    # run renders the campaign again (and the changed run alone runs again: run.smk).
+    # The plan's digest, made once: the param of the campaign-wide jobs (plan, render, bundles): a
+    # changed run writes the plan and renders the campaign again (and the changed run alone runs
+    # again: run.smk). Not the plan itself: Snakemake keeps each param in its metadata and compares
+    # it on every later invocation (10,000 runs' dicts: megabytes a job).
     return plan_digest()
 
 
 def get_plan_dicts(wildcards=None):
-    # Every run as a dict: the plan rules' params (a changed run re-plans) and plan.json's content.
+    # Every run as a dict: plan.json's content, and what the plan's digest is made of.
     return [run_dict(run_id) for run_id in RUNS]
 
 

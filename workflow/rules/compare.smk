@@ -8,7 +8,7 @@ localrules:
 
 rule compare:
     input:
-        records=RECORDS_TABLE,
+        table=RECORDS_TABLE,
         baseline=get_baseline_records,
         plan=f"{RESULTS}/plan.json",
     output:

@@ -13,7 +13,7 @@ localrules:
 
 rule ingest:
     input:
-        records=RECORDS_TABLE,
+        table=RECORDS_TABLE,
     output:
         f"{RESULTS}/history/ingested.json",
     log:

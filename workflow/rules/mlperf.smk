@@ -12,7 +12,7 @@ localrules:
 
 rule mlperf_scores:
     input:
-        records=RECORDS_TABLE,
+        table=RECORDS_TABLE,
     output:
         markdown=f"{RESULTS}/tables/mlperf.md",
         json=f"{RESULTS}/tables/mlperf.json",
@@ -33,7 +33,7 @@ rule throughput_bundle:
     log:
         f"{LOGS}/throughput_bundle.log",
     params:
-        runs=get_plan_dicts,
+        plan=get_plan_digest,
     run:
         pipeline.write_bundle_script(
             list(RUNS.values()), SITE, RESULTS, config["campaign"], output[0], log[0], concurrent=True

@@ -13,7 +13,7 @@ rule plan:
     log:
         f"{LOGS}/plan.log",
     params:
-        runs=get_plan_dicts,
+        plan=get_plan_digest,
     run:
         pipeline.write_plan(list(RUNS.values()), output[0], log[0])
 
@@ -24,6 +24,6 @@ rule plan_json:
     log:
         f"{LOGS}/plan_json.log",
     params:
-        runs=get_plan_dicts,
+        plan=get_plan_digest,
     run:
-        pipeline.write_plan_json(params.runs, output[0], log[0])
+        pipeline.write_plan_json(get_plan_dicts(), output[0], log[0])

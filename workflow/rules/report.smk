@@ -66,7 +66,7 @@ rule report_regressions:
 
 rule plots:
     input:
-        records=RECORDS_TABLE,
+        table=RECORDS_TABLE,
         baseline=get_baseline_records,
         nodes=get_node_records,
         plan=f"{RESULTS}/plan.json",
