@@ -3,9 +3,9 @@ share of the runs): a 10,000-run campaign is about 0.5 ms of Python a run and as
 system's time, which one core does alone.
 
 Each helper is `python -m exabench.campaign.render` (which calls `serve` here), its share of the
-runs pickled on its standard input: not multiprocessing, whose spawn and forkserver methods import the parent's
-`__main__` again in each worker (under Snakemake, Snakemake's own), and whose fork copies a
-threaded process (Snakemake's) unsafely. Each share is written as one atomic batch
+runs pickled on its standard input: not multiprocessing, whose spawn and forkserver methods import
+the parent's `__main__` again in each worker (under Snakemake, Snakemake's own), and whose fork
+copies a threaded process (Snakemake's) unsafely. Each share is written as one atomic batch
 (io.atomic_write_many); a failed share leaves the others' files in place, which are the files a
 second render writes.
 """
@@ -37,9 +37,8 @@ def worker_count(runs: int) -> int:
 def write_shares(runs: list, site, root: Path, workers: int, write, helper: str) -> int:
     """`write(runs, site, root)` on `workers` contiguous shares of `runs`: the first in this process,
     the others in helpers (`python -m helper`, which `serve`s `write`), fed by threads while this
-    process writes its own. Returns the files
-    written; a helper's error is raised here (an ExabenchError with its own message) once every
-    helper has ended."""
+    process writes its own. Returns the files written; a helper's error is raised here (an
+    ExabenchError with its own message) once every helper has ended."""
     size = -(-len(runs) // workers)
     shares = [runs[i:i + size] for i in range(0, len(runs), size)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -62,7 +61,8 @@ def write_shares(runs: list, site, root: Path, workers: int, write, helper: str)
                 written += json.loads(out)["written"]
             else:
                 said = json.loads(out) if out.startswith(b"{") else {}
-                failures.append(said.get("error") or f"a render helper failed:\n{err.decode(errors='replace')[-2000:]}")
+                crash = err.decode(errors="replace")[-2000:]
+                failures.append(said.get("error") or f"a render helper failed:\n{crash}")
     if failures:
         raise ExabenchError(failures[0])
     return written
