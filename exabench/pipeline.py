@@ -195,20 +195,41 @@ def study_plans(config: dict, site: Site, config_file: str = "config/config.yaml
 _STUDY_PLANS: dict = {}
 
 
-def _profile_of(argv: list[str]) -> str | None:
+def user_command_line(workflow) -> list[str] | None:
+    """The command line the user typed (Snakemake's arguments), read in the one process that has it:
+    the Snakemake the user started. A job's own Snakemake process (a `run:` job in a subprocess, an
+    executor's job step on a node) is started with Snakemake's arguments for that job, with no
+    targets and no profile: None there, and every decision below then leaves the job alone (the
+    render job of `snakemake --profile profiles/summit bundle` took its own command line for a plain
+    run, stopped, and left its output missing)."""
+    return sys.argv[1:] if workflow.is_main_process else None
+
+
+def _profile_of(argv: list[str] | None) -> str | None:
     """The profile folder a Snakemake command line names (`--profile=DIR` or `--profile DIR`), or None."""
+    argv = argv or []
     profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--profile=")), None)
     if profile is None and "--profile" in argv[:-1]:
         profile = argv[argv.index("--profile") + 1]
     return profile
 
 
-def profile_site_lost(config: dict, argv: list[str] | None = None) -> str:
+def _targets_of(argv: list[str]) -> list[str] | None:
+    """The targets a Snakemake command line names, read with Snakemake's own parser (the rule files
+    are read before Snakemake hands them to the workflow); None when it is not Snakemake's command
+    line (the API, a test)."""
+    from snakemake.cli import get_argument_parser
+    try:
+        return list(get_argument_parser().parse_args(argv).targets or [])
+    except (SystemExit, Exception):
+        return None
+
+
+def profile_site_lost(config: dict, argv: list[str] | None) -> str:
     """Snakemake's --config on the command line replaces a profile's `config:` list, its `site=`
     with it: `--profile profiles/summit --config timeout_s=3600` would plan for the default site, on
     this machine. Returns the error to stop with (naming what to type), or "" when the site is the
-    profile's. Only the process Snakemake was started as sees --profile; its jobs do not."""
-    argv = sys.argv[1:] if argv is None else argv
+    profile's. `argv`: user_command_line() (None in a job's process: nothing to check)."""
     profile = _profile_of(argv)
     if not profile or not (Path(profile) / "config.yaml").is_file() or any(a.startswith("site=") for a in argv):
         return ""  # no profile, or the site given on the command line on purpose
@@ -235,30 +256,24 @@ def study_outputs(results: str, plans: dict) -> list[str]:
     return [f"{results}/tables/study-{name}.{ext}" for name in plans for ext in ("md", "csv")]
 
 
-def plain_run_on_bundle_site(site: Site, argv: list[str] | None = None) -> bool:
-    """Whether this is a bundle site's run of the default target (no target named, or `all`). The
-    targets are read from the command line with Snakemake's own parser: the rule files are read
-    before Snakemake hands them to the workflow."""
-    if site.submit != "bundles":
+def plain_run_on_bundle_site(site: Site, argv: list[str] | None) -> bool:
+    """Whether this is a bundle site's run of the default target (no target named, or `all`), typed
+    by the user (`argv`: user_command_line(); never in a job's own process)."""
+    if site.submit != "bundles" or argv is None:
         return False
-    from snakemake.cli import get_argument_parser
-    try:
-        targets = get_argument_parser().parse_args(sys.argv[1:] if argv is None else argv).targets
-    except (SystemExit, Exception):  # not Snakemake's command line (the API, a test): not a plain run
-        return False
-    return not targets or "all" in targets
+    targets = _targets_of(argv)
+    return targets is not None and (not targets or "all" in targets)
 
 
-def profile_hint(argv: list[str] | None = None) -> str:
+def profile_hint(argv: list[str] | None) -> str:
     """`--profile <dir>` as this run was started with, for the commands a message suggests."""
-    profile = _profile_of(sys.argv[1:] if argv is None else argv)
+    profile = _profile_of(argv)
     return f"--profile {profile}" if profile else "--config site=<site file>"
 
 
-def study_target_without_study(dag_settings, config: dict, argv: list[str] | None = None) -> bool:
-    """Whether the `study` target is asked for with no study named (it would then do nothing)."""
-    targets = getattr(dag_settings, "targets", None) or (argv if argv is not None else sys.argv[1:])
-    return "study" in targets and not config.get("study")
+def study_target_without_study(config: dict, argv: list[str] | None) -> bool:
+    """Whether the user asked for the `study` target with no study named (it would then do nothing)."""
+    return argv is not None and "study" in (_targets_of(argv) or []) and not config.get("study")
 
 
 def write_study_table(study, variant: str, records: list[str], site: Site, markdown: str, csv: str,
@@ -842,8 +857,11 @@ def final_summary(results: str | Path, site: str) -> str:
     """Where the results are: table, comparison, report command, acceptance verdict."""
     results = Path(results)
     c = progress_counts(results)
-    lines = [f"exabench: {c['done']} of {c['planned']} runs done, {c['failed']} failed, {c['remaining']} remaining",
-             f"  table:       {results}/tables/results.csv (summary {results}/tables/summary.md)"]
+    lines = [f"exabench: {c['done']} of {c['planned']} runs done, {c['failed']} failed, {c['remaining']} remaining"]
+    if (results / "tables" / "results.csv").is_file():
+        lines.append(f"  table:       {results}/tables/results.csv (summary {results}/tables/summary.md)")
+    else:  # e.g. after `bundle`: the runs have not run yet
+        lines.append(f"  table:       none yet: snakemake --profile profiles/{site} makes it from the records")
     if (results / "tables" / "comparison.md").is_file():
         lines.append(f"  comparison:  {results}/tables/comparison.md (CSV and Parquet beside it)")
     if (results / "plots").is_dir():

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -259,3 +260,36 @@ def test_exabench_plan_shows_the_bundles_with_their_node_hours_and_the_total():
     total, work = sum(b.node_hours for b in bundles), sum(b.working_node_hours for b in bundles)
     assert (f"{len(bundles)} bundles of {len(runs)} runs on site summit: {total:,.1f} node-hours requested, "
             f"{work:,.1f} working, 0.0 idle (0.0%)") in res.stdout
+
+
+BUNDLE_SITES = [name for name in PROFILES if load_site(REPO / "profiles" / name / "site.yaml").submit == "bundles"]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", BUNDLE_SITES)
+def test_the_documented_bundle_and_every_node_commands_run_for_real_on_every_bundle_site(name, tmp_path):
+    # `snakemake --profile profiles/<site> bundle` as site.yaml and the README give it, executed (not
+    # -n): its render job runs in a Snakemake process of its own, whose command line is Snakemake's,
+    # not the user's; taken for a plain run it stopped there and left its output missing. Summit
+    # runs it a second time with --force-use-threads (the render job in the user's own process).
+    from helpers_compare import copy_workflow, env
+
+    work = copy_workflow(tmp_path / "w")
+    modes = [[], ["--force-use-threads"]] if name == "summit" else [[]]
+    for extra in modes:
+        shutil.rmtree(work / "results", ignore_errors=True)
+        cmd = [sys.executable, "-m", "snakemake", "--profile", f"profiles/{name}", "bundle", "every_node_script", *extra]
+        res = subprocess.run(cmd, cwd=work, env=env(), capture_output=True, text=True, timeout=500)
+        out = res.stdout + res.stderr
+        assert res.returncode == 0 and "MissingOutputException" not in out, (extra, out[-3000:])
+        _, _, _, bundles = _bundles(name)
+        written = sorted((work / "results" / name / "bundles").glob("*.sh"))
+        assert [p.name for p in written] == sorted(bundle_path(Path("."), b).name for b in bundles), extra
+        assert all(subprocess.run(["bash", "-n", str(p)]).returncode == 0 for p in written)
+        assert (work / "results" / name / "nodes" / "every-node.sh").is_file(), extra
+    # Then the plain command, as the user types it: it lists the pending bundles with the command that
+    # submits each (the bundles now rendered), naming the user's own profile, and stops with exit 0.
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--profile", f"profiles/{name}"], cwd=work, env=env(),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "(not rendered yet)" not in res.stderr and f"--profile profiles/{name}" in res.stderr, res.stderr[-3000:]

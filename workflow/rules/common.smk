@@ -12,14 +12,16 @@ from exabench import pipeline
 
 # Errors name the user's file: the last --configfile (it overrides the Snakefile's default), else the default.
 CONFIG_FILE = pipeline.config_file_of(workflow.overwrite_configfiles, workflow.configfiles)
+# The command line the user typed; None in a job's own Snakemake process, which decides nothing by it.
+USER_ARGV = pipeline.user_command_line(workflow)
 try:
     pipeline.check_job_command_line(
         workflow.config_settings.config_args, workflow.configfiles, Path.cwd(), workflow.basedir
     )
     pipeline.check_config_files(workflow.configfiles)
     pipeline.validate_config(config, CONFIG_FILE, workflow.config_settings.config)  # fills in defaults
-    if pipeline.profile_site_lost(config):  # `--profile profiles/summit --config x=y` lost the profile's site
-        pipeline.stop(pipeline.profile_site_lost(config))
+    if pipeline.profile_site_lost(config, USER_ARGV):  # `--profile profiles/summit --config x=y` lost the profile's site
+        pipeline.stop(pipeline.profile_site_lost(config, USER_ARGV))
     SITE = pipeline.load_site(config["site"])
     # A job step (an executor plugin's Snakemake for one job on its node) reads the plan the
     # campaign's start saved (run.smk's onstart) rather than expanding it again.
@@ -28,8 +30,8 @@ try:
     BUNDLES = pipeline.plan_bundles(list(RUNS.values()), SITE, config["campaign"], CONFIG_FILE)
     # A bundle site (submit: bundles) never runs a benchmark here: a plain run (the default target)
     # with runs still pending lists their bundles and the commands that submit them, and stops.
-    if pipeline.plain_run_on_bundle_site(SITE):
-        PENDING = pipeline.pending_report(BUNDLES, SITE, f"results/{SITE.name}", pipeline.profile_hint())
+    if pipeline.plain_run_on_bundle_site(SITE, USER_ARGV):
+        PENDING = pipeline.pending_report(BUNDLES, SITE, f"results/{SITE.name}", pipeline.profile_hint(USER_ARGV))
         if PENDING:
             print(f"exabench: {PENDING}", file=sys.stderr)
             raise SystemExit(0)

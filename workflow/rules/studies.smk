@@ -10,7 +10,7 @@ except pipeline.ExabenchError as exc:
 HOROVOD_MISSING = pipeline.study_horovod_missing(STUDIES, SITE)
 if HOROVOD_MISSING:
     pipeline.stop(HOROVOD_MISSING)
-if pipeline.study_target_without_study(workflow.dag_settings, config):
+if pipeline.study_target_without_study(config, USER_ARGV):
     pipeline.stop(
         "the `study` target runs the studies named by --config study=<name> "
         "(several separated by commas, or all; docs/studies.md), and none is named"
