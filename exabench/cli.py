@@ -177,7 +177,7 @@ def _write_references(args, refs: list[dict], command: str, where: str) -> int:
     where = f" {where}" if where else ""
     if args.merge:
         command += f" --merge {args.merge}"
-        data, added = merge_references(args.merge, refs)
+        data, added = merge_references(args.merge, refs, args.site_name)
         atomic_write_text(args.out, merged_yaml(data, args.merge, command))
         print(f"{len(data['references']) - len(added)} published + {len(added)} derived references{where} "
               f"-> {args.out}")
