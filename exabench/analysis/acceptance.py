@@ -76,8 +76,8 @@ def _pending(path, data: dict) -> list[dict]:
     known = names()
     for i, entry in enumerate(pending):
         if entry["benchmark"] not in known:
-            raise ConfigError(str(path), f"from_history[{i}].benchmark", entry["benchmark"], "one of " + ", ".join(known),
-                              "is not a known benchmark")
+            raise ConfigError(str(path), f"from_history[{i}].benchmark", entry["benchmark"],
+                              "one of " + ", ".join(known), "is not a known benchmark")
     return pending
 
 

@@ -98,14 +98,15 @@ class Meter:
         A counter that went back wrapped past its range (powercap) only where the wrapped step is
         energy the part could draw in that time; else it was reset or misread."""
         step = after - before
+        counter = f"{ch.source} counter of {ch.device}"
         if step < 0:
             wrapped = None if ch.wrap_j is None else step + ch.wrap_j
             if wrapped is None or implausible(ch.domain, wrapped, seconds):
-                wrap = "" if wrapped is None else (f"; not a wrap: {implausible(ch.domain, wrapped, seconds)}")
-                return f"{ch.source} counter of {ch.device} went back from {before:.6g} J to {after:.6g} J (reset){wrap}"
+                wrap = "" if wrapped is None else f"; not a wrap: {implausible(ch.domain, wrapped, seconds)}"
+                return f"{counter} went back from {before:.6g} J to {after:.6g} J (reset){wrap}"
             return None
         why = implausible(ch.domain, step, seconds)
-        return f"{ch.source} counter of {ch.device} stepped from {before:.6g} J to {after:.6g} J: {why}" if why else None
+        return f"{counter} stepped from {before:.6g} J to {after:.6g} J: {why}" if why else None
 
     def _poll(self, period: float) -> None:
         while not self._stop.wait(period):
