@@ -27,7 +27,7 @@ def cmd_plan(args) -> int:
     if not args.bundle:
         rows = plan_overview(runs, site)
         _print_table(rows, "run")
-        hours = sum(node_hours(r) for r in runs)
+        hours = sum(node_hours(r, site) for r in runs)
         print(f"\n{len(runs)} runs of campaign {runs[0].campaign if runs else '-'} ({args.config}) on site "
               f"{site.name}: {hours:,.1f} node-hours requested ({bundle_hours:,.1f} as {len(bundles)} "
               f"bundle{'s' if len(bundles) != 1 else ''})")
@@ -177,7 +177,7 @@ def _write_references(args, refs: list[dict], command: str, where: str) -> int:
     where = f" {where}" if where else ""
     if args.merge:
         command += f" --merge {args.merge}"
-        data, added = merge_references(args.merge, refs)
+        data, added = merge_references(args.merge, refs, args.site_name)
         atomic_write_text(args.out, merged_yaml(data, args.merge, command))
         print(f"{len(data['references']) - len(added)} published + {len(added)} derived references{where} "
               f"-> {args.out}")

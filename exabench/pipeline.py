@@ -585,7 +585,7 @@ def job_resources(site, get_run) -> dict:
         return srun_arith.cpus_per_task(site, lay(wildcards))
 
     def runtime(wildcards):
-        return walltime_min(site, get_run(wildcards).timeout_s)
+        return walltime_min(site, get_run(wildcards).timeout_s, lay(wildcards).nodes)  # as the header asks
 
     def mpi(wildcards):
         # The rule's own shell starts the ranks with the site's launcher: the plugin's documented

@@ -65,7 +65,20 @@ def load_references(path: str | Path) -> list[Reference]:
 def load_pending(path: str | Path) -> list[dict]:
     """The file's `from_history` entries: runs whose reference is still to be derived from
     the site's own history (no published figure could be cited for them)."""
-    return list(load_and_validate(path, "references").get("from_history") or [])
+    return _pending(path, load_and_validate(path, "references"))
+
+
+def _pending(path, data: dict) -> list[dict]:
+    """`from_history`, each entry's benchmark a registered one: a misspelt name (resnet5O) would
+    match no derived entry and stay pending forever, its runs never judged."""
+    from exabench.benchmarks import names
+    pending = list(data.get("from_history") or [])
+    known = names()
+    for i, entry in enumerate(pending):
+        if entry["benchmark"] not in known:
+            raise ConfigError(str(path), f"from_history[{i}].benchmark", entry["benchmark"],
+                              "one of " + ", ".join(known), "is not a known benchmark")
+    return pending
 
 
 def _references(path, data: dict) -> list[Reference]:
@@ -367,11 +380,16 @@ def stored_records(store: str | Path, campaign_ids: list[str]) -> list[dict]:
 DERIVED_NOTES = ("median of ", "median scaling efficiency of ", "history: ")
 
 
-def merge_references(published: str | Path, derived: list[dict]) -> tuple[dict, list[dict]]:
-    """A site's published references file with `derived` entries added where its `from_history`
-    list asks for them: (the merged file's data, the entries added). Published entries win: a
-    derived entry that repeats one (benchmark, metric, params) is dropped."""
+def merge_references(published: str | Path, derived: list[dict], site: str) -> tuple[dict, list[dict]]:
+    """A site's published references file with `derived` entries (of `site`) added where its
+    `from_history` list asks for them: (the merged file's data, the entries added). Published
+    entries win: a derived entry that repeats one (benchmark, metric, params) is dropped. A file of
+    another site is refused: its runs would be judged against this site's figures."""
     data = load_and_validate(published, "references")
+    if data.get("site") and data["site"] != site:
+        raise ConfigError(str(published), "site", data["site"], f"'{site}' (the --site-name the entries are derived "
+                          f"from), or merge into profiles/{site}/references.yaml",
+                          f"is another site than --site-name {site}")
     # entries an earlier merge added are derived anew, not kept as if published
     refs = [e for e in data["references"] if not str(e.get("note", "")).startswith(DERIVED_NOTES)]
 
@@ -379,7 +397,7 @@ def merge_references(published: str | Path, derived: list[dict]) -> tuple[dict, 
         return e["benchmark"], e["metric"], json.dumps(e.get("params") or {}, sort_keys=True)
 
     have = {key(e) for e in refs}
-    pending = data.get("from_history") or []
+    pending = _pending(published, data)
 
     def wanted(e):
         return any(p["benchmark"] == e["benchmark"] and p.get("metric", "") in ("", e["metric"])

@@ -167,10 +167,26 @@ def parse_aggregates(text: str | None) -> tuple[str, ...]:
 KEY = ["benchmark", "series", "metric", "unit"]
 
 
+def check_metric(store: str | Path, metric: str) -> None:
+    """A --metric must be headline, all or a metric some stored record has: a misspelt one would
+    select nothing, and a CI gate on an empty table (`history regress --strict`) passes forever."""
+    if metric in ("headline", "all"):
+        return
+    con = connect(store, read_only=True)
+    try:
+        names = [row[0] for row in con.execute("SELECT DISTINCT metric FROM metrics ORDER BY metric").fetchall()]
+    finally:
+        con.close()
+    if metric not in names:
+        raise SelectionError(f"--metric {metric}: no stored record in {store} has this metric; valid: headline, all, "
+                             + (", ".join(names) or "(the store holds no metric yet)"))
+
+
 def compare_selections(store: str | Path, a: str, b: str, metric: str = "headline",
                        aggregates: tuple[str, ...] = DEFAULT_AGGREGATES) -> pd.DataFrame:
     """Per benchmark, parameter set (series) and metric: each aggregation of selection A and of B,
     and the change of the median, B / A - 1 (like ReFrame's --performance-compare)."""
+    check_metric(store, metric)
     table = campaigns(store)
     ids_a, ids_b = select(table, a), select(table, b)
     for sel, ids in ((a, ids_a), (b, ids_b)):
@@ -260,6 +276,7 @@ def regressions(store: str | Path = DEFAULT_STORE, current: str = "latest", agai
     if not 0 <= campaign_spread < 1:
         raise SelectionError(f"--campaign-spread {campaign_spread!r} is not valid; valid: a fraction from 0 (campaigns "
                              "known not to differ) up to 1 (e.g. 0.05)")
+    check_metric(store, metric)
     table = campaigns(store)
     cur_ids = select(table, current)
     if not cur_ids:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from exabench.campaign.launchers import srun as srun_arith
-from exabench.campaign.site import Layout, Site
+from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, queue_entry
 from exabench.errors import ConfigError
 
 # The settings a scheduler can render; one a site sets for another scheduler is refused (no silent drop).
@@ -124,6 +124,25 @@ def request(site: Site, layout: Layout) -> AllocationRequest:
         core_spec=int(opts.get("core_spec", 0)), cpu_freq=str(opts.get("cpu_freq", "")),
         exclusive=bool(opts.get("exclusive", False)), queue=site.partition, account=site.account, qos=site.qos,
         constraint=constraint, alloc_flags=tuple(flags), extra=tuple(opts.get("extra", [])))
+
+
+def asked_minutes(site: Site, nodes: int | None, timeouts_s, side_by_side: bool = False) -> int:
+    """The walltime (minutes) a job asks for: the one figure its batch header, the executor's
+    runtime and the plan's node-hours all read, so the plan never counts less than the headers ask.
+
+    The runs' time limits in whole minutes (summed when they run in turn, the longest when side by
+    side) plus one margin (site.WALLTIME_MARGIN_MIN), raised to the shortest walltime the queue it
+    goes to takes (ALCF Theta's default: 30 min; the queue picked is the same before and after the
+    raise, as the raise stays within that queue's range). Whole minutes are every scheduler's
+    granularity here (-t/-W/walltime are written in minutes). LayoutError where the site's limit or
+    no queue admits the job; `nodes` None checks only the site-wide limit."""
+    timeouts = list(timeouts_s)
+    minutes = bundle_minutes([max(timeouts)] if side_by_side else timeouts)
+    check_walltime(site, minutes, nodes)
+    q = queue_entry(site, nodes, minutes) if nodes is not None else None
+    # A queue's shortest walltime is within its range: the cap only keeps a mis-declared one from
+    # asking more than the queue admits.
+    return min(max(minutes, q.min_walltime_min), q.max_walltime_min) if q else minutes
 
 
 def slurm_flags(req: AllocationRequest) -> list[str]:

@@ -2,7 +2,8 @@
 the site's queues, without idle nodes.
 
 A bundle runs its runs one after another on the nodes of its widest run, for the sum of their time
-limits plus one margin (site.bundle_minutes). Its batch header is one allocation request
+limits plus one margin, at least its queue's shortest walltime (allocation.asked_minutes: what its
+header asks). Its batch header is one allocation request
 (exabench.campaign.allocation), so a bundle holds only runs whose requests are equal: an SMT4 run
 never runs inside an smt1 allocation, an MPS run never without gpumps.
 
@@ -28,8 +29,7 @@ from dataclasses import dataclass
 
 from exabench.campaign import allocation
 from exabench.campaign.plan import Run, check_queue
-from exabench.campaign.site import (WALLTIME_MARGIN_MIN, Site, bundle_minutes, candidate_queues, check_walltime,
-                                   queue_entry)
+from exabench.campaign.site import WALLTIME_MARGIN_MIN, Site, candidate_queues, check_walltime, queue_entry
 from exabench.errors import LayoutError
 
 
@@ -64,7 +64,8 @@ class Bundle:
 
     @property
     def margin_node_hours(self) -> float:
-        """The allocation's nodes for the one margin each job asks for (start-up, records)."""
+        """The allocation's nodes for the one margin each job asks for (start-up, records), and for
+        the rest of its queue's shortest walltime where its runs need less."""
         return self.node_hours - self.working_node_hours - self.idle_node_hours
 
 
@@ -79,8 +80,9 @@ IDLE_SHARE = 0.10
 
 def one_bundle(runs: list[Run], site: Site, name: str) -> Bundle | None:
     """`runs` as one bundle, or None where no queue of the site admits it."""
-    minutes, nodes = bundle_minutes(r.timeout_s for r in runs), max(r.layout.nodes for r in runs)
+    nodes = max(r.layout.nodes for r in runs)
     try:
+        minutes = allocation.asked_minutes(site, nodes, [r.timeout_s for r in runs])  # what its header asks
         queue = check_walltime(site, minutes, nodes)
     except LayoutError:
         return None
@@ -226,7 +228,8 @@ def totals_line(bundles: list[Bundle], site: Site, campaign: str) -> str:
         "the longest walltime a queue admits for it)")
     return (f"{len(bundles)} bundle{'s' if len(bundles) != 1 else ''} of {sum(len(b.runs) for b in bundles)} runs "
             f"on site {site.name}: {hours:,.1f} node-hours requested, {work:,.1f} working, {idle:,.1f} idle "
-            f"({share:.1%}) on nodes a narrower run leaves unused, {margin:,.1f} the margin each job asks for"
+            f"({share:.1%}) on nodes a narrower run leaves unused, {margin:,.1f} the margin each job asks for (up to "
+            "its queue's shortest walltime)"
             f"{split}")
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from exabench import benchmarks
 from exabench.errors import ConfigError, LayoutError
 from exabench.containers.runtime import check_image_runs
-from exabench.campaign import launchers
+from exabench.campaign import allocation, launchers
 from exabench.campaign.site import (LAYOUT_KEYS, WALLTIME_MARGIN_MIN, Layout, Site,
                                    check_walltime, job_minutes, node_counts, ranks_per_node_of,
                                    resolve_layout)
@@ -286,18 +286,20 @@ def plan_table(runs: list[Run]):
     return rows
 
 
-def node_hours(run: Run) -> float:
-    """Node-hours a run's job asks for: its nodes for its walltime (timeout_s plus the margin)."""
-    return run.layout.nodes * job_minutes(run.timeout_s) / 60
+def node_hours(run: Run, site: Site) -> float:
+    """Node-hours a run's own job asks for: its nodes for the walltime its header asks
+    (allocation.asked_minutes: timeout_s plus the margin, at least the queue's shortest)."""
+    return run.layout.nodes * allocation.asked_minutes(site, run.layout.nodes, [run.timeout_s]) / 60
 
 
 def plan_overview(runs: list[Run], site: Site) -> list[dict]:
     """The plan as a readable table (`exabench plan`): each run's layout, walltime, queue and node-hours."""
     rows = []
     for r in runs:
-        lay, minutes = r.layout, job_minutes(r.timeout_s)
+        lay = r.layout
+        minutes = allocation.asked_minutes(site, lay.nodes, [r.timeout_s])
         rows.append({"run": r.run_id, "nodes": lay.nodes, "ranks/node": lay.ranks_per_node,
                      "threads/rank": lay.threads_per_rank, "gpus/rank": lay.gpus_per_rank, "smt": lay.smt,
                      "walltime_min": minutes, "queue": check_walltime(site, minutes, lay.nodes) or "-",
-                     "node-hours": round(node_hours(r), 2)})
+                     "node-hours": round(lay.nodes * minutes / 60, 2)})
     return rows

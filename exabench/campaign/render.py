@@ -30,7 +30,7 @@ from exabench.campaign.launchers import launch_argv, thread_env
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.bundles import Bundle
 from exabench.campaign.plan import Run
-from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, header_minutes, job_minutes
+from exabench.campaign.site import Layout, Site, check_walltime
 
 TEMPLATE_DIR = rendered.TEMPLATE_DIR
 # Thread-count variables every BLAS/OpenMP runtime reads, set so ranks never oversubscribe cores.
@@ -153,11 +153,10 @@ def program_argv(site: Site, spec_path: Path, run: Run | None = None, env: dict 
     return [site.python_executable, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]
 
 
-def walltime_min(site: Site, timeout_s: int) -> int:
-    """The allocation's time limit in minutes for a run limited to timeout_s; checked against the site."""
-    minutes = job_minutes(timeout_s)
-    check_walltime(site, minutes)
-    return minutes
+def walltime_min(site: Site, timeout_s: int, nodes: int | None = None) -> int:
+    """The allocation's time limit in minutes for a run limited to timeout_s on `nodes` nodes
+    (allocation.asked_minutes); checked against the site (and its queues, given `nodes`)."""
+    return allocation.asked_minutes(site, nodes, [timeout_s])
 
 
 def hhmm(minutes: int) -> str:
@@ -174,8 +173,8 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
     allocation-wide settings come from `alloc` (a bundle's common request), else from the run's own
     (exabench.campaign.allocation, the same request the executor's resources are built from)."""
     alloc = alloc or allocation.request(site, layout)
+    # `minutes` is allocation.asked_minutes' (the queue's shortest walltime applied), which the plan counts
     queue = check_walltime(site, minutes, layout.nodes)  # the first of the site's queues that admits the job
-    minutes = header_minutes(site, layout.nodes, minutes)  # at least the queue's shortest job
     req = {
         "job_name": safe_token(site, "job name", job_name, allow_empty=False)[:64],
         "nodes": layout.nodes, "ranks": layout.ranks,
@@ -280,7 +279,8 @@ def render_script(run: Run, site: Site, paths: RunPaths, real: RealPaths | None 
                else [site.python_executable, "-m", "exabench.runner", "--spec", str(real.spec)])
     line = _launch_line(site, run.layout, program, env)
     run_dir = real.run_dir
-    request = batch_request(site, run.layout, run.run_id, walltime_min(site, run.timeout_s), run_dir)
+    request = batch_request(site, run.layout, run.run_id, walltime_min(site, run.timeout_s, run.layout.nodes),
+                            run_dir)
     text = _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
         run=run, site=site, env=env, req=request, setup=_setup_lines(site),
         stage_in=stage_in_lines(site, run.layout, run_dir), workdir=str(run_dir), launch_line=line)
@@ -400,16 +400,14 @@ def runs_walltime_min(site: Site, runs: list[Run], what: str, concurrent: bool =
     (`concurrent`: the longest, on all their nodes), plus the margin; checked against the site's
     limit and its queues."""
     if concurrent:
-        minutes = job_minutes(max(r.timeout_s for r in runs))
         nodes, how = sum(r.layout.nodes for r in runs), "longest timeout_s"
     else:
-        minutes, nodes, how = bundle_minutes(r.timeout_s for r in runs), bundle_layout(runs).nodes, "timeout_s summed"
+        nodes, how = bundle_layout(runs).nodes, "timeout_s summed"
     try:
-        check_walltime(site, minutes, nodes)
+        return allocation.asked_minutes(site, nodes, [r.timeout_s for r in runs], side_by_side=concurrent)
     except LayoutError as exc:
-        raise LayoutError(site.name, f"{what} walltime_min ({len(runs)} runs' {how})", minutes,
+        raise LayoutError(site.name, f"{what} walltime_min ({len(runs)} runs' {how})", exc.value,
                           exc.limit + "; split the campaign or lower timeout_s") from None
-    return minutes
 
 
 def batch_script(site: Site, request: dict, name: str, count: int, workdir: Path, body: str) -> str:

@@ -542,13 +542,6 @@ def queue_entry(site: Site, nodes: int, minutes: int) -> Queue | None:
     return next((q for q in candidate_queues(site) if q.admits(nodes, minutes, site.max_nodes)), None)
 
 
-def header_minutes(site: Site, nodes: int, minutes: int) -> int:
-    """The walltime a job's header asks for: its own, or its queue's shortest where that is longer
-    (ALCF Theta's default queue takes jobs of 30 minutes or more)."""
-    q = queue_entry(site, nodes, minutes)
-    return max(minutes, q.min_walltime_min) if q else minutes
-
-
 def candidate_queues(site: Site) -> list[Queue]:
     """The queues a job may go to: all the site's, in order, or only the one `partition` names."""
     return [q for q in site.queues if not site.partition or site.partition in (q.name, q.submit_as)]

@@ -19,7 +19,7 @@ import exabench.energy.amd as amd  # the modules, not the package: its __init__ 
 import exabench.energy.cray as cray
 import exabench.energy.nvml as nvml
 import exabench.energy.powercap as powercap
-from exabench.energy.source import SourceError, Unavailable
+from exabench.energy.source import SourceError, Unavailable, implausible
 
 REGIONS = ("run", "timed")
 
@@ -48,6 +48,7 @@ class Meter:
         self._raw: dict[tuple, float] = {}
         self._total: dict[tuple, float] = {}
         self._tallies = {name: _Tally() for name in REGIONS}
+        self._read_at = clock()  # when the counters were last read: a step is judged over the time since
         self._stop = threading.Event()
         self._thread = None
         self._snapshot()  # the first reading: every later step is counted from it
@@ -61,6 +62,7 @@ class Meter:
     def _snapshot(self) -> tuple[float, dict, dict]:
         """Read every live reader: (time, joules so far per channel, samples so far per channel)."""
         with self._lock:
+            now = self._clock()
             for reader in self.readers:
                 if reader.source in self.failed:
                     continue
@@ -74,22 +76,37 @@ class Meter:
                     key = ch.key()
                     raw = values[ch.device]
                     if key in self._raw:
+                        why = self._bad_step(ch, self._raw[key], raw, now - self._read_at)
+                        if why:
+                            self.failed[reader.source] = why
+                            break
                         step = raw - self._raw[key]
-                        if step < 0:  # wrapped past its range (powercap), else the counter started over
-                            if ch.wrap_j is None:
-                                self.failed[reader.source] = (f"{ch.source} counter of {ch.device} went back "
-                                                              f"from {self._raw[key]} J to {raw} J (reset)")
-                                break
-                            step += ch.wrap_j
-                        self._total[key] = self._total.get(key, 0.0) + step
+                        self._total[key] = self._total.get(key, 0.0) + (step if step >= 0 else step + ch.wrap_j)
                     else:
                         self._total[key] = 0.0
                     self._raw[key] = raw
+            self._read_at = now
             samples = {}
             for reader in self.readers:
                 for device, n in getattr(reader, "samples", {}).items():
                     samples[(reader.source, device)] = n
             return self._clock(), dict(self._total), samples
+
+    @staticmethod
+    def _bad_step(ch, before: float, after: float, seconds: float) -> str | None:
+        """Why a counter's step from `before` to `after` over `seconds` is not energy (None: it is).
+        A counter that went back wrapped past its range (powercap) only where the wrapped step is
+        energy the part could draw in that time; else it was reset or misread."""
+        step = after - before
+        counter = f"{ch.source} counter of {ch.device}"
+        if step < 0:
+            wrapped = None if ch.wrap_j is None else step + ch.wrap_j
+            if wrapped is None or implausible(ch.domain, wrapped, seconds):
+                wrap = "" if wrapped is None else f"; not a wrap: {implausible(ch.domain, wrapped, seconds)}"
+                return f"{counter} went back from {before:.6g} J to {after:.6g} J (reset){wrap}"
+            return None
+        why = implausible(ch.domain, step, seconds)
+        return f"{counter} stepped from {before:.6g} J to {after:.6g} J: {why}" if why else None
 
     def _poll(self, period: float) -> None:
         while not self._stop.wait(period):

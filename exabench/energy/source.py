@@ -13,6 +13,15 @@ DOMAINS = {
     "dram": "the DRAM attached to a CPU package or node",
 }
 METHODS = ("counter", "sampling")
+# The most power one device of a domain can draw: a joule figure above it over a region is garbage
+# (a counter misread, a reset taken for a wrap), refused with the reason, never recorded as measured.
+# No site describes its nodes' power, so these are generous physical bounds, above the largest
+# parts shipped: node 20 kW (an 8-GPU DGX B200 is rated 14.3 kW), GPU 1.5 kW (B200 1 kW, MI355X
+# 1.4 kW), CPU package and its DRAM 1 kW each (the largest server CPUs are rated about 500 W).
+MAX_WATTS = {"node": 20_000.0, "gpu": 1_500.0, "cpu_package": 1_000.0, "dram": 1_000.0}
+# Counters step at their update period (Cray pm_counters 10 Hz, NVML about 100 ms): a step read just
+# after an update may hold that period's energy on top of the seconds since the last reading.
+UPDATE_SLACK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -56,3 +65,14 @@ def read_text(path: Path) -> str:
         return path.read_text().strip()
     except OSError as exc:
         raise SourceError(f"{path}: {exc.strerror or exc}") from None
+
+
+def implausible(domain: str, joules: float, seconds: float, devices: int = 1) -> str | None:
+    """Why `joules` over `seconds` on `devices` devices of `domain` cannot have been drawn (None: it
+    can): more than MAX_WATTS per device over the seconds plus one counter update period."""
+    watts = MAX_WATTS[domain] * devices
+    if joules <= watts * (seconds + UPDATE_SLACK_S):
+        return None
+    return (f"implausible: {joules:.4g} J in {seconds:.3g} s is {joules / max(seconds, 1e-9):.3g} W, beyond the "
+            f"{watts:,.0f} W that {devices} {domain} device(s) can draw (exabench.energy.source.MAX_WATTS, a "
+            "generous physical bound): not recorded as measured")

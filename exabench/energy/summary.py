@@ -9,6 +9,8 @@ no source measured a region its joules are null, with the reason."""
 
 from __future__ import annotations
 
+from exabench.energy.source import implausible
+
 FORMAT = "exabench.energy/1"
 # Per domain, the sources in the order they are trusted: counters on the device before a board's view.
 PREFERENCE = {"node": ("cray_pm",), "gpu": ("nvml", "amdsmi", "cray_pm"),
@@ -30,6 +32,22 @@ def _unique_channels(reports: list[dict]) -> list[dict]:
             if key not in seen:
                 seen.add(key)
                 out.append({**ch, "host": rep["host"], "rank": rep["rank"]})
+    return out
+
+
+def _refuse_implausible(channels: list[dict]) -> list[dict]:
+    """The channels with every region's joules that no device of its domain could draw in that time
+    (a garbage reading from any source: source.implausible) made null, the reason as its error."""
+    out = []
+    for c in channels:
+        whys = {region: implausible(c["domain"], c[region]["joules"], c[region]["seconds"])
+                for region in ("timed", "run") if c[region].get("joules") is not None}
+        whys = {region: why for region, why in whys.items() if why}
+        if whys:
+            c = {**c, **{region: {**c[region], "joules": None} for region in whys}}
+            c["error"] = "; ".join(filter(None, [c.get("error")] + [f"{c['source']} {c['device']} {region}: {why}"
+                                                                     for region, why in whys.items()]))
+        out.append(c)
     return out
 
 
@@ -107,7 +125,7 @@ def _source_rows(channels: list[dict]) -> list[dict]:
 
 def summarise(reports: list[dict], hosts: list[str]) -> dict:
     """The record's `energy` section from every rank's Meter.report()."""
-    channels = _unique_channels(reports)
+    channels = _refuse_implausible(_unique_channels(reports))
     unavailable = {}
     for rep in reports:
         for source, why in rep["unavailable"].items():

@@ -82,8 +82,24 @@ class StoreBusyError(StoreError):
     """Another process (an ingestion, a query) held the store for longer than LOCK_WAIT_S."""
 
 
+# The system refusing this process the file (its mode, a read-only mount, an immutable file): the
+# store is fine and must not be rebuilt; DuckDB words it "Cannot open file ...: <strerror>".
+NOT_PERMITTED = ("Permission denied", "Operation not permitted", "Read-only file system")
+LOCKED = re.compile(r"\block\b", re.I)  # "Could not set lock on file": a whole word ("blocks" is not)
+
+
 def _damage_hint(path, exc: Exception) -> str:
+    """What an error on the store means and what to do: not permitted, in use, a full disk, or
+    damaged (only then is ingesting again the advice)."""
     text = str(exc)
+    if any(s in text for s in NOT_PERMITTED):
+        return (f"{path}: the results store is not damaged, but this user may not open it so ({text.strip()}): "
+                "a query needs read permission, `exabench ingest` write permission on the file and its folder "
+                "(check ls -l, lsattr for an immutable file, and a read-only mount); give a store you may use "
+                "with --store, or ask its owner")
+    if LOCKED.search(text):
+        return (f"{path}: the results store is in use by another process, an ingestion or a query ({text.strip()}); "
+                "it is not damaged: run again once that has finished")
     if any(s in text for s in ("No space left", "Could not write", "Failed to commit", "File too large")):
         full = "the disk holding it is full" if "No space left" in text else "a write failed"
         return (f"{path}: the results store could not be written: {full} ({text.strip()}); the campaign being "
@@ -190,7 +206,7 @@ def connect(path: str | Path, read_only: bool = False):
             con = duckdb.connect(str(path), read_only=read_only)
             break
         except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower():
+            if not LOCKED.search(str(exc)):
                 raise StoreError(_damage_hint(path, exc)) from None
             if time.monotonic() > deadline:
                 raise StoreBusyError(f"{path}: the results store is in use by another process (an ingestion or a "

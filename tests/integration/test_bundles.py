@@ -23,7 +23,7 @@ from exabench.campaign import allocation
 from exabench.campaign.bundles import IDLE_SHARE, longest_walltime, mixed_requests, over_user_limits, plan_bundles
 from exabench.campaign.plan import expand
 from exabench.campaign.render import bundle_path, write_bundles, write_runs_files
-from exabench.campaign.site import WALLTIME_MARGIN_MIN, bundle_minutes, check_walltime, load_site, resolve_layout
+from exabench.campaign.site import WALLTIME_MARGIN_MIN, check_walltime, load_site, resolve_layout
 from exabench.config import validate
 from exabench.errors import ConfigError
 from helpers_sites import PROFILES, REPO
@@ -49,7 +49,7 @@ def test_every_profiles_campaign_as_bundles_fits_the_queues_and_holds_each_run_o
     assert Counter(r.run_id for b in bundles for r in b.runs) == Counter(r.run_id for r in runs)
     for b in bundles:
         assert b.nodes == max(r.layout.nodes for r in b.runs)
-        assert b.minutes == bundle_minutes(r.timeout_s for r in b.runs)
+        assert b.minutes == allocation.asked_minutes(s, b.nodes, [r.timeout_s for r in b.runs])  # as its header asks
         assert check_walltime(s, b.minutes, b.nodes) == b.queue  # the rule single runs follow
         assert mixed_requests(b, s) == [], (b.name, mixed_requests(b, s))  # one allocation request per bundle
     if len(bundles) == 1:

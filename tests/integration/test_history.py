@@ -267,3 +267,17 @@ def test_a_corrupt_record_is_left_out_and_named_not_a_failed_ingestion(tmp_path)
     assert "1 corrupt record file(s) left out" in done.line()
     res = _exabench("ingest", "--store", str(tmp_path / "h2.duckdb"), str(tmp_path / "local"), cwd=tmp_path)
     assert res.returncode == 0 and "corrupt record file(s) left out" in res.stdout, res.stdout + res.stderr
+
+
+def test_a_metric_no_stored_record_has_is_refused_naming_the_valid_ones(tmp_path):
+    # `history regress --metric bogus --strict` printed an empty table and exited 0: a CI gate on a
+    # misspelt metric passed forever.
+    db = tmp_path / "history.duckdb"
+    store.ingest(GOLDEN, db)
+    for command in (["regress", "--strict"], ["compare", "latest~1", "latest"]):
+        res = _exabench("history", command[0], "--store", str(db), "--metric", "bogus", *command[1:])
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stdout + res.stderr
+        assert f"--metric bogus: no stored record in {db} has this metric; valid: headline, all, " in res.stderr
+        assert "throughput" in res.stderr and "time" in res.stderr
+    ok = _exabench("history", "regress", "--store", str(db), "--metric", "time", "--strict")
+    assert ok.returncode == 0, ok.stderr

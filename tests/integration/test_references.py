@@ -16,6 +16,7 @@ from exabench.analysis import acceptance as acc
 from exabench.campaign.plan import expand
 from exabench.campaign.site import default_config_file
 from exabench.config import load_and_validate
+from exabench.errors import ConfigError
 from helpers_sites import REPO, site
 
 GPU_SITES = ("summit", "perlmutter", "polaris", "frontier")
@@ -94,13 +95,13 @@ def test_merge_keeps_published_entries_and_adds_what_from_history_asks(tmp_path)
                          {"benchmark": "kmeans", "why": "none published"}]}))
     recs = [record("r.n1", 1, 4000.0), record("r.n2", 2, 7600.0), record("p.n1", 1, 9.0, bench="pca")]
     derived = acc.derive_references(recs) + acc.efficiency_references(recs)
-    data, added = acc.merge_references(published, derived)
+    data, added = acc.merge_references(published, derived, "x")
     assert [(e["benchmark"], e["metric"]) for e in added] == [("resnet50", "scaling_efficiency")]  # not pca
     assert data["references"][0]["note"] == "a README.md table" and len(data["references"]) == 2
     out = tmp_path / "merged.yaml"
     out.write_text(acc.merged_yaml(data, published, "exabench references --from R --merge P"))
     assert len(acc.load_references(out)) == 2 and acc.load_pending(out)[1]["benchmark"] == "kmeans"
-    again, added = acc.merge_references(out, derived)  # re-deriving replaces, never duplicates
+    again, added = acc.merge_references(out, derived, "x")  # re-deriving replaces, never duplicates
     assert len(again["references"]) == 2 and len(added) == 1
 
 
@@ -207,3 +208,30 @@ def test_from_history_derives_efficiency_per_campaign_with_its_spread(tmp_path):
     assert eff.metric == "scaling_efficiency" and eff.value == pytest.approx(0.85)
     assert "2 run(s) (spread 0.8 .. 0.9" in eff.note
     assert eff.value * (1 - eff.lower) <= 0.81 and eff.value * (1 + eff.upper) >= 0.89
+
+
+def test_a_merge_into_another_sites_file_is_refused_naming_both(tmp_path, capsys):
+    # --site-name local --merge profiles/polaris/references.yaml wrote a file saying `site: polaris`
+    # whose derived entries were local's.
+    from exabench.cli import main
+    published = REPO / "profiles" / "polaris" / "references.yaml"
+    out = tmp_path / "references.yaml"
+    code = main(["references", "--from", str(REPO / "tests/data/records/local"), "--site-name", "local",
+                 "--merge", str(published), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and not out.exists(), err
+    assert (f"{published}: key 'site' = 'polaris' is another site than --site-name local; valid: 'local' (the "
+            "--site-name the entries are derived from), or merge into profiles/local/references.yaml") in err
+
+
+def test_a_from_history_entry_naming_no_benchmark_is_refused(tmp_path):
+    # A typo (resnet5O) matched no derived entry and stayed pending forever, silently.
+    published = tmp_path / "references.yaml"
+    published.write_text(yaml.safe_dump({"site": "x", "references": [], "from_history": [
+        {"benchmark": "kmeans", "why": "none published"}, {"benchmark": "resnet5O", "why": "none published"}]}))
+    for call in (lambda: acc.merge_references(published, [], "x"), lambda: acc.load_pending(published)):
+        with pytest.raises(ConfigError) as err:
+            call()
+        text = str(err.value)
+        assert text.startswith(f"{published}: key 'from_history[1].benchmark' = 'resnet5O' is not a known "
+                               "benchmark; valid: one of ") and "resnet50," in text

@@ -222,7 +222,7 @@ def test_exabench_plan_shows_the_sites_campaign_with_node_hours():
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     _, _, _, runs, _ = default_plan("summit")
-    total = sum(node_hours(r) for r in runs)
+    total = sum(node_hours(r, site("summit")) for r in runs)
     assert "node-hours" in res.stdout.splitlines()[0] and "resnet50.full.fp32.n1r6t7g1" in res.stdout
     assert f"{len(runs)} runs of campaign acceptance-summit (profiles/summit/campaign.yaml)" in res.stdout
     assert f"{total:,.1f} node-hours requested" in res.stdout

@@ -148,3 +148,22 @@ def test_a_write_that_fails_half_way_names_the_store_not_a_rollback(tmp_path):
     assert last.startswith(f"exabench: error: {db}: the results store could not be written: a write failed")
     assert "run `exabench ingest` again" in last
     assert "titan" not in exabench("history", "--store", db).stdout  # all or nothing: the campaign is not there
+
+
+def test_a_store_this_user_may_not_write_is_not_called_damaged(good_store, tmp_path):
+    # An immutable copy (chattr +i): the tests run as root, who ignores mode bits, but not this.
+    # DuckDB: 'Cannot open file ...: Operation not permitted', once answered with "damaged ...
+    # ingest the campaigns again", which would have a user rebuild a store that is fine.
+    fixed = tmp_path / "immutable.duckdb"
+    shutil.copy(good_store, fixed)
+    if subprocess.run(["chattr", "+i", str(fixed)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (it needs CAP_LINUX_IMMUTABLE on ext4, xfs or btrfs)")
+    try:
+        res = exabench("ingest", "--store", fixed, RECORDS / "local")
+        read = exabench("history", "--store", fixed)
+    finally:
+        subprocess.run(["chattr", "-i", str(fixed)], check=True)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert f"{fixed}: the results store is not damaged, but this user may not open it so" in res.stderr
+    assert "Operation not permitted" in res.stderr and "ingest the campaigns again" not in res.stderr
+    assert read.returncode == 0 and "2 campaign(s)" in read.stdout, read.stderr  # reading it is allowed

@@ -12,7 +12,7 @@ import pytest
 
 from exabench.campaign import allocation
 from exabench.campaign.bundles import IDLE_SHARE, mixed_requests, plan_bundles
-from exabench.campaign.plan import expand
+from exabench.campaign.plan import expand, node_hours
 from exabench.campaign.render import render_bundle, render_script, RunPaths
 from exabench.campaign.site import check_walltime, pick_queue, resolve_layout
 from exabench.config import load_and_validate, validate
@@ -175,12 +175,58 @@ def test_a_run_no_queue_admits_names_its_nodes_walltime_and_the_closest_queue():
 def test_theta_charges_small_default_jobs_128_nodes_and_30_minutes():
     # ALCF: "Jobs smaller than the minimum allocation will be allocated and charged for" 128 nodes;
     # "a minimum job time of thirty minutes". A 16-node, 20-minute run: its bundle is charged 128
-    # nodes (112 of them idle) and its header asks for 30 minutes.
+    # nodes (112 of them idle) for the 30 minutes its header asks (the plan counts those, not 20).
     s = site("theta")
     cfg = validate({"campaign": "t", "timeout_s": 900, "benchmarks": [{"name": "kmeans", "sweep": {"nodes": [16]}}]},
                    "config", "theta.yaml")
     (b,) = plan_bundles(expand(cfg, s, "theta.yaml"), s, "t", "theta.yaml")
-    assert (b.nodes, b.charged_nodes, b.minutes, b.queue) == (16, 128, 20, "default")
+    assert (b.nodes, b.charged_nodes, b.minutes, b.queue) == (16, 128, 30, "default")
     assert b.idle_node_hours == pytest.approx(112 * 15 / 60)
+    assert b.node_hours == pytest.approx(128 * 30 / 60)
     text = render_bundle(list(b.runs), s, Path(FIXED_ROOT), b.name)
     assert "#COBALT -n 16\n" in text and "#COBALT -t 30\n" in text
+
+
+# The nodes and walltime a batch header asks for, per scheduler, as the schedulers read them.
+HEADER_NODES = re.compile(r"^#(?:SBATCH (?:-N ?|--nodes[= ])|BSUB -nnodes |PBS -l (?:select|nodes)=|COBALT -n )(\d+)",
+                          re.M)
+HEADER_TIME = re.compile(r"^#(?:SBATCH (?:-t ?|--time[= ])|BSUB -W |PBS -l walltime=|COBALT -t )(\S+)", re.M)
+
+
+def _header_minutes(text: str) -> int:
+    """[D-]HH:MM:SS, HH:MM or MM (Slurm, LSF, PBS, Cobalt) -> minutes; a part-minute counts whole."""
+    (spec,) = HEADER_TIME.findall(text)
+    days, _, clock = spec.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if len(parts) == 3:
+        minutes = parts[0] * 60 + parts[1] + (parts[2] > 0)
+    elif len(parts) == 2:
+        minutes = parts[0] * 60 + parts[1]
+    else:
+        minutes = parts[0]
+    return int(days or 0) * 1440 + minutes
+
+
+def _header_node_hours(text: str) -> float:
+    (nodes,) = HEADER_NODES.findall(text)
+    return int(nodes) * _header_minutes(text) / 60
+
+
+@pytest.mark.parametrize("name", REAL_SITES)
+def test_the_plans_node_hours_are_what_the_rendered_headers_ask(name):
+    # Theta, `scale: machine`, timeout_s 60: the plan said 807.9 node-hours (6 minutes a job) while
+    # every header on 128-4,096 nodes asked the default queue's shortest job, 30 minutes: 4,033.5.
+    # Each site's own campaign with that short time limit, its runs and its bundles alike.
+    s = site(name)
+    config_file = f"profiles/{name}/campaign.yaml"
+    config = validate({**load_and_validate(REPO / config_file, "config"), "timeout_s": 60}, "config", config_file)
+    runs = expand(config, s, config_file)
+    bundles = plan_bundles(runs, s, config["campaign"], config_file)
+    assert all(b.charged_nodes in (0, b.nodes) for b in bundles)  # the headers' nodes are the nodes charged
+    root = Path(FIXED_ROOT) / s.name
+    headers = sum(_header_node_hours(render_bundle(list(b.runs), s, Path(FIXED_ROOT), b.name)) for b in bundles)
+    assert sum(b.node_hours for b in bundles) == pytest.approx(headers)
+    scripts = [render_script(r, s, RunPaths(root, r.run_id))[0] for r in runs]
+    assert sum(node_hours(r, s) for r in runs) == pytest.approx(sum(_header_node_hours(t) for t in scripts))
+    executor = job_resources(s, lambda wildcards: runs[-1])  # what a Snakemake executor plugin asks (Slurm, LSF)
+    assert "runtime" not in executor or executor["runtime"](None) == _header_minutes(scripts[-1])

@@ -166,3 +166,58 @@ def test_sacct_consumed_energy_of_the_job_line():
     assert none["joules"] is None and "gathers no energy" in none["reason"]
     assert "no line for job 5" in slurm.parse_sacct("5", text)["reason"]
     assert "sacct did not run" in slurm.job_energy("5", sacct=str(Path("/nonexistent/sacct")))["reason"]
+
+
+def test_a_counter_reading_garbage_is_refused_as_implausible_with_the_reason(tmp_path):
+    # A package counter that jumped by 1e14 J within a second (3.2 TW over a 31 s run once went into
+    # a record as measured): no CPU package draws that; the figure is null, the reason says why.
+    klass = powercap_tree(tmp_path)
+    meter = Meter([powercap.open_reader(klass)], [])
+    meter.begin("run")
+    write(klass / "intel-rapl:0" / "energy_uj", str(10**20))
+    meter.end("run")
+    meter.close()
+    channels = meter.report()["channels"]
+    assert all(c["run"]["joules"] is None for c in channels)
+    assert "package-0 stepped from 1 J to 1e+14 J: implausible" in channels[0]["error"]
+    assert "beyond the 1,000 W that 1 cpu_package device(s) can draw" in channels[0]["error"]
+
+
+def test_a_counter_that_went_back_a_little_is_not_taken_for_a_262_kJ_wrap(tmp_path):
+    # 1 J -> 0.999 J: taken as a wrap it would add 262 kJ within a second; only a wrapped step the
+    # package could draw in the time since the last reading is a wrap.
+    klass = powercap_tree(tmp_path)
+    meter = Meter([powercap.open_reader(klass)], [])
+    meter.begin("run")
+    write(klass / "intel-rapl:0" / "energy_uj", str(999_000))
+    meter.end("run")
+    meter.close()
+    (pkg0,) = [c for c in meter.report()["channels"] if c["device"] == "package-0"]
+    assert pkg0["run"]["joules"] is None
+    assert "went back from 1 J to 0.999 J (reset); not a wrap: implausible: 2.621e+05 J" in pkg0["error"]
+
+
+def test_a_wrap_over_the_time_it_needs_is_still_counted(tmp_path):
+    # The same 1 J -> 0.999 J read 20 minutes later: the whole 262 kJ range went by at 218 W, which a
+    # package can draw: a wrap, counted across the range.
+    klass = powercap_tree(tmp_path)
+    now = [0.0]
+    meter = Meter([powercap.open_reader(klass)], [], clock=lambda: now[0])
+    meter.begin("run")
+    write(klass / "intel-rapl:0" / "energy_uj", str(999_000))
+    now[0] = 1200.0
+    meter.end("run")
+    meter.close()
+    (pkg0,) = [c for c in meter.report()["channels"] if c["device"] == "package-0"]
+    assert pkg0["run"]["joules"] == pytest.approx(MAX_RANGE_UJ / 1e6 - 0.001) and "error" not in pkg0
+
+
+def test_a_record_with_energy_no_device_can_draw_says_it_is_not_measured():
+    from exabench.energy.summary import summarise
+    garbage = {"source": "cray_pm", "domain": "node", "device": "node", "method": "counter", "facts": {},
+               "timed": {"seconds": 31.0, "entries": 1, "joules": 1.0e14},
+               "run": {"seconds": 40.0, "entries": 1, "joules": 1.0e14}}
+    energy = summarise([{"rank": 0, "host": "n1", "channels": [garbage], "unavailable": {}}], ["n1"])
+    assert energy["measured"] is False and energy["timed"]["joules"] is None
+    assert "cray_pm node timed: implausible: 1e+14 J in 31 s is 3.23e+12 W" in energy["reason"]
+    assert energy["sources"][0]["timed"]["joules"] is None
