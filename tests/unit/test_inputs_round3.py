@@ -1,0 +1,55 @@
+"""Inputs refused in one line (issue 49, "Hardening, third round"): a host list larger than the
+machine, queue models that contradict themselves, non-finite numbers, unknown acceptance names and
+bad command-line values. Each names the file or option, the key, the value and what is valid."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exabench.campaign.node_groups import node_groups
+from exabench.campaign.site import load_site
+from exabench.config import validate
+from exabench.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _site(tmp_path, base: str = "slurm-cluster", **queue_changes):
+    """profiles/<base>/site.yaml, its first queue changed (a queue added where it has none)."""
+    data = yaml.safe_load((REPO / "profiles" / base / "site.yaml").read_text())
+    data["queues"] = data.get("queues") or [{"name": "debug", "max_walltime_min": 60}]
+    data["queues"][0].update(queue_changes)
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+# --- 1. a host list is bounded by the machine before it is expanded --------------------------------
+
+@pytest.mark.parametrize("spec,key,count", [
+    ({"nodes": "n[1-99999999]"}, "every_node.nodes", "99,999,999"),
+    ({"nodes": "r[1-9999]n[1-9999]"}, "every_node.nodes", "99,980,001"),
+    ({"nodes": "a[1-20],b[1-20]"}, "every_node.nodes", "40"),
+    ({"nodes": [f"n{i}" for i in range(33)]}, "every_node.nodes", "33"),
+    ({"group": "rack", "racks": {"r1": "n[1-20]", "r2": "m[1-20]"}}, "every_node.racks", "40"),
+])
+def test_a_host_list_larger_than_the_machine_is_refused_before_it_is_expanded(tmp_path, spec, key, count):
+    site = load_site(_site(tmp_path))  # 32 nodes
+    started = time.perf_counter()
+    with pytest.raises(ConfigError) as err:
+        node_groups({"every_node": spec}, site, "c.yaml")
+    assert time.perf_counter() - started < 5  # counted, not expanded
+    assert err.value.key == key and f"names {count} nodes" in str(err.value)
+    assert "valid: at most the site's max_nodes = 32 nodes" in str(err.value)
+
+
+def test_a_host_list_the_size_of_the_machine_is_expanded(tmp_path):
+    groups = node_groups({"every_node": {"nodes": "n[01-32]"}}, load_site(_site(tmp_path)), "c.yaml")
+    assert [g.name for g in groups][::31] == ["n01", "n32"]
