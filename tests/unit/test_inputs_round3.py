@@ -53,3 +53,29 @@ def test_a_host_list_larger_than_the_machine_is_refused_before_it_is_expanded(tm
 def test_a_host_list_the_size_of_the_machine_is_expanded(tmp_path):
     groups = node_groups({"every_node": {"nodes": "n[01-32]"}}, load_site(_site(tmp_path)), "c.yaml")
     assert [g.name for g in groups][::31] == ["n01", "n32"]
+
+
+# --- 2. queue models that contradict themselves ------------------------------------------------------
+
+@pytest.mark.parametrize("changes,key,fragment", [
+    ({"max_walltime_min": 60, "min_walltime_min": 90}, "queues[0].min_walltime_min",
+     "= 90 (queue debug) is above the queue's longest walltime; valid: at most the queue's max_walltime_min = 60"),
+    ({"max_walltime_min": 3000, "min_walltime_min": 2000}, "queues[0].min_walltime_min",
+     "= 2000 (queue debug) is above the site's walltime limit; valid: at most the site's limits.max_walltime_min"),
+    ({"charged_min_nodes": 128}, "queues[0].charged_min_nodes",
+     "= 128 (queue debug) is more than the machine has; valid: at most the machine's max_nodes = 32"),
+    ({"max_nodes": 64}, "queues[0].max_nodes",
+     "= 64 (queue debug) is wider than the machine; valid: at most the machine's max_nodes = 32"),
+    ({"max_queued_per_user": 2, "max_running_per_user": 5}, "queues[0].max_queued_per_user",
+     "= 2 (queue debug) is below max_running_per_user; valid: at least max_running_per_user = 5"),
+])
+def test_a_queue_that_contradicts_itself_or_the_machine_is_refused(tmp_path, changes, key, fragment):
+    path = _site(tmp_path, **changes)
+    with pytest.raises(ConfigError) as err:
+        load_site(path)
+    assert str(err.value).startswith(f"{path}: key '{key}' ") and fragment in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in (REPO / "profiles").glob("*/site.yaml")))
+def test_every_profile_still_loads(name):
+    load_site(REPO / "profiles" / name / "site.yaml")
