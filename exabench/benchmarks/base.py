@@ -181,6 +181,8 @@ def _check_value(hint, fld: dataclasses.Field, value, file: str, key: str):
     ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
     if not ok:
         raise ConfigError(file, key, value, f"{getattr(kind, '__name__', kind)} ({meta.get('doc', '')})")
+    if kind is float and not math.isfinite(value):  # NaN passes every bound below
+        raise ConfigError(file, key, value, f"a finite float ({meta.get('doc', '')})")
     if meta.get("choices") and value not in meta["choices"]:
         raise ConfigError(file, key, value, "one of " + ", ".join(map(repr, meta["choices"])))
     if meta.get("minimum") is not None and value < meta["minimum"]:

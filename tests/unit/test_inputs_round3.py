@@ -79,3 +79,30 @@ def test_a_queue_that_contradicts_itself_or_the_machine_is_refused(tmp_path, cha
 @pytest.mark.parametrize("name", sorted(p.parent.name for p in (REPO / "profiles").glob("*/site.yaml")))
 def test_every_profile_still_loads(name):
     load_site(REPO / "profiles" / name / "site.yaml")
+
+
+# --- 3. NaN and infinity are no numbers a config may give ------------------------------------------
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("where", ["params", "sweep"])
+def test_a_non_finite_number_is_refused_wherever_it_is(value, where):
+    given = value if where == "params" else [value]
+    entry = {"name": "kmeans", where: {"slowdown": given}}
+    with pytest.raises(ConfigError) as err:
+        validate({"campaign": "m", "benchmarks": [entry]}, "config", "c.yaml")
+    key = "benchmarks[0].params.slowdown" if where == "params" else "benchmarks[0].sweep.slowdown[0]"
+    assert str(err.value) == (f"c.yaml: key '{key}' = {value!r} is not valid; valid: a finite number "
+                              "(not .nan, .inf or -.inf)")
+
+
+def test_a_non_finite_number_in_a_yaml_site_file_is_refused(tmp_path):
+    path = _site(tmp_path)
+    path.write_text(path.read_text().replace("  cores_per_socket: 2", "  cores_per_socket: 2\n  memory_gb: .nan"))
+    with pytest.raises(ConfigError, match=r"key 'node.memory_gb' = nan is not valid; valid: a finite number"):
+        load_site(path)
+
+
+def test_a_benchmark_parameter_given_in_code_is_checked_too():
+    from exabench.benchmarks import get
+    with pytest.raises(ConfigError, match=r"key 'params.slowdown' = nan is not valid; valid: a finite float"):
+        get("kmeans").resolve_params("tiny", {"slowdown": math.nan}, "c.yaml", "params")
