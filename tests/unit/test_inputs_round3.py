@@ -106,3 +106,39 @@ def test_a_benchmark_parameter_given_in_code_is_checked_too():
     from exabench.benchmarks import get
     with pytest.raises(ConfigError, match=r"key 'params.slowdown' = nan is not valid; valid: a finite float"):
         get("kmeans").resolve_params("tiny", {"slowdown": math.nan}, "c.yaml", "params")
+
+
+# --- 5-7. command-line values: one line, exit 2, nothing written ------------------------------------
+
+def _cli(tmp_path, *argv, module="exabench"):
+    (tmp_path / "records").mkdir(exist_ok=True)
+    (tmp_path / "a-folder").mkdir(exist_ok=True)
+    (tmp_path / "a-file").write_text("")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    res = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing half-written
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    return res
+
+
+REFERENCES = ("references", "--from", "records", "--site-name", "x")
+
+
+@pytest.mark.parametrize("band", ["1.2,0.8", "0.2", "a,b", "-0.1,0.1", "0.1,-0.1", "nan,0.1", "0.1,inf"])
+def test_a_tolerance_band_that_is_not_two_fractions_is_refused(tmp_path, band):
+    res = _cli(tmp_path, *REFERENCES, "--out", "r.yaml", f"--tolerance={band}")
+    assert res.returncode == 2 and res.stderr.startswith(f"exabench: error: --tolerance {band}: not valid; valid: "
+                                                         "LOWER,UPPER: the fractions"), res.stderr
+
+
+@pytest.mark.parametrize("argv,says", [
+    ((*REFERENCES, "--out", "a-folder"), "--out a-folder: is a folder; valid: a references.yaml to write"),
+    ((*REFERENCES, "--out", "a-file/r.yaml"), "--out a-file/r.yaml: a-file is a file, not a folder"),
+    (("archive", "--results", "records", "--out", "a-folder"), "--out a-folder: is a folder; valid: a .tar.gz"),
+    (("compare", "--out", "a-file", "records"), "--out a-file: a-file is a file, not a folder; valid: a folder"),
+    (("plots", "--out", "a-file", "records"), "--out a-file: a-file is a file, not a folder; valid: a folder"),
+])
+def test_an_out_of_the_wrong_kind_is_named_not_a_traceback(tmp_path, argv, says):
+    res = _cli(tmp_path, *argv)
+    assert res.returncode == 2 and res.stderr == f"exabench: error: {says}" + res.stderr.split(says, 1)[1], res.stderr
