@@ -142,3 +142,21 @@ def test_a_tolerance_band_that_is_not_two_fractions_is_refused(tmp_path, band):
 def test_an_out_of_the_wrong_kind_is_named_not_a_traceback(tmp_path, argv, says):
     res = _cli(tmp_path, *argv)
     assert res.returncode == 2 and res.stderr == f"exabench: error: {says}" + res.stderr.split(says, 1)[1], res.stderr
+
+
+@pytest.mark.parametrize("argv,says", [
+    (("--seconds", "-1"), "argument --seconds: '-1' is not valid; valid: seconds >= 0"),
+    (("--seconds", "nan"), "argument --seconds: 'nan' is not valid; valid: seconds >= 0"),
+    (("--seconds", "two"), "argument --seconds: 'two' is not valid; valid: seconds >= 0"),
+    (("--slurm-job", "last"), "argument --slurm-job: 'last' is not a Slurm job id; valid: digits, e.g. 1234"),
+    (("--slurm-job", "12; rm -rf x"), "argument --slurm-job: '12; rm -rf x' is not a Slurm job id"),
+])
+def test_energy_probe_options_are_checked(tmp_path, argv, says):
+    res = _cli(tmp_path, *argv, module="exabench.energy")
+    assert res.returncode == 2 and res.stderr.startswith(f"python -m exabench.energy: error: {says}"), res.stderr
+
+
+@pytest.mark.parametrize("job", ["1234", "1234_5", "1234+1", "1234.batch", "1234_5.0"])
+def test_slurm_job_ids_sacct_takes_are_accepted(job):
+    from exabench.energy.__main__ import SLURM_JOB_ID
+    assert SLURM_JOB_ID.fullmatch(job)
