@@ -215,7 +215,35 @@ def node_groups(config: dict, site: Site, config_file: str) -> list[NodeGroup]:
             groups += [g for g in _groups_of_kind(kind, nodes, spec, config_file) if g.name not in
                        {have.name for have in groups}]
     _check_site(groups, site, config_file)
+    _check_verdict(spec.get("verdict") or {}, config, config_file)
     return groups
+
+
+def _check_verdict(judging: dict, config: dict, config_file: str) -> None:
+    """The names `every_node.verdict` judges by, refused unless the verdict would find them: a
+    `best_of` or `metrics` benchmark the campaign does not run, or a metric its records do not carry,
+    would silently judge something else (the headline, every sample) instead of failing."""
+    from exabench.benchmarks import get
+    tests = sorted({entry["name"] for entry in config.get("benchmarks") or []})
+    named = [(f"{KEY}.verdict.best_of[{i}]", name) for i, name in enumerate(judging.get("best_of") or [])]
+    named += [(f"{KEY}.verdict.metrics", name) for name in judging.get("metrics") or {}]
+    for key, name in named:
+        if name not in tests:
+            raise ConfigError(config_file, key, name, _closest_first(name, tests, "the campaign's benchmarks"),
+                              "is not a benchmark of this campaign")
+    for bench, metrics in (judging.get("metrics") or {}).items():
+        cls = get(bench, config_file, f"{KEY}.verdict.metrics")
+        for j, metric in enumerate(metrics):
+            if not cls.has_metric(metric):
+                raise ConfigError(config_file, f"{KEY}.verdict.metrics.{bench}[{j}]", metric,
+                                  _closest_first(metric, list(cls.known_metrics()), f"metrics of '{bench}'"),
+                                  f"is not a metric of '{bench}'")
+
+
+def _closest_first(name: str, valid: list[str], what: str) -> str:
+    import difflib
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    return (f"did you mean '{close[0]}'? " if close else "") + f"{what}: {', '.join(valid)}"
 
 
 def _no_node_twice(groups: list[NodeGroup], config_file: str) -> None:

@@ -108,6 +108,55 @@ def test_a_benchmark_parameter_given_in_code_is_checked_too():
         get("kmeans").resolve_params("tiny", {"slowdown": math.nan}, "c.yaml", "params")
 
 
+# --- 4. the names an every-node verdict judges by are the campaign's ---------------------------------
+
+def _acceptance(verdict: dict) -> dict:
+    return validate({"campaign": "acc", "preset": "tiny", "every_node": {"nodes": "n[01-04]", "verdict": verdict},
+                     "benchmarks": [{"name": "stream"}, {"name": "pingpong", "sweep": {"nodes": [2]}},
+                                    {"name": "allreduce"}]}, "config", "c.yaml")
+
+
+@pytest.mark.parametrize("verdict,key,says", [
+    ({"metrics": {"pingpong": ["bandwith"]}}, "every_node.verdict.metrics.pingpong[0]",
+     "= 'bandwith' is not a metric of 'pingpong'; valid: did you mean 'bandwidth'? metrics of 'pingpong': "
+     "bandwidth, latency, energy, power, energy_run, bandwidth_per_joule"),
+    ({"best_of": ["stream", "streem"]}, "every_node.verdict.best_of[1]",
+     "= 'streem' is not a benchmark of this campaign; valid: did you mean 'stream'? the campaign's benchmarks: "
+     "allreduce, pingpong, stream"),
+    ({"metrics": {"pingpog": ["bandwidth"]}}, "every_node.verdict.metrics",
+     "= 'pingpog' is not a benchmark of this campaign; valid: did you mean 'pingpong'?"),
+    ({"best_of": ["gemm"]}, "every_node.verdict.best_of[0]", "= 'gemm' is not a benchmark of this campaign"),
+    ({"metrics": {"allreduce": ["time"]}}, "every_node.verdict.metrics.allreduce[0]", "= 'time' is not a metric"),
+])
+def test_an_unknown_verdict_benchmark_or_metric_is_refused_at_planning(tmp_path, verdict, key, says):
+    with pytest.raises(ConfigError) as err:
+        node_groups(_acceptance(verdict), load_site(_site(tmp_path)), "c.yaml")
+    assert err.value.key == key and says in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("verdict", [{"metrics": {"pingpong": ["bandwidth", "latency"]}, "best_of": ["stream"]},
+                                     {"metrics": {"allreduce": ["time.1048576", "busbw"], "stream": ["energy"]}}])
+def test_the_metrics_benchmarks_declare_are_taken(tmp_path, verdict):
+    assert node_groups(_acceptance(verdict), load_site(_site(tmp_path)), "c.yaml")
+
+
+def test_the_shipped_acceptance_config_still_plans(tmp_path):
+    from exabench.config import load_and_validate
+    assert node_groups(load_and_validate(REPO / "config" / "cluster-acceptance.yaml", "config"),
+                       load_site(_site(tmp_path)), "c.yaml")
+
+
+@pytest.mark.parametrize("record", sorted((REPO / "tests" / "data" / "records").glob("*/*.json")), ids=lambda p: p.name)
+def test_declared_metric_names_cover_the_stored_records(record):
+    import json
+    from exabench.benchmarks import get
+    rec = json.loads(record.read_text())
+    if "benchmark" not in rec:
+        pytest.skip("not a record")
+    cls = get(rec["benchmark"])
+    assert all(cls.has_metric(name) for name in rec.get("metrics") or {}), (cls.known_metrics(), list(rec["metrics"]))
+
+
 # --- 5-7. command-line values: one line, exit 2, nothing written ------------------------------------
 
 def _cli(tmp_path, *argv, module="exabench"):
