@@ -222,3 +222,18 @@ def test_slurm_job_ids_sacct_takes_are_accepted(job):
 def test_a_node_pinned_srun_line_gives_nodes_and_nodelist_once(line, pinned):
     from exabench.campaign.node_sweep import pin_to_node
     assert pin_to_node(line, "c7", 4) == pinned
+
+
+def test_the_inventory_counts_command_of_docs_studies_runs_and_gives_the_documented_counts():
+    import ast
+    import re
+    doc = (REPO / "docs" / "studies.md").read_text()
+    command = re.search(r'^python -c "(.*seed_inventory.*)"$', doc, re.M).group(1)
+    res = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, cwd=REPO,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert res.returncode == 0, res.stderr
+    counts = ast.literal_eval(res.stdout)  # the dict it prints
+    table = {"results in the seeds": "results", "in the catalogue": "in_catalogue", "runnable": "runnable",
+             "judged": "judged"}
+    for row, key in table.items():
+        assert f"| {row} | {counts[key]} |" in doc, (row, counts)
