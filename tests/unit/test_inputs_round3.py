@@ -237,3 +237,23 @@ def test_the_inventory_counts_command_of_docs_studies_runs_and_gives_the_documen
              "judged": "judged"}
     for row, key in table.items():
         assert f"| {row} | {counts[key]} |" in doc, (row, counts)
+
+
+@pytest.mark.parametrize("targets,prints_study", [({"study"}, True), ({"all"}, False), ({"study", "aggregate"}, False)])
+def test_a_study_run_ends_with_its_own_table_not_the_previous_campaigns_summary(tmp_path, capsys, targets,
+                                                                              prints_study):
+    from snakemake.settings.types import DAGSettings
+
+    from exabench.pipeline import print_summary, study_tables_only
+    results = tmp_path / "results" / "local"
+    (results / "tables").mkdir(parents=True)
+    (results / "acceptance").mkdir()
+    (results / "plan.json").write_text("[]")
+    (results / "tables" / "summary.md").write_text("# the previous campaign's summary\n")
+    (results / "acceptance" / "verdicts.md").write_text("# verdicts\n\nPASSED: the previous campaign\n")
+    (results / "tables" / "study-summit-resnet.md").write_text("# study summit-resnet: published vs reproduced\n")
+    tables = study_tables_only(DAGSettings(targets=targets), {"summit-resnet": None}, str(results))
+    print_summary(str(results), load_site(REPO / "profiles" / "local" / "site.yaml"), tables)
+    out = capsys.readouterr().out
+    assert ("study summit-resnet: published vs reproduced" in out) == prints_study
+    assert ("previous campaign" in out) != prints_study, out
