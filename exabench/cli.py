@@ -745,10 +745,47 @@ def _inherit_shadowed_options(parser: argparse.ArgumentParser) -> None:
 RECORD_ARGS = ("records", "source", "nodes", "baseline_records")
 
 
-def _check_inputs(args) -> None:
-    """Refuse what a command would misread: record paths that do not exist, and history's numbers
-    outside their range (--alpha 5, --last -1)."""
+# What each command's --out names: a file it writes or a folder it fills (the other would end in a
+# traceback from the write, after the work was done).
+OUT_KINDS = {"references": ("file", "a references.yaml to write"), "archive": ("file", "a .tar.gz to write"),
+             "node-sweep": ("file", "the job script to write"), "compare": ("folder", "a folder for the tables"),
+             "plots": ("folder", "a folder for the plots"), "reproduce": ("folder", "a folder to rebuild in")}
+TOLERANCE_VALID = ("LOWER,UPPER: the fractions a figure may fall below and rise above its reference, "
+                   "0 <= LOWER <= 1 and UPPER >= 0 (0.2,0.1: 20% below to 10% above; not multipliers such as 0.8,1.2)")
+
+
+def _check_out(command: str, out: str | None) -> None:
     from pathlib import Path
+    kind, what = OUT_KINDS.get(command, (None, ""))
+    if not kind or not out:
+        return
+    path = Path(out)
+    if kind == "file" and path.is_dir():
+        raise ExabenchError(f"--out {out}: is a folder; valid: {what}")
+    for folder in ([path] if kind == "folder" else []) + list(path.parents):
+        if folder.exists() and not folder.is_dir():
+            raise ExabenchError(f"--out {out}: {folder} is a file, not a folder; valid: {what}")
+
+
+def _check_tolerance(text: str | None) -> None:
+    import math
+    if text is None:
+        return
+    try:
+        lower, upper = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ExabenchError(f"--tolerance {text}: not valid; valid: {TOLERANCE_VALID}") from None
+    if not (math.isfinite(lower) and math.isfinite(upper) and 0 <= lower <= 1 and upper >= 0):
+        raise ExabenchError(f"--tolerance {text}: not valid; valid: {TOLERANCE_VALID}")
+
+
+def _check_inputs(args) -> None:
+    """Refuse what a command would misread: record paths that do not exist, history's numbers
+    outside their range (--alpha 5, --last -1), an --out of the wrong kind and a reversed band."""
+    from pathlib import Path
+    _check_out(args.command, getattr(args, "out", None))
+    if args.command == "references":
+        _check_tolerance(args.tolerance)
     for name in RECORD_ARGS:
         items = getattr(args, name, None)
         if isinstance(items, list):

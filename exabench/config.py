@@ -8,6 +8,7 @@ the value and what the schema accepts.
 from __future__ import annotations
 
 import copy
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,19 @@ def reject_control_characters(file: str, value, key: str = "") -> None:
         raise ConfigError(file, key or "(top level)", value, "text without control characters (newline, tab, ...)")
 
 
+def reject_non_finite(file: str, value, key: str = "") -> None:
+    """YAML's `.nan` and `.inf` are floats that pass every JSON Schema bound (NaN compares false with
+    `minimum`): refuse them in every value, so that `slowdown: .nan` is not a silent no-op."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            reject_non_finite(file, v, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            reject_non_finite(file, v, f"{key}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(file, key or "(top level)", value, "a finite number (not .nan, .inf or -.inf)")
+
+
 def load_schema(name: str) -> dict:
     # libyaml's loader where PyYAML has it: the schemas are ours (no user's file to point into), and
     # every plan reads them (10x the pure-Python parse)
@@ -186,6 +200,7 @@ def validate(data: Any, schema_name: str, file: str) -> dict:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(file, "(top level)", data, "a mapping of keys to values", "is not a mapping")
+    reject_non_finite(file, data)  # before the schema: NaN passes its bounds, and `.inf` its types
     import jsonschema  # imported here: job scripts on compute nodes never validate, so need not have it
 
     schema = load_schema(schema_name)

@@ -271,6 +271,13 @@ def profile_hint(argv: list[str] | None) -> str:
     return f"--profile {profile}" if profile else "--config site=<site file>"
 
 
+def study_tables_only(dag_settings, plans: dict, results: str) -> list[str]:
+    """The study tables a run of the `study` target alone made ([] for any other run): what its
+    end prints instead of the site's summary (exabench.pipeline.print_summary)."""
+    targets = set(getattr(dag_settings, "targets", None) or ())
+    return study_outputs(results, plans) if targets == {"study"} else []
+
+
 def study_target_without_study(config: dict, argv: list[str] | None) -> bool:
     """Whether the user asked for the `study` target with no study named (it would then do nothing)."""
     return argv is not None and "study" in (_targets_of(argv) or []) and not config.get("study")
@@ -883,7 +890,14 @@ def final_summary(results: str | Path, site: str) -> str:
     return "\n".join(lines)
 
 
-def print_summary(results: str, site: Site) -> None:
+def print_summary(results: str, site: Site, study_tables: list[str] | None = None) -> None:
+    """The end of a run: the site's summary and where its results and verdict are; with
+    `study_tables` (a run of the `study` target alone), those tables only: the summary and verdict on
+    disk are an earlier campaign's, which the study run did not make."""
+    if study_tables:
+        for table in (Path(t) for t in study_tables if t.endswith(".md")):
+            print(f"\n{table.read_text()}\nTable: {table.with_suffix('.csv')}")
+        return
     summary = Path(results) / "tables" / "summary.md"
     if summary.exists():
         print(f"\n{summary.read_text()}\nTable: {Path(results) / 'tables' / 'results.csv'}")

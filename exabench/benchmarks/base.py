@@ -120,6 +120,10 @@ class Benchmark:
     # Facts about the workload, written into its plan entry and every record ("workload"), so
     # that tables, verdicts and models read them from there and name no benchmark themselves.
     headline: ClassVar[str] = "throughput"  # the metric a table or summary shows for a run
+    # The metrics its records carry (`name.*` a family: `time.*` for time.<size>), so that a config
+    # naming one to judge (every_node.verdict.metrics) is checked when the campaign is planned, not
+    # found missing by the verdict; (): not declared (any name is taken).
+    metric_names: ClassVar[tuple[str, ...]] = ()
     scaling: ClassVar[str] = "strong"  # how the problem grows with the workers; a `scaling` parameter wins
     # Its collectives: `pattern`, and where the local scaling check models them, the `backend`, the
     # message `regime` and the `timed_metric` whose time is one unit of the work the pattern models.
@@ -138,6 +142,20 @@ class Benchmark:
             raise ValueError(f"{cls.name}: scaling {scaling!r}; valid: {', '.join(SCALING_MODES)}")
         return {"headline": cls.headline, "scaling": scaling, "communication": dict(cls.communication),
                 "data_parallel": cls.data_parallel, "task": cls.task or cls.name}
+
+    @classmethod
+    def known_metrics(cls) -> tuple[str, ...]:
+        """Its declared metrics and the energy ones any record may carry; () where it declares none."""
+        if not cls.metric_names:
+            return ()
+        from exabench.energy.summary import ENERGY_METRICS, PER_JOULE
+        return cls.metric_names + ENERGY_METRICS + (cls.headline + PER_JOULE,)
+
+    @classmethod
+    def has_metric(cls, name: str) -> bool:
+        known = cls.known_metrics()
+        return not known or any(name == k or (k.endswith(".*") and name.startswith(k[:-1]) and name != k[:-1])
+                                for k in known)
 
     # -- parameters ---------------------------------------------------------
     @classmethod
@@ -181,6 +199,8 @@ def _check_value(hint, fld: dataclasses.Field, value, file: str, key: str):
     ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
     if not ok:
         raise ConfigError(file, key, value, f"{getattr(kind, '__name__', kind)} ({meta.get('doc', '')})")
+    if kind is float and not math.isfinite(value):  # NaN passes every bound below
+        raise ConfigError(file, key, value, f"a finite float ({meta.get('doc', '')})")
     if meta.get("choices") and value not in meta["choices"]:
         raise ConfigError(file, key, value, "one of " + ", ".join(map(repr, meta["choices"])))
     if meta.get("minimum") is not None and value < meta["minimum"]:

@@ -227,6 +227,7 @@ def make_tasks(torch, p: CandleParams, model, features: int, rows: int, lr: floa
 class Candle(Benchmark):
     name = "candle"
     headline = "throughput"
+    metric_names = ("throughput", "step_time", "val_loss", "train_loss", "accuracy")
     communication = {"pattern": "ddp-gradient-buckets"}
     data_parallel = True
     suite = "coral2-dl"

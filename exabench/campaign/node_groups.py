@@ -94,8 +94,10 @@ def _groups_of_kind(kind, nodes: list[str], spec: dict, file: str) -> list[NodeG
             for chunk in (nodes[i:i + kind] for i in range(0, len(nodes), kind))]
 
 
-def expand_hostlist(expr: str, file: str, key: str) -> list[str]:
-    """`n[1-3,7],gpu[01-02]` -> n1 n2 n3 n7 gpu01 gpu02 (Slurm's hostlist form; zero padding kept)."""
+def expand_hostlist(expr: str, file: str, key: str, limit: int | None = None) -> list[str]:
+    """`n[1-3,7],gpu[01-02]` -> n1 n2 n3 n7 gpu01 gpu02 (Slurm's hostlist form; zero padding kept).
+    With `limit`, an expression naming more nodes is refused before it is expanded: the count is
+    worked out from the ranges (`n[1-99999999]` would otherwise fill the memory)."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(expr + ","):
         depth += {"[": 1, "]": -1}.get(ch, 0)
@@ -106,10 +108,42 @@ def expand_hostlist(expr: str, file: str, key: str) -> list[str]:
             start = i + 1
     if depth:
         raise ConfigError(file, key, expr, HOSTLIST_VALID, "has unbalanced brackets")
+    if limit is not None:
+        _within(sum(_count_one(part, expr, file, key) for part in parts), limit, expr, file, key)
     out = []
     for part in parts:
         out += _expand_one(part, expr, file, key)
     return out
+
+
+def _within(count: int, limit: int, value, file: str, key: str) -> None:
+    if count > limit:
+        raise ConfigError(file, key, value, f"at most the site's max_nodes = {limit} nodes (the machine's; raise "
+                          "max_nodes in its site.yaml if the machine has more)", f"names {count:,} nodes")
+
+
+def _ranges(body: str, expr: str, file: str, key: str) -> list[tuple[str, str]]:
+    """The (low, high) digit strings of a bracket's `1-3,7` (`7` is 7-7); refused unless N or N-M upwards."""
+    out = []
+    for item in body.split(","):
+        rng = _RANGE.match(item.strip())
+        if not rng:
+            raise ConfigError(file, key, expr, HOSTLIST_VALID, f"has range {item!r}, not N or N-M")
+        lo, hi = rng.group(1), rng.group(2) or rng.group(1)
+        if int(hi) < int(lo):
+            raise ConfigError(file, key, expr, HOSTLIST_VALID, f"has range {item!r} that counts down")
+        out.append((lo, hi))
+    return out
+
+
+def _count_one(part: str, expr: str, file: str, key: str) -> int:
+    """How many names _expand_one would give for `part`, without making them."""
+    hit = _BRACKET.match(part)
+    if not hit:
+        return 1
+    _, body, rest = hit.groups()
+    values = sum(int(hi) - int(lo) + 1 for lo, hi in _ranges(body, expr, file, key))
+    return values * (_count_one(rest, expr, file, key) if rest else 1)
 
 
 def _expand_one(part: str, expr: str, file: str, key: str) -> list[str]:
@@ -119,21 +153,18 @@ def _expand_one(part: str, expr: str, file: str, key: str) -> list[str]:
             raise ConfigError(file, key, expr, HOSTLIST_VALID, f"names node {part!r}, not a valid node name")
         return [part]
     prefix, body, rest = hit.groups()
-    values = []
-    for item in body.split(","):
-        rng = _RANGE.match(item.strip())
-        if not rng:
-            raise ConfigError(file, key, expr, HOSTLIST_VALID, f"has range {item!r}, not N or N-M")
-        lo, hi = rng.group(1), rng.group(2) or rng.group(1)
-        if int(hi) < int(lo):
-            raise ConfigError(file, key, expr, HOSTLIST_VALID, f"has range {item!r} that counts down")
-        values += [f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
+    values = [f"{i:0{len(lo)}d}" for lo, hi in _ranges(body, expr, file, key) for i in range(int(lo), int(hi) + 1)]
     tails = _expand_one(rest, expr, file, key) if rest else [""]
     return [_expand_one(prefix + v + t, expr, file, key)[0] for v in values for t in tails]
 
 
-def _node_list(value, file: str, key: str) -> list[str]:
-    names = expand_hostlist(value, file, key) if isinstance(value, str) else list(value)
+def _node_list(value, file: str, key: str, limit: int) -> list[str]:
+    """The nodes `value` (a list, or a hostlist expression) names: at most `limit` of them."""
+    if isinstance(value, str):
+        names = expand_hostlist(value, file, key, limit)
+    else:
+        _within(len(value), limit, f"a list of {len(value):,} nodes", file, key)
+        names = list(value)
     for name in names:
         if not NODE_NAME.fullmatch(str(name)):
             raise ConfigError(file, key, name, "node names of letters, digits, '.', '_', '-'", "is not a node name")
@@ -159,11 +190,14 @@ def node_groups(config: dict, site: Site, config_file: str) -> list[NodeGroup]:
         if spec.get("nodes"):
             raise ConfigError(config_file, f"{KEY}.nodes", spec["nodes"], "no nodes key with group: rack (the "
                               "racks list the nodes)", "is given twice")
-        groups = []
+        groups, listed = [], 0
         for rack, members in racks.items():
             if not NODE_NAME.fullmatch(rack):
                 raise ConfigError(config_file, f"{KEY}.racks", rack, "a name of letters, digits, '.', '_', '-'")
-            groups.append(NodeGroup(rack, tuple(_node_list(members, config_file, f"{KEY}.racks.{rack}"))))
+            nodes = _node_list(members, config_file, f"{KEY}.racks.{rack}", site.max_nodes)
+            listed += len(nodes)  # the racks together are (part of) the machine: bounded as one list
+            _within(listed, site.max_nodes, f"racks up to {rack}", config_file, f"{KEY}.racks")
+            groups.append(NodeGroup(rack, tuple(nodes)))
         _no_node_twice(groups, config_file)
     else:
         if racks:
@@ -173,7 +207,7 @@ def node_groups(config: dict, site: Site, config_file: str) -> list[NodeGroup]:
         if not nodes:
             raise ConfigError(config_file, f"{KEY}.nodes", "", HOSTLIST_VALID + " (e.g. from `sinfo -h -N -o %N`)",
                               f"is missing on site '{site.name}' (scheduler {site.scheduler})")
-        nodes = _node_list(nodes, config_file, f"{KEY}.nodes")
+        nodes = _node_list(nodes, config_file, f"{KEY}.nodes", site.max_nodes)
         groups = []
         for kind in (group if isinstance(group, list) else [group]):
             if kind == "rack":
@@ -181,7 +215,35 @@ def node_groups(config: dict, site: Site, config_file: str) -> list[NodeGroup]:
             groups += [g for g in _groups_of_kind(kind, nodes, spec, config_file) if g.name not in
                        {have.name for have in groups}]
     _check_site(groups, site, config_file)
+    _check_verdict(spec.get("verdict") or {}, config, config_file)
     return groups
+
+
+def _check_verdict(judging: dict, config: dict, config_file: str) -> None:
+    """The names `every_node.verdict` judges by, refused unless the verdict would find them: a
+    `best_of` or `metrics` benchmark the campaign does not run, or a metric its records do not carry,
+    would silently judge something else (the headline, every sample) instead of failing."""
+    from exabench.benchmarks import get
+    tests = sorted({entry["name"] for entry in config.get("benchmarks") or []})
+    named = [(f"{KEY}.verdict.best_of[{i}]", name) for i, name in enumerate(judging.get("best_of") or [])]
+    named += [(f"{KEY}.verdict.metrics", name) for name in judging.get("metrics") or {}]
+    for key, name in named:
+        if name not in tests:
+            raise ConfigError(config_file, key, name, _closest_first(name, tests, "the campaign's benchmarks"),
+                              "is not a benchmark of this campaign")
+    for bench, metrics in (judging.get("metrics") or {}).items():
+        cls = get(bench, config_file, f"{KEY}.verdict.metrics")
+        for j, metric in enumerate(metrics):
+            if not cls.has_metric(metric):
+                raise ConfigError(config_file, f"{KEY}.verdict.metrics.{bench}[{j}]", metric,
+                                  _closest_first(metric, list(cls.known_metrics()), f"metrics of '{bench}'"),
+                                  f"is not a metric of '{bench}'")
+
+
+def _closest_first(name: str, valid: list[str], what: str) -> str:
+    import difflib
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    return (f"did you mean '{close[0]}'? " if close else "") + f"{what}: {', '.join(valid)}"
 
 
 def _no_node_twice(groups: list[NodeGroup], config_file: str) -> None:
@@ -198,10 +260,7 @@ def _check_site(groups: list[NodeGroup], site: Site, config_file: str) -> None:
     if site.scheduler not in PIN_FLAGS:
         raise ConfigError(site.path or site.name, "scheduler", site.scheduler, "slurm, lsf or none for every_node "
                           "groups (or the whole-allocation every_node_script)", "cannot pin a job to named nodes")
-    widest = max(len(g.nodes) for g in groups)
-    if widest > site.max_nodes:
-        raise ConfigError(config_file, KEY, widest, f"at most the site's max_nodes = {site.max_nodes} per group",
-                          "nodes in one group")
+    # no group is wider than max_nodes: _node_list bounds the whole list by it
     if site.scheduler == "none":
         here = socket.gethostname()
         for g in groups:

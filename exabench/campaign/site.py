@@ -196,7 +196,7 @@ def load_site(path: str | Path) -> Site:
         raise ConfigError(path, "rack_nodes", raw["rack_nodes"], f"at most max_nodes = {raw['max_nodes']}")
     limits = raw["limits"]
     queues = tuple(Queue(**q) for q in raw["queues"])
-    _check_queues(path, queues, raw["partition"], raw["max_nodes"])
+    _check_queues(path, queues, raw["partition"], raw["max_nodes"], limits["max_walltime_min"])
     return Site(name=raw["name"], scheduler=raw["scheduler"], launcher=raw["launcher"], node=spec,
                 max_nodes=raw["max_nodes"], rack_nodes=raw["rack_nodes"],
                 max_walltime_min=limits["max_walltime_min"], queues=queues,
@@ -209,15 +209,39 @@ def load_site(path: str | Path) -> Site:
                 submit=raw["submit"], path=path)
 
 
-def _check_queues(path: str, queues: tuple, partition: str, machine_nodes: int) -> None:
+def _check_queues(path: str, queues: tuple, partition: str, machine_nodes: int, site_walltime_min: int) -> None:
+    """Refuse a queue model that contradicts itself or the machine: a job script would otherwise ask
+    for what no queue grants (90 minutes of a 60-minute queue, 200 nodes of a 100-node machine)."""
     names = [q.name for q in queues]
     for i, q in enumerate(queues):
+        at, of = f"queues[{i}]", f"(queue {q.name}) "
         if q.name in names[:i]:
             raise ConfigError(path, f"queues[{i}].name", q.name, "a name not used by an earlier queue")
         if q.max_nodes and q.max_nodes < q.min_nodes:
-            raise ConfigError(path, f"queues[{i}].max_nodes", q.max_nodes, f"at least min_nodes = {q.min_nodes}")
+            raise ConfigError(path, f"{at}.max_nodes", q.max_nodes, f"at least min_nodes = {q.min_nodes}",
+                              of + "is below min_nodes")
+        if q.max_nodes > machine_nodes:
+            raise ConfigError(path, f"{at}.max_nodes", q.max_nodes, f"at most the machine's max_nodes = "
+                              f"{machine_nodes} (0: all of them)", of + "is wider than the machine")
         if q.min_nodes > machine_nodes:
-            raise ConfigError(path, f"queues[{i}].min_nodes", q.min_nodes, f"at most max_nodes = {machine_nodes}")
+            raise ConfigError(path, f"{at}.min_nodes", q.min_nodes, f"at most max_nodes = {machine_nodes}",
+                              of + "is more than the machine has")
+        if q.charged_min_nodes > machine_nodes:
+            raise ConfigError(path, f"{at}.charged_min_nodes", q.charged_min_nodes,
+                              f"at most the machine's max_nodes = {machine_nodes} (0: none)",
+                              of + "is more than the machine has")
+        if q.min_walltime_min > q.max_walltime_min:
+            raise ConfigError(path, f"{at}.min_walltime_min", q.min_walltime_min,
+                              f"at most the queue's max_walltime_min = {q.max_walltime_min} (0: none)",
+                              of + "is above the queue's longest walltime")
+        if site_walltime_min and q.min_walltime_min > site_walltime_min:
+            raise ConfigError(path, f"{at}.min_walltime_min", q.min_walltime_min,
+                              f"at most the site's limits.max_walltime_min = {site_walltime_min} (0: none)",
+                              of + "is above the site's walltime limit")
+        if q.max_queued_per_user and q.max_queued_per_user < q.max_running_per_user:
+            raise ConfigError(path, f"{at}.max_queued_per_user", q.max_queued_per_user,
+                              f"at least max_running_per_user = {q.max_running_per_user} (a running job is "
+                              "also queued), or 0: not declared", of + "is below max_running_per_user")
     if partition and queues and partition not in {q.submit_as or q.name for q in queues} | set(names):
         raise ConfigError(path, "partition", partition,
                           f"empty (the queue is picked by walltime and nodes) or one of: {', '.join(names)}")

@@ -146,6 +146,11 @@ def summarise(reports: list[dict], hosts: list[str]) -> dict:
             "unavailable": unavailable}
 
 
+# The metrics energy_metrics may add to any benchmark's record, and the suffix of its per-joule headline.
+ENERGY_METRICS = ("energy", "power", "energy_run")
+PER_JOULE = "_per_joule"
+
+
 def energy_metrics(energy: dict, metrics: dict, headline: str | None) -> dict:
     """The energy figures as ordinary metrics (so tables, history and regression verdicts treat them
     like any other): `energy` and `power` over the timed region, `energy_run`, and the headline per
@@ -163,7 +168,7 @@ def energy_metrics(energy: dict, metrics: dict, headline: str | None) -> dict:
     head = metrics.get(headline) if headline else None
     if head and "power" in out and head.get("value") is not None and str(head.get("unit", "")).endswith("/s"):
         per_joule = head["value"] / out["power"]["value"]
-        out[f"{headline}_per_joule"] = {
+        out[headline + PER_JOULE] = {
             **_metric(per_joule, head["unit"][:-2] + "/J",
                       f"{headline} / average power over the timed region ({covers})"),
             "higher_is_better": True}

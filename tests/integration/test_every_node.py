@@ -55,7 +55,7 @@ def test_groups_single_pairs_and_racks():
     ({"group": 1}, "every_node.nodes", "is missing on site 'slurm-local'"),
     ({"group": "rack", "racks": {"r1": "n[1-2]", "r2": "n[2-3]"}}, "every_node.racks.r2", "is also in rack r1"),
     ({"nodes": "n[1-2]", "racks": {"r1": "n1"}}, "every_node.racks", "only with group: rack"),
-    ({"nodes": "n[1-16]", "group": 16}, "every_node", "nodes in one group"),
+    ({"nodes": "n[1-16]", "group": 16}, "every_node.nodes", "names 16 nodes; valid: at most the site's max_nodes = 8"),
 ])
 def test_bad_every_node_keys_name_the_key(spec, key, why):
     with pytest.raises(ConfigError, match=rf"^c.yaml: key '{re.escape(key)}' .*{why}"):

@@ -18,4 +18,5 @@ rule aggregate:
 
 
 onsuccess:
-    pipeline.print_summary(RESULTS, SITE)
+    # a `study` run prints its own tables, not the summary and verdict of the campaign before it
+    pipeline.print_summary(RESULTS, SITE, pipeline.study_tables_only(workflow.dag_settings, STUDIES, RESULTS))

@@ -240,6 +240,8 @@ class AllreduceParams:
 class Allreduce(MicroBenchmark):
     name = "allreduce"
     headline = "busbw"
+    metric_names = ("busbw", "algbw", "busbw_avg", "busbw_b2b", "latency_small", "latency_small_b2b",
+                    "latency_small_graph", "time.*", "busbw.*", "time_b2b.*", "time_graph.*")
     communication = {"pattern": "allreduce"}
     framework = "pytorch-mpi4py-horovod"
     Params = AllreduceParams

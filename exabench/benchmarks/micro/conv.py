@@ -102,6 +102,7 @@ class ConvParams:
 class Conv(MicroBenchmark):
     name = "conv"
     headline = "tflops"
+    metric_names = ("tflops", "time_fwd_bwd", "tflops.*")
     framework = "pytorch"
     Params = ConvParams
     id_params = ("precision", "algorithm")

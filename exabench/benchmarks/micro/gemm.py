@@ -89,6 +89,7 @@ class GemmParams:
 class Gemm(MicroBenchmark):
     name = "gemm"
     headline = "tflops"
+    metric_names = ("tflops", "tflops_total", "peak_fraction", "tflops.*")
     framework = "pytorch"
     Params = GemmParams
     id_params = ("precision",)

@@ -199,6 +199,8 @@ class IoReadParams:
 class IoRead(MicroBenchmark):
     name = "io_read"
     headline = "read_pfs"
+    metric_names = ("read_pfs", "read_local", "samples_pfs", "samples_local", "stage_time", "stage_bw",
+                    "local_speedup")
     framework = "python-h5py"
     Params = IoReadParams
     id_params = ("format",)

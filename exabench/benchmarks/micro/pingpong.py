@@ -49,6 +49,7 @@ def round_trips(comm, rank: int, buf: np.ndarray, iters: int) -> float:
 class PingPong(MicroBenchmark):
     name = "pingpong"
     headline = "bandwidth"
+    metric_names = ("bandwidth", "latency")
     framework = "mpi4py"
     launcher_needs = "mpi"
     Params = PingPongParams

@@ -49,6 +49,7 @@ def rnn_flop(cell: str, hidden: int, batch: int, steps: int) -> float:
 class Rnn(MicroBenchmark):
     name = "rnn"
     headline = "tflops"
+    metric_names = ("tflops", "tflops_fwd", "time_fwd", "time_fwd_bwd")
     framework = "pytorch"
     Params = RnnParams
     id_params = ("cell", "precision")

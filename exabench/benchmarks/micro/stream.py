@@ -36,6 +36,7 @@ class StreamParams:
 class Stream(MicroBenchmark):
     name = "stream"
     headline = "triad_gbs"
+    metric_names = ("triad_gbs", "triad_time_s")
     framework = "pytorch"
     Params = StreamParams
     communication = {"pattern": "none"}

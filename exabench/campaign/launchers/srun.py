@@ -30,9 +30,26 @@ FACTS = LauncherFacts(name="srun", schedulers=("slurm",), mpi=True, rank_sets=Tr
                       on_nodes="--nodes=N --nodelist=a,b (srun(1))")
 
 
+# srun(1)'s short options that take a value (`-n 4`): the word after one is not yet the program.
+_SHORT_WITH_VALUE = set("AbcCDdeGiJLmMnNopqrSTtWwx")
+# The options on_nodes sets, in every spelling srun takes; the line's own are dropped (each once).
+_PINNED = {"--nodes": "-N", "--nodelist": "-w"}
+
+
 def on_nodes(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
-    """Slurm srun(1): `--nodelist` the named nodes, `--nodes` as many."""
-    return [argv[0], f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", *argv[1:]]
+    """Slurm srun(1): `--nodelist` the named nodes, `--nodes` as many, in place of the line's own
+    node count or list (srun's options end at the program's first word; those after are its own)."""
+    kept, i = [], 1
+    while i < len(argv) and argv[i].startswith("-"):
+        word = argv[i]
+        name, eq, _ = word.partition("=")
+        takes_next = not eq and len(word) == 2 and word[1] in _SHORT_WITH_VALUE
+        if name in _PINNED or word[:2] in _PINNED.values():
+            i += 2 if word in _PINNED.values() or (name in _PINNED and not eq) else 1
+            continue
+        kept += argv[i:i + 2] if takes_next else [word]
+        i += 2 if takes_next else 1
+    return [argv[0], f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", *kept, *argv[i:]]
 
 
 def threads_per_core(site: Site, layout: Layout) -> int:
