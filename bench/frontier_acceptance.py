@@ -55,7 +55,8 @@ def acceptance_config(nodes: int) -> dict:
         if "gpus_per_rank" in test:
             sweep["gpus_per_rank"] = [test["gpus_per_rank"]]
         benchmarks.append({"name": test["name"], "params": test.get("params", {}), "sweep": sweep})
-    return {"campaign": "frontier-every-node", "preset": "tiny", "repeats": 1, "timeout_s": 240,
+    # node_hours_budget 0: the bench times the plan and the render; nothing is submitted.
+    return {"campaign": "frontier-every-node", "preset": "tiny", "repeats": 1, "timeout_s": 240, "node_hours_budget": 0,
             "every_node": {"nodes": f"frontier[{1:05d}-{nodes:05d}]", "group": 1}, "benchmarks": benchmarks}
 
 

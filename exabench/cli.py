@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from exabench.errors import ExabenchError
+from exabench.errors import ConfigError, ExabenchError
 
 
 def _load(args):
@@ -35,7 +35,21 @@ def cmd_plan(args) -> int:
             print("jobs in queue: " + ", ".join(f"{q} ({n})" for q, n in queue_counts(runs, site).items()))
         print()
     _print_bundles(bundles, site, config["campaign"], args.bundle)
+    _print_budget(config, site, runs, bundles, args.config)
     return 0
+
+
+def _print_budget(config, site, runs, bundles, config_file: str) -> None:
+    """The node-hour budget the campaign is judged against when Snakemake runs it."""
+    from exabench.campaign.budget import budget_of, check_budget
+    budget = budget_of(config, site)
+    if not budget:
+        return
+    try:
+        check_budget(config, site, runs, bundles, config_file)
+        print(f"\nnode-hour budget: {budget:,.0f} (node_hours_budget): within it")
+    except ConfigError as exc:
+        print(f"\nnode-hour budget: Snakemake will refuse this campaign: {exc}")
 
 
 def _print_table(rows: list[dict], first: str) -> None:

@@ -24,6 +24,7 @@ from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_groups import check_groups, group_files, group_outputs, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import node_sweep_files, node_sweep_paths, sweep_jobs, sweep_nodes
 from exabench.campaign.bundles import over_user_limits, pending_report, plan_bundles  # noqa: F401 - the rule files' names
+from exabench.campaign.budget import check_budget  # noqa: F401 - the rule files' name
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as plan_runs
 from exabench.campaign.render import bundle_path, walltime_min, write_bundle, write_bundles, write_runs_files
@@ -225,20 +226,27 @@ def _targets_of(argv: list[str]) -> list[str] | None:
         return None
 
 
-def profile_site_lost(config: dict, argv: list[str] | None) -> str:
-    """Snakemake's --config on the command line replaces a profile's `config:` list, its `site=`
-    with it: `--profile profiles/summit --config timeout_s=3600` would plan for the default site, on
-    this machine. Returns the error to stop with (naming what to type), or "" when the site is the
-    profile's. `argv`: user_command_line() (None in a job's process: nothing to check)."""
+def keep_profile_config(workflow, config: dict, argv: list[str] | None) -> list[str]:
+    """Snakemake's --config on the command line replaces a profile's whole `config:` list, its
+    `site=` with it: `--profile profiles/summit --config node_hours_budget=100000` would plan the
+    default site, on this machine. The profile's entries the command line does not name are kept
+    under it, here and in every job this run starts (their --config is Snakemake's config_args).
+    Returns the entries kept. `argv`: user_command_line() (None in a job's process, which gets
+    them on its command line)."""
     profile = _profile_of(argv)
-    if not profile or not (Path(profile) / "config.yaml").is_file() or any(a.startswith("site=") for a in argv):
-        return ""  # no profile, or the site given on the command line on purpose
-    entries = (load_yaml(Path(profile) / "config.yaml") or {}).get("config") or []
-    site = next((str(e).split("=", 1)[1] for e in entries if str(e).startswith("site=")), None)
-    if not site or config.get("site") == site:
-        return ""
-    return (f"--config on the command line replaces the `config:` list of profile {profile}, its site={site} "
-            f"with it, so this would plan for {config.get('site')}: add site={site} to --config")
+    if not profile or not (Path(profile) / "config.yaml").is_file():
+        return []
+    from snakemake.cli import parse_config
+    entries = [str(e) for e in (load_yaml(Path(profile) / "config.yaml") or {}).get("config") or []]
+    settings = workflow.config_settings
+    given = list(settings.config_args or [])
+    named = {str(e).split("=", 1)[0] for e in given}
+    kept = [e for e in entries if e.split("=", 1)[0] not in named and e not in given]
+    if not kept or not given:
+        return []  # no --config typed: Snakemake used the profile's list as it is
+    config.update(parse_config(kept))
+    settings.config_args = [*kept, *given]
+    return kept
 
 
 def study_horovod_missing(plans: dict, site: Site) -> str:

@@ -145,6 +145,7 @@ class Site:
     storage: dict = field(default_factory=dict)
     network: dict = field(default_factory=dict)   # {interconnect, <level>_<bandwidth|latency>: {value, source}}
     submit: str = "jobs"               # jobs: an executor plugin submits each run; bundles: scripts submitted by hand
+    node_hours_budget: float = 1000    # the most node-hours a campaign may ask (exabench.campaign.budget); 0: none
     path: str = ""
 
     @property
@@ -198,7 +199,7 @@ def load_site(path: str | Path) -> Site:
     queues = tuple(Queue(**q) for q in raw["queues"])
     _check_queues(path, queues, raw["partition"], raw["max_nodes"], limits["max_walltime_min"])
     return Site(name=raw["name"], scheduler=raw["scheduler"], launcher=raw["launcher"], node=spec,
-                max_nodes=raw["max_nodes"], rack_nodes=raw["rack_nodes"],
+                max_nodes=raw["max_nodes"], rack_nodes=raw["rack_nodes"], node_hours_budget=raw["node_hours_budget"],
                 max_walltime_min=limits["max_walltime_min"], queues=queues,
                 python=raw["python"],
                 env=dict(raw["env"]), modules=tuple(raw["modules"]), description=raw["description"],

@@ -177,13 +177,27 @@ def test_the_readme_example_is_among_the_checked_configs():
 
 
 @pytest.mark.integration
-def test_config_on_the_command_line_never_loses_the_profiles_site_silently():
-    """`--config` replaces a profile's whole `config:` list, its site= with it: Summit's profile with
-    `--config timeout_s=600` used to plan the default site's campaign on this machine without a word."""
-    base = [sys.executable, "-m", "snakemake", "--profile", "profiles/summit", "-n", "--config"]
-    lost = subprocess.run(base + ["timeout_s=600"], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert lost.returncode != 0 and "add site=profiles/summit/site.yaml to --config" in lost.stdout + lost.stderr
-    assert "Traceback" not in lost.stdout + lost.stderr
-    kept = subprocess.run(base + ["site=profiles/summit/site.yaml", "timeout_s=600"], cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
-    assert kept.returncode == 0, (kept.stdout + kept.stderr)[-2000:]
+def test_a_campaign_over_the_node_hour_budget_is_refused_and_config_keeps_the_profiles_site():
+    """Summit's default campaign asks 87,591 node-hours: refused before anything is rendered, naming
+    the total, the largest jobs and the override; the override itself, `--config node_hours_budget=N`,
+    replaces the profile's whole `config:` list in Snakemake, whose site= exabench keeps (it used to
+    plan the default site's campaign on this machine, or stop asking for site= again)."""
+    base = [sys.executable, "-m", "snakemake", "--profile", "profiles/summit", "-n"]
+    over = subprocess.run(base, cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = over.stdout + over.stderr
+    assert over.returncode != 0 and "Traceback" not in out, out[-2000:]
+    assert "profiles/summit/site.yaml: key 'node_hours_budget' = 1000 is below the 87,591.2 node-hours" in out, out[-2000:]
+    assert "largest: bundle acceptance-summit-60-of-61: 4,096 nodes" in out and "--config node_hours_budget=88000" in out
+    assert not (REPO / "results" / "summit" / "bundles").exists() or over.returncode != 0
+    raised = subprocess.run(base + ["--config", "node_hours_budget=100000"], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    out = raised.stdout + raised.stderr
+    assert raised.returncode == 0, out[-2000:]
+    assert "bsub results/summit/bundles/acceptance-summit-01-of-61.sh" in out, out[-2000:]  # summit's, not local's plan
+    low = subprocess.run(base + ["--config", "node_hours_budget=50000"], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert low.returncode != 0 and "--config: key 'node_hours_budget' = 50000 is below the 87,591.2" in low.stderr
+    mine = subprocess.run(base + ["--config", "site=profiles/local/site.yaml", "timeout_s=600"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    # A site named on the command line is the user's, not the profile's: Summit's campaign on this machine.
+    assert mine.returncode != 0 and "does not fit site 'local'" in mine.stderr, (mine.stdout + mine.stderr)[-2000:]

@@ -443,21 +443,6 @@ def test_every_tiny_variant_runs_through_snakemake(tmp_path):
         assert bnl["reproduced"].notna().all() and (bnl["reproduced"] > 0).all(), bnl[["figure", "detail"]].to_string()
 
 
-def test_a_profile_site_replaced_by_the_command_line_is_caught(monkeypatch):
-    from exabench import pipeline
-
-    monkeypatch.chdir(REPO)
-    lost = pipeline.profile_site_lost(
-        {"site": "profiles/local/site.yaml", "study": "x"}, ["--profile", "profiles/summit"]
-    )
-    assert "add site=profiles/summit/site.yaml to --config" in lost and "plan for profiles/local/site.yaml" in lost
-    assert not pipeline.profile_site_lost({"site": "profiles/summit/site.yaml"}, ["--profile=profiles/summit"])
-    assert not pipeline.profile_site_lost({"site": "profiles/local/site.yaml"}, ["--profile", "profiles/local"])
-    assert not pipeline.profile_site_lost(
-        {"site": "/tmp/my-site.yaml"}, ["--profile", "profiles/summit", "--config", "site=/tmp/my-site.yaml"]
-    )
-
-
 def test_all_on_a_site_is_every_study_with_a_campaign_there():
     on_stampede2 = {s.name for s in catalogue.select(CATALOGUE, "all", site="stampede2")}
     assert {n for n in NAMED if n.startswith("stampede2-")} <= on_stampede2

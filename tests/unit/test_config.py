@@ -20,7 +20,7 @@ def test_defaults_are_filled(write_yaml):
 
 @pytest.mark.parametrize("config, key, value, valid", [
     ({"benchmarks": [{"name": "kmeans"}], "preset": "huge"}, "preset", "'huge'", "one of 'tiny', 'small', 'full'"),
-    ({"benchmarks": [{"name": "kmeans"}], "repeat": 2}, "repeat", "2", "benchmarks, campaign, every_node, max_runs, preset"),
+    ({"benchmarks": [{"name": "kmeans"}], "repeat": 2}, "repeat", "2", "benchmarks, campaign, every_node, max_runs, node_hours_budget, preset"),
     ({"benchmarks": [{"name": "kmeans", "sweep": {"nodes": [0]}}]}, "benchmarks[0].sweep.nodes[0]", "0",
      "minimum 1"),
     ({"benchmarks": [{"name": "kmeans", "sweep": {"k": 3}}]}, "benchmarks[0].sweep.k", "3", "type array"),

@@ -15,19 +15,21 @@ CONFIG_FILE = pipeline.config_file_of(workflow.overwrite_configfiles, workflow.c
 # The command line the user typed; None in a job's own Snakemake process, which decides nothing by it.
 USER_ARGV = pipeline.user_command_line(workflow)
 try:
+    pipeline.keep_profile_config(workflow, config, USER_ARGV)  # --config typed keeps the profile's other entries
     pipeline.check_job_command_line(
         workflow.config_settings.config_args, workflow.configfiles, Path.cwd(), workflow.basedir
     )
     pipeline.check_config_files(workflow.configfiles)
     pipeline.validate_config(config, CONFIG_FILE, workflow.config_settings.config)  # fills in defaults
-    if pipeline.profile_site_lost(config, USER_ARGV):  # `--profile profiles/summit --config x=y` lost the profile's site
-        pipeline.stop(pipeline.profile_site_lost(config, USER_ARGV))
     SITE = pipeline.load_site(config["site"])
     # A job step (an executor plugin's Snakemake for one job on its node) reads the plan the
     # campaign's start saved (run.smk's onstart) rather than expanding it again.
     RUNS = pipeline.campaign_runs(config, SITE, CONFIG_FILE, job_step=workflow.remote_exec)
     # Bundle mode's allocations (the `bundle` rule's scripts): the campaign split where no queue admits it whole.
     BUNDLES = pipeline.plan_bundles(list(RUNS.values()), SITE, config["campaign"], CONFIG_FILE)
+    # The node-hour budget, judged in the user's own process (its jobs run what it let through).
+    if USER_ARGV is not None:
+        pipeline.check_budget(config, SITE, list(RUNS.values()), BUNDLES, CONFIG_FILE)
     # A bundle site (submit: bundles) never runs a benchmark here: a plain run (the default target)
     # with runs still pending lists their bundles and the commands that submit them, and stops.
     if pipeline.plain_run_on_bundle_site(SITE, USER_ARGV):

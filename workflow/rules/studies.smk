@@ -2,7 +2,7 @@
 # is the studies' own for the site, and each study's table puts its published figures beside the
 # reproduced ones:
 #   snakemake --profile profiles/<site> study --config site=profiles/<site>/site.yaml study=<name>
-#   -> results/<site>/tables/study-<name>.md|csv (--config replaces the profile's own site=, so give it again)
+#   -> results/<site>/tables/study-<name>.md|csv (the profile's site= is kept under --config)
 try:
     STUDIES = pipeline.study_plans(config, SITE, CONFIG_FILE)
 except pipeline.ExabenchError as exc:
