@@ -33,7 +33,14 @@ lint: setup
 # Unit tests first (no process started, about a minute), before the test tools are built, so a
 # unit failure stops in minutes; then the integration tests (MPI ranks, Snakemake campaigns, the
 # loopback Slurm, containers, Horovod).
+# Each pytest run adds its durations to one file; the last ends with the ten slowest tests and the
+# suite's time since this target started, and fails past EXABENCH_SUITE_LIMIT_MIN (tests/suite_clock.py).
+SUITE_START := $(shell date +%s)
+SUITE_TIMES := .pytest_cache/exabench-suite-times.json
+test: export EXABENCH_SUITE_START = $(SUITE_START)
+test: export EXABENCH_SUITE_TIMES = $(CURDIR)/$(SUITE_TIMES)
 test:
+	rm -f $(SUITE_TIMES)
 	bash scripts/setup.sh
 	$(VENV)/bin/python -m pytest -ra tests/unit $(PYTEST_ARGS)
 	bash scripts/setup.sh --test

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["suite_clock"]  # the ten slowest tests and the suite's time against its limit (make test)
 sys.path.insert(0, str(REPO))  # tests import the checkout's package even without the editable install
 
 # Open MPI refuses root without these; harmless otherwise.
