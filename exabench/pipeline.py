@@ -31,7 +31,7 @@ from exabench.campaign.site import Layout, Site, check_walltime, load_site  # no
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ConfigError, ExabenchError
 from exabench.execute import ResultsClaim, request_stop
-from exabench.io import atomic_write_many, atomic_write_text, logged
+from exabench.io import atomic_write_many, atomic_write_text, logged, read_own_file
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
 from exabench.perf.comm_fit import write_comm_fit  # noqa: F401
 from exabench.perf.local_report import write_local_check  # noqa: F401
@@ -138,8 +138,9 @@ def campaign_runs(config: dict, site: Site, config_file: str, job_step: bool = F
 
 def _plan_file(site: Site) -> Path:
     # In the working directory's .snakemake/, which the job steps see as the campaign does (the
-    # executor plugins require a shared file system for it).
-    return Path(".snakemake") / "exabench" / f"plan-{site.name}.pickle"
+    # executor plugins require a shared file system for it). JSON, never a pickle: in a
+    # group-shared project space another user could plant a file there, and unpickling runs code.
+    return Path(".snakemake") / "exabench" / f"plan-{site.name}.json"
 
 
 def _plan_key(config: dict, site: Site) -> str:
@@ -156,25 +157,31 @@ def _code_stamp(package: Path) -> list:
 
 
 def save_plan(runs: dict[str, Run], config: dict, site: Site) -> None:
-    """`onstart`: the plan, for the campaign's job steps (campaign_runs): its key, then the runs."""
-    import pickle
-
-    path = _plan_file(site)
-    key = _plan_key(config, site)
-    atomic_write_text(path, pickle.dumps(key) + pickle.dumps(runs, protocol=pickle.HIGHEST_PROTOCOL))
+    """`onstart`: the plan, for the campaign's job steps (campaign_runs): its key and its runs'
+    dicts, in a file only this user can write (read_own_file refuses any other)."""
+    plan = {"key": _plan_key(config, site), "runs": [run.to_dict() for run in runs.values()]}
+    atomic_write_text(_plan_file(site), json.dumps(plan, separators=(",", ":")), mode=0o600)
 
 
 def _saved_plan(config: dict, site: Site) -> dict[str, Run] | None:
     """The plan save_plan saved for this config and site; None when there is none, or it was saved
-    for another config, site file or package version (then the job step expands the plan)."""
-    import pickle
-
+    for another config, site file or package version, or is damaged (then the job step expands the
+    plan). A file another user owns or can write is refused (ExabenchError naming it)."""
+    path = _plan_file(site)
     try:
-        with open(_plan_file(site), "rb") as f:
-            if pickle.load(f) != _plan_key(config, site):
-                return None
-            return pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError):
+        plan = json.loads(read_own_file(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # ValueError: not JSON (json's errors are ValueErrors)
+        print(f"exabench: {path}: not a saved plan ({exc}); expanding the plan again", file=sys.stderr)
+        return None
+    if not isinstance(plan, dict) or plan.get("key") != _plan_key(config, site):
+        return None
+    try:
+        return {run.run_id: run for run in map(Run.from_dict, plan["runs"])}
+    except (KeyError, TypeError, AttributeError) as exc:
+        print(f"exabench: {path}: not a saved plan (a run without {exc}); expanding the plan again",
+              file=sys.stderr)
         return None
 
 
