@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 import threading
@@ -633,6 +634,23 @@ def compare_table_names(baseline: str) -> list[str]:
 
 
 PLOTS = list(plots.PLOTS)
+
+
+def unfinished_records(results: str, run_ids) -> list[str]:
+    """The records of the campaign's runs that have none (set aside by `exabench retry`, deleted by
+    hand), once the campaign's table exists: the default target names them, so that they run. The
+    table is newer than every record left, and Snakemake does not remake a missing input of a job
+    whose output is up to date, so without this the campaign's command said "Nothing to be done".
+    Before the first table the aggregate asks for every record anyway: nothing to add. One listing
+    of records/, not a stat per run."""
+    records = Path(results) / "records"
+    if not Path(results, "tables", "results.csv").exists():
+        return []
+    try:
+        present = {name[:-5] for name in os.listdir(records) if name.endswith(".json")}
+    except FileNotFoundError:
+        present = set()
+    return [f"{records}/{run_id}.json" for run_id in run_ids if run_id not in present]
 
 
 def aggregate_site(records: list[str], csv: str, markdown: str, site: Site, log_path: str) -> None:

@@ -198,7 +198,8 @@ def corrupt_record(path: str | Path, error: Exception) -> dict:
     nodes, rpn, threads, gpus, rep = (int(g or 0) for g in m.groups()) if m else (0, 0, 0, 0, 0)
     reason = str(error) if str(error).startswith(str(path)) else f"{path}: {error}"
     return {"run_id": run_id, "benchmark": run_id.split(".", 1)[0], "status": CORRUPT,
-            "error": f"corrupt record {reason}; delete the file and re-run the campaign to run it again",
+            "error": f"corrupt record {reason}; `exabench retry --results {Path(path).parent.parent}` sets it "
+                     "aside (kept in attempts/) and the campaign's command then runs the run again",
             "metrics": {}, "params": {}, "swept": {}, "repeat": rep or 1, "corrupt_file": str(path),
             "layout": {"nodes": nodes, "ranks_per_node": rpn, "threads_per_rank": threads, "gpus_per_rank": gpus,
                        "ranks": nodes * rpn}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -488,6 +489,63 @@ def test_retry_reruns_only_the_failed_run_and_restore_brings_back_a_kept_record(
     assert "the corrupt record it replaces is kept" in proc.stdout
     proc = exabench("restore", "--results", results, ok_id, "--version", "nope.json")
     assert proc.returncode == 2 and "no kept record named 'nope.json'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_after_retry_the_campaigns_own_command_runs_the_retried_run_and_no_other(tmp_path):
+    """`exabench retry`, then the campaign's plain command (its default target, no record named):
+    the retried run runs, alone, and the tables are made again. It said "Nothing to be done": the
+    tables were newer than every record left."""
+    import yaml
+
+    from exabench.campaign.site import load_site
+    campaign = {"campaign": "retry-all", "timeout_s": 240,
+                "benchmarks": [{"name": "stream", "sweep": {"samples": [3, 4, 5]}}]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(campaign))
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    ids = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    flaky, others = ids[1], [ids[0], ids[2]]
+    results = tmp_path / "results" / "local"
+    stand_in_site(tmp_path)  # the flaky run's rank runs FAULTY_NODE, the others the runner
+    flag = tmp_path / "faulty"
+    flag.touch()
+    (results / "runs" / flaky).mkdir(parents=True)
+    (results / "runs" / flaky / "stand-in.sh").write_text(FAULTY_NODE.format(flag=flag, python=sys.executable))
+    first = snakemake_popen(tmp_path, cfg)
+    out, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, out[-3000:]
+    kept = {i: (results / "records" / f"{i}.json").read_bytes() for i in others}
+    assert json.loads((results / "records" / f"{flaky}.json").read_text())["status"] == "failed"
+
+    flag.unlink()  # the node is fixed
+    assert exabench("retry", "--results", results).returncode == 0
+    again = snakemake_popen(tmp_path, cfg)
+    out, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, out[-3000:]
+    assert f"wildcards: run_id={flaky}" in out and not any(f"wildcards: run_id={i}" in out for i in others), out[-3000:]
+    assert {i: (results / "records" / f"{i}.json").read_bytes() for i in others} == kept  # not run again
+    assert json.loads((results / "records" / f"{flaky}.json").read_text())["status"] == "ok"
+    import csv
+    with open(results / "tables" / "results.csv") as f:  # the tables were made again from the new record
+        rows = list(csv.DictReader(f))
+    assert {(r["run_id"], r["status"]) for r in rows} == {(i, "ok") for i in ids}
+
+    # A record damaged since: its corrupt row's advice, followed, runs that run again and no other.
+    damaged = results / "records" / f"{others[0]}.json"
+    damaged.write_text("{torn")
+    shown = snakemake_popen(tmp_path, cfg)
+    out, _ = shown.communicate(timeout=600)
+    assert shown.returncode == 0, out[-3000:]
+    with open(results / "tables" / "results.csv") as f:
+        [advice] = [r["error"] for r in csv.DictReader(f) if r["run_id"] == others[0]]
+    command = re.search(r"`exabench (retry --results \S+)`", advice)
+    assert command and "and the campaign's command then runs the run again" in advice, advice
+    assert exabench(*command.group(1).split(), cwd=tmp_path).returncode == 0
+    again = snakemake_popen(tmp_path, cfg)
+    out, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, out[-3000:]
+    assert f"wildcards: run_id={others[0]}" in out and not any(f"wildcards: run_id={i}" in out for i in ids[1:]), out
+    assert json.loads(damaged.read_text())["status"] == "ok"
 
 
 # -- the collectives' timeout follows the run's ----------------------------------------------------
