@@ -509,16 +509,20 @@ def one_pending_reevaluation(workflow) -> bool:
     return True
 
 
-def stop_runs_on_signal(results: str) -> None:
-    """`onstart`: SIGINT and SIGTERM to snakemake stop its running runs within seconds (each run's
-    execution polls for the `stop` file this writes, stops its ranks and writes no record, so a
-    resume runs it again), then snakemake's own handling goes on (it exits once its jobs ended).
-    Without this the ranks, in their own session, ran on to the end after Ctrl-C."""
+def stop_runs_on_signal(results: str, workflow=None) -> None:
+    """`onstart`: SIGINT and SIGTERM to snakemake stop the campaign within seconds: its running runs
+    (each run's execution polls for the `stop` file this writes, stops its ranks and writes no
+    record, so a resume runs it again) and the scheduling of any other job (Snakemake's own graceful
+    exit, as on SIGTERM: it exits once its running jobs ended), then snakemake's own handling goes on.
+    Without this the ranks, in their own session, ran on to the end after Ctrl-C; and a snakemake
+    started with SIGINT ignored (by a script, with `&`: a shell without job control does that) took
+    each Ctrl-C's stopped run for a failed job and, with keep-going, started the next."""
     import os
     import signal
 
     me = os.getpid()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stop_scheduling = getattr(getattr(workflow, "scheduler", None), "exit_gracefully", None)
 
     def handler(signum, frame):
         if os.getpid() == me:  # not in a process forked from snakemake
@@ -526,6 +530,8 @@ def stop_runs_on_signal(results: str) -> None:
             if asked:
                 print(f"exabench: {signal.Signals(signum).name}: stopping {len(asked)} running run(s): "
                       f"{', '.join(asked[:5])}{' ...' if len(asked) > 5 else ''}", flush=True)
+            if stop_scheduling is not None:  # whatever becomes of the KeyboardInterrupt below
+                stop_scheduling()
         prev = previous[signum]
         if callable(prev):
             prev(signum, frame)

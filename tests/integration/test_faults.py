@@ -3,6 +3,7 @@ progress holds a lock; signals to Snakemake stop the ranks. Real processes throu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -333,6 +334,73 @@ def test_a_signal_to_snakemake_stops_the_ranks_and_the_resume_runs_only_the_unfi
     assert (records / f"{fast}.json").read_text() == fast_record, out  # the finished run was not run again
     assert f"wildcards: run_id={slow}" in out and f"wildcards: run_id={fast}" not in out
     assert json.loads((records / f"{slow}.json").read_text())["status"] == "failed"
+
+
+@contextlib.contextmanager
+def signal_ignored(sig):
+    previous = signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(sig, previous)
+
+
+SLEEPER = """#!/usr/bin/env bash
+# the test's stand-in for a run's ranks: notes that the run started, then sleeps (no record)
+echo $$ > "$(dirname "$0")/job.pid"
+exec sleep 120
+"""
+
+
+@pytest.mark.parametrize("started", ["in the foreground", "by a script, with `&`"])
+def test_one_ctrl_c_stops_a_local_campaign_and_starts_no_other_run(tmp_path, started):
+    """SIGINT to the campaign's process group, as a terminal sends it on Ctrl-C (snakemake and the
+    running run's `exabench execute` both get it): the campaign ends within 5 s and no later run
+    starts. A snakemake that a script started with `&` (a shell without job control starts it with
+    SIGINT ignored) let each Ctrl-C stop only the run in flight, which it took for a failed job
+    (keep-going) and started the next."""
+    import time
+
+    import yaml
+
+    from exabench.campaign.site import load_site
+    campaign = {"campaign": "ctrl-c", "timeout_s": 300, "benchmarks": [{"name": "stream", "sweep": {"samples": [3, 4, 5]}}]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(campaign))
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    ids = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    stand_in_site(tmp_path)
+    runs = tmp_path / "results" / "local" / "runs"
+    for run_id in ids:
+        (runs / run_id).mkdir(parents=True)
+        (runs / run_id / "stand-in.sh").write_text(SLEEPER)
+    ignored = started != "in the foreground"
+    with signal_ignored(signal.SIGINT) if ignored else contextlib.nullcontext():  # inherited by snakemake
+        smk = snakemake_popen(tmp_path, cfg, "--cores", "1")  # one run at a time (the stand-ins use no CPU)
+    try:
+        end = time.monotonic() + 180
+        while not any((runs / i / "job.pid").exists() for i in ids):
+            assert smk.poll() is None and time.monotonic() < end, smk.communicate()[0][-3000:]
+            time.sleep(0.2)
+        [first] = [i for i in ids if (runs / i / "job.pid").exists()]
+        job = int((runs / first / "job.pid").read_text())
+        os.killpg(smk.pid, signal.SIGINT)  # the terminal's Ctrl-C: the whole foreground group
+        sent = time.monotonic()
+        try:
+            out, _ = smk.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            out = ""
+        took = time.monotonic() - sent
+        time.sleep(2)  # a run started late would show by now
+    finally:
+        if smk.poll() is None:
+            os.killpg(smk.pid, signal.SIGKILL)
+            out += smk.communicate()[0]
+    assert took < 5, f"snakemake still ran {took:.1f} s after one SIGINT:\n{out[-3000:]}"
+    started = [i for i in ids if (runs / i / "job.pid").exists()]
+    assert started == [first], f"runs started after the SIGINT: {sorted(set(started) - {first})}\n{out[-3000:]}"
+    assert pid_gone(job, 5) and smk.returncode != 0, out[-3000:]
+    assert "Traceback" not in out and f"run {first} stopped: its execution got SIGINT" in out, out[-3000:]
 
 
 def test_sigkill_of_snakemake_leaves_no_orphan_running_and_the_rerun_runs_the_run_once(two_runs):
