@@ -312,7 +312,8 @@ def provenance(start_time: str, end_time: str, hosts: list[str], container: dict
             "container": container or _container_provenance(),
             "packages": package_versions(), "hosts": sorted(set(hosts)), "hardware": hardware(),
             "environment": allowed_env(environ, extra=env_names),
-            "environment_withheld": withheld_env(environ, extra=env_names), "start_time": start_time, "end_time": end_time,
+            "environment_withheld": withheld_env(environ, extra=env_names),
+            "start_time": start_time, "end_time": end_time,
             "hostname": socket.gethostname(), "system": system_description()}
 
 

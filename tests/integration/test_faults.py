@@ -364,7 +364,8 @@ def test_one_ctrl_c_stops_a_local_campaign_and_starts_no_other_run(tmp_path, sta
     import yaml
 
     from exabench.campaign.site import load_site
-    campaign = {"campaign": "ctrl-c", "timeout_s": 300, "benchmarks": [{"name": "stream", "sweep": {"samples": [3, 4, 5]}}]}
+    campaign = {"campaign": "ctrl-c", "timeout_s": 300,
+                "benchmarks": [{"name": "stream", "sweep": {"samples": [3, 4, 5]}}]}
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump(campaign))
     site = load_site(ROOT / "profiles" / "local" / "site.yaml")
