@@ -51,7 +51,7 @@ ENV_DENY = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CRED|PRIVATE|AUTH|COOKIE|SESS|
 # or a part of the name (split at `_`, `-`, `.` and digits) that starts like one of these
 # abbreviations, which are too short to look for inside words (FI_TOK, X_PRIV_2, UCX_SIGNATURE,
 # NCCL_IB_OTP, FI_CXI_PIN, UCX_SIG). Withholding a harmless tuning variable costs its value only:
-# the record still names it (environment_withheld).
+# the record still names it, as it names every variable it does not keep (environment_withheld).
 ENV_DENY_PART = re.compile(r"(TOK|PRIV|SALT|NONCE|PSK|HMAC|SIG|OTP|PIN|PEM)", re.I)
 PACKAGES = ("numpy", "torch", "torchvision", "tensorflow-cpu", "tensorflow", "mpi4py", "h5py", "pandas",
             "horovod", "snakemake", "scikit-learn")
@@ -226,8 +226,9 @@ def allowed_env(environ=None, extra: tuple[str, ...] = ()) -> dict[str, str]:
 
 
 def withheld_env(environ=None, extra: tuple[str, ...] = ()) -> list[str]:
-    """The names, never the values, of the variables allowed_env would keep but for looking like a
-    credential: a record says they were set (a reader comparing two runs needs to know)."""
+    """The names, never the values, of every other variable (not allowed, or looking like a
+    credential): a record says they were set, so that a reader comparing two runs sees that one had,
+    say, OMPI_MCA_btl or a credential set and the other not."""
     return _sorted_env(environ, extra)[1]
 
 
@@ -235,11 +236,10 @@ def _sorted_env(environ, extra: tuple[str, ...]) -> tuple[dict[str, str], list[s
     environ = os.environ if environ is None else environ
     kept, withheld = {}, []
     for k, v in environ.items():
-        if k in ENV_ALLOW or k in extra or k.startswith(ENV_ALLOW_PREFIXES):
-            if secret_like(k):
-                withheld.append(k)
-            else:
-                kept[k] = v
+        if (k in ENV_ALLOW or k in extra or k.startswith(ENV_ALLOW_PREFIXES)) and not secret_like(k):
+            kept[k] = v
+        else:
+            withheld.append(k)
     return dict(sorted(kept.items())), sorted(withheld)
 
 
