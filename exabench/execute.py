@@ -280,7 +280,7 @@ class _Signalled(RunInterrupted):
 
 @contextlib.contextmanager
 def _signals_stop_the_run(run_id: str):
-    """SIGTERM, SIGHUP (and SIGINT) raise in the execution, so its cleanup stops the job's process group
+    """SIGTERM, SIGHUP and SIGINT raise in the execution, so its cleanup stops the job's process group
     before it exits. Only the main thread can set handlers (snakemake may run a job in a thread:
     there the watchdog covers a death by signal)."""
     if threading.current_thread() is not threading.main_thread():
@@ -293,7 +293,9 @@ def _signals_stop_the_run(run_id: str):
         raise _Signalled(f"run {run_id} stopped: its execution got {signal.Signals(signum).name}; its ranks were "
                          "stopped and no record was written: run it again to resume")
 
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    # SIGINT too: a terminal's Ctrl-C reaches a campaign's running executions with their snakemake,
+    # and a KeyboardInterrupt printed a traceback in the run's job.
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     for sig in previous:
         signal.signal(sig, handler)
     try:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import tempfile
+import stat
 import traceback
 from pathlib import Path
+
+from exabench.errors import ExabenchError
 
 def atomic_write_text(path: str | Path, text: str | bytes, mode: int = 0o644) -> None:
     """Write via a temp file in the same directory and rename: readers see all or nothing (`text`
@@ -17,6 +21,31 @@ def atomic_write_text(path: str | Path, text: str | bytes, mode: int = 0o644) ->
     tmp = _write_temp(path, text, mode)
     with removed_on_error(tmp):
         os.replace(tmp, path)
+
+
+def read_own_file(path: str | Path) -> bytes:
+    """The bytes of `path`, a file this process trusts because only its user can have written it:
+    owned by the current user and writable by no one else. Anything else (a file another user of a
+    group-shared project space planted or can change) raises ExabenchError naming it; a missing
+    file raises FileNotFoundError. The checks are on the opened file (fstat), a symbolic link is
+    not followed, so that nothing can be swapped in between the check and the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ExabenchError(f"{path}: a symbolic link; refused (delete it: it is remade)") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ExabenchError(f"{path}: not a regular file; refused (delete it: it is remade)")
+        if info.st_uid != os.getuid():
+            raise ExabenchError(f"{path}: owned by uid {info.st_uid}, not by you (uid {os.getuid()}); "
+                                "refused (delete it: it is remade)")
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise ExabenchError(f"{path}: writable by group or others (mode {stat.S_IMODE(info.st_mode):o}); "
+                                "refused (delete it: it is remade)")
+        return f.read()
 
 
 def write_csv_and_markdown(csv: str | Path, table, markdown: str | Path, text: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 import threading
@@ -32,7 +33,7 @@ from exabench.campaign.site import Layout, Site, check_walltime, load_site  # no
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ConfigError, ExabenchError
 from exabench.execute import ResultsClaim, request_stop
-from exabench.io import atomic_write_many, atomic_write_text, logged
+from exabench.io import atomic_write_many, atomic_write_text, logged, read_own_file
 from exabench.perf.loglinear import write_report as write_loglinear  # noqa: F401
 from exabench.perf.comm_fit import write_comm_fit  # noqa: F401
 from exabench.perf.local_report import write_local_check  # noqa: F401
@@ -139,8 +140,9 @@ def campaign_runs(config: dict, site: Site, config_file: str, job_step: bool = F
 
 def _plan_file(site: Site) -> Path:
     # In the working directory's .snakemake/, which the job steps see as the campaign does (the
-    # executor plugins require a shared file system for it).
-    return Path(".snakemake") / "exabench" / f"plan-{site.name}.pickle"
+    # executor plugins require a shared file system for it). JSON, never a pickle: in a
+    # group-shared project space another user could plant a file there, and unpickling runs code.
+    return Path(".snakemake") / "exabench" / f"plan-{site.name}.json"
 
 
 def _plan_key(config: dict, site: Site) -> str:
@@ -157,25 +159,31 @@ def _code_stamp(package: Path) -> list:
 
 
 def save_plan(runs: dict[str, Run], config: dict, site: Site) -> None:
-    """`onstart`: the plan, for the campaign's job steps (campaign_runs): its key, then the runs."""
-    import pickle
-
-    path = _plan_file(site)
-    key = _plan_key(config, site)
-    atomic_write_text(path, pickle.dumps(key) + pickle.dumps(runs, protocol=pickle.HIGHEST_PROTOCOL))
+    """`onstart`: the plan, for the campaign's job steps (campaign_runs): its key and its runs'
+    dicts, in a file only this user can write (read_own_file refuses any other)."""
+    plan = {"key": _plan_key(config, site), "runs": [run.to_dict() for run in runs.values()]}
+    atomic_write_text(_plan_file(site), json.dumps(plan, separators=(",", ":")), mode=0o600)
 
 
 def _saved_plan(config: dict, site: Site) -> dict[str, Run] | None:
     """The plan save_plan saved for this config and site; None when there is none, or it was saved
-    for another config, site file or package version (then the job step expands the plan)."""
-    import pickle
-
+    for another config, site file or package version, or is damaged (then the job step expands the
+    plan). A file another user owns or can write is refused (ExabenchError naming it)."""
+    path = _plan_file(site)
     try:
-        with open(_plan_file(site), "rb") as f:
-            if pickle.load(f) != _plan_key(config, site):
-                return None
-            return pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError):
+        plan = json.loads(read_own_file(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # ValueError: not JSON (json's errors are ValueErrors)
+        print(f"exabench: {path}: not a saved plan ({exc}); expanding the plan again", file=sys.stderr)
+        return None
+    if not isinstance(plan, dict) or plan.get("key") != _plan_key(config, site):
+        return None
+    try:
+        return {run.run_id: run for run in map(Run.from_dict, plan["runs"])}
+    except (KeyError, TypeError, AttributeError) as exc:
+        print(f"exabench: {path}: not a saved plan (a run without {exc}); expanding the plan again",
+              file=sys.stderr)
         return None
 
 
@@ -531,16 +539,20 @@ def one_pending_reevaluation(workflow) -> bool:
     return True
 
 
-def stop_runs_on_signal(results: str) -> None:
-    """`onstart`: SIGINT and SIGTERM to snakemake stop its running runs within seconds (each run's
-    execution polls for the `stop` file this writes, stops its ranks and writes no record, so a
-    resume runs it again), then snakemake's own handling goes on (it exits once its jobs ended).
-    Without this the ranks, in their own session, ran on to the end after Ctrl-C."""
+def stop_runs_on_signal(results: str, workflow=None) -> None:
+    """`onstart`: SIGINT and SIGTERM to snakemake stop the campaign within seconds: its running runs
+    (each run's execution polls for the `stop` file this writes, stops its ranks and writes no
+    record, so a resume runs it again) and the scheduling of any other job (Snakemake's own graceful
+    exit, as on SIGTERM: it exits once its running jobs ended), then snakemake's own handling goes on.
+    Without this the ranks, in their own session, ran on to the end after Ctrl-C; and a snakemake
+    started with SIGINT ignored (by a script, with `&`: a shell without job control does that) took
+    each Ctrl-C's stopped run for a failed job and, with keep-going, started the next."""
     import os
     import signal
 
     me = os.getpid()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stop_scheduling = getattr(getattr(workflow, "scheduler", None), "exit_gracefully", None)
 
     def handler(signum, frame):
         if os.getpid() == me:  # not in a process forked from snakemake
@@ -548,6 +560,8 @@ def stop_runs_on_signal(results: str) -> None:
             if asked:
                 print(f"exabench: {signal.Signals(signum).name}: stopping {len(asked)} running run(s): "
                       f"{', '.join(asked[:5])}{' ...' if len(asked) > 5 else ''}", flush=True)
+            if stop_scheduling is not None:  # whatever becomes of the KeyboardInterrupt below
+                stop_scheduling()
         prev = previous[signum]
         if callable(prev):
             prev(signum, frame)
@@ -656,6 +670,23 @@ def compare_table_names(baseline: str) -> list[str]:
 
 
 PLOTS = list(plots.PLOTS)
+
+
+def unfinished_records(results: str, run_ids) -> list[str]:
+    """The records of the campaign's runs that have none (set aside by `exabench retry`, deleted by
+    hand), once the campaign's table exists: the default target names them, so that they run. The
+    table is newer than every record left, and Snakemake does not remake a missing input of a job
+    whose output is up to date, so without this the campaign's command said "Nothing to be done".
+    Before the first table the aggregate asks for every record anyway: nothing to add. One listing
+    of records/, not a stat per run."""
+    records = Path(results) / "records"
+    if not Path(results, "tables", "results.csv").exists():
+        return []
+    try:
+        present = {name[:-5] for name in os.listdir(records) if name.endswith(".json")}
+    except FileNotFoundError:
+        present = set()
+    return [f"{records}/{run_id}.json" for run_id in run_ids if run_id not in present]
 
 
 def aggregate_site(records: list[str], csv: str, markdown: str, site: Site, log_path: str) -> None:

@@ -59,15 +59,42 @@ class S2EFData:
         return f"S2EFData({', '.join(sorted(self.__dict__))})"
 
 
+# What a pickled S2EF structure names besides its Data class: tensors (their storage, as bytes of a
+# torch.save, is read by _storage_from_bytes) and the OrderedDict of their hooks; nothing else is
+# found: a data set sits in a shared project space, and a planted entry naming os.system (say) ran
+# it in every rank that read it.
+# copyreg's _reconstructor and object: how pickle's protocols 0 and 1 make an instance of a class
+# (only those found here).
+_TENSOR_GLOBALS = {("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_tensor"),
+                   ("collections", "OrderedDict"), ("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor"),
+                   ("__builtin__", "object"), ("builtins", "object")}
+
+
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
-        if module.startswith("torch_geometric.data") and name == "Data":
+        if (module.startswith("torch_geometric.data") and name == "Data") or (module, name) == (__name__, "S2EFData"):
             return S2EFData
-        return super().find_class(module, name)
+        if (module, name) == ("torch.storage", "_load_from_bytes"):
+            return _storage_from_bytes
+        if (module, name) in _TENSOR_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"names {module}.{name}, which an S2EF structure (tensors in a Data "
+                                     "object) does not hold; refused")
+
+
+def _storage_from_bytes(blob: bytes):
+    # torch's own _load_from_bytes reads these bytes with weights_only=False: any pickle again.
+    import torch
+    return torch.load(io.BytesIO(blob), weights_only=True)
+
+
+def _unpickle(blob: bytes):
+    return _Unpickler(io.BytesIO(blob)).load()
 
 
 def loads(blob: bytes) -> S2EFData:
-    obj = _Unpickler(io.BytesIO(blob)).load()
+    """One LMDB entry, unpickled by a reader that finds only what a structure holds (_Unpickler)."""
+    obj = _unpickle(blob)
     if not hasattr(obj, "pos"):
         raise ValueError(f"an LMDB entry without `pos` ({type(obj).__name__}): not an S2EF structure "
                          "(torch_geometric 2.x Data objects are not read)")
@@ -218,7 +245,10 @@ class LmdbSplit:
                 blob = txn.get(b"length")
                 if blob is None:
                     raise ValueError(f"{self.paths[k]}: no 'length' key (not an S2EF LMDB)")
-                lengths.append(int(pickle.loads(blob)))
+                try:
+                    lengths.append(int(_unpickle(blob)))
+                except (pickle.UnpicklingError, TypeError, ValueError) as exc:
+                    raise ValueError(f"{self.paths[k]}: 'length' is not a count ({exc})") from None
         self._cumulative = np.cumsum(lengths).tolist()
 
     def _env(self, k: int):
@@ -238,7 +268,10 @@ class LmdbSplit:
             blob = txn.get(f"{local}".encode("ascii"))
         if blob is None:
             raise KeyError(f"{self.paths[k]}: no entry {local}")
-        return loads(blob)
+        try:
+            return loads(blob)
+        except pickle.UnpicklingError as exc:
+            raise ValueError(f"{self.paths[k]}: entry {local} {exc}") from None
 
     def close(self) -> None:
         for env in self._envs:

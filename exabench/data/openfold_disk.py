@@ -362,11 +362,20 @@ def read_alignments(root, pdb_chain_id: str) -> dict[str, str]:
     return out
 
 
+class _PlainValues(pickle.Unpickler):
+    """An mmCIF dicts file holds plain values only (str, numbers, bytes, tuples, lists, dicts), which
+    a pickle encodes without naming any class or function: one that names one is refused. A data set
+    sits in a shared project space, and a planted file naming os.system (say) ran it in every rank."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"names {module}.{name}; an mmCIF dicts file holds plain values only; refused")
+
+
 @_cached(16)  # a real set has some thousand such files of many entries: keep a few
 def _dicts_file(path: Path) -> dict:
     try:
         with open(path, "rb") as f:
-            dicts = pickle.load(f)
+            dicts = _PlainValues(f).load()
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, AttributeError, ImportError) as exc:
         raise CorruptFileError(path, f"not a pickled {{pdb_id: mmCIF dict}} file: {exc}") from None
     if not isinstance(dicts, dict):

@@ -27,21 +27,32 @@ CORRUPT = "corrupt"
 # A run id's layout token (.n<nodes>r<ranks per node>t<threads>[g<gpus>][.rep<n>]).
 _LAYOUT_IN_ID = re.compile(r"\.n(\d+)r(\d+)t(\d+)(?:g(\d+))?(?:\.rep(\d+))?$")
 
-# Only these variables (and these prefixes) reach a record; anything that looks like a
-# credential is dropped even when allowed, so no secret ever lands in a result.
+# The environment a record keeps is an allow-list of the variables that describe how a run ran:
+# these names (thread counts, devices, the job's layout as the scheduler and launcher give it) ...
 ENV_ALLOW = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
              "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "EXABENCH_RUN_ID", "HOSTNAME",
              "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_CPUS_PER_TASK",
-             "LSB_JOBID", "LSB_HOSTS", "PBS_JOBID", "COBALT_JOBID", "LMOD_FAMILY_COMPILER", "LOADEDMODULES"}
-# Launcher-internal variables (OMPI_MCA_orte_*, PMIX_*) are noise and may carry session keys:
-# MPI tuning reaches a record through the site's `env`, which the run spec lists.
-ENV_ALLOW_PREFIXES = ("NCCL_", "UCX_", "FI_", "MPICH_", "HOROVOD_", "CUDA_", "HIP_", "MIOPEN_")
-# Denied whatever the prefix or the allow-list says (NCCL_PASS, UCX_PASSPHRASE, CUDA_APIKEY, MPICH_PWD):
-# a secret-looking word anywhere in the name (NCCL_IB_CRED, UCX_SESS_ID),
-ENV_DENY = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CRED|PRIVATE|AUTH|COOKIE|SESS|CERT|BEARER|JWT", re.I)
+             "SLURM_JOB_NUM_NODES", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_CPUS_ON_NODE",
+             "SLURM_GPUS_PER_TASK", "SLURM_GPUS_PER_NODE", "SLURM_CPU_BIND", "SLURM_DISTRIBUTION",
+             "SLURM_JOB_PARTITION", "SLURM_CLUSTER_NAME", "LSB_JOBID", "LSB_HOSTS", "LSB_MCPU_HOSTS",
+             "LSB_DJOB_NUMPROC", "PBS_JOBID", "PBS_NUM_NODES", "PBS_NUM_PPN", "NCPUS", "COBALT_JOBID",
+             "COBALT_JOBSIZE", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_SIZE",
+             "MPI_LOCALNRANKS", "LMOD_FAMILY_COMPILER", "LOADEDMODULES"}
+# ... and the tuning namespaces of the libraries a run's speed depends on. Launcher-internal
+# variables (OMPI_MCA_orte_*, PMIX_*) are noise and may carry session keys: MPI tuning reaches a
+# record through the site's `env`, which the run spec lists (allowed_env's `extra`).
+ENV_ALLOW_PREFIXES = ("NCCL_", "UCX_", "FI_", "MPICH_", "HOROVOD_", "CUDA_", "HIP_", "MIOPEN_", "OMP_", "KMP_",
+                      "GOMP_", "MKL_")
+# Within those, a name that may hold a credential is withheld whatever the prefix or the allow-list
+# says (NCCL_PASS, UCX_PASSPHRASE, CUDA_APIKEY, MPICH_PWD): a secret-looking word anywhere in the
+# name (NCCL_IB_CRED, UCX_SESS_ID),
+ENV_DENY = re.compile(r"PASS|PWD|SECRET|TOKEN|KEY|CRED|PRIVATE|AUTH|COOKIE|SESS|CERT|BEARER|JWT|CRYPT|CIPHER|VAULT",
+                      re.I)
 # or a part of the name (split at `_`, `-`, `.` and digits) that starts like one of these
-# abbreviations, which are too short to look for inside words (FI_TOK, X_PRIV_2, UCX_SIGNATURE).
-ENV_DENY_PART = re.compile(r"(TOK|PRIV|SALT|NONCE|PSK|HMAC|SIGN)", re.I)
+# abbreviations, which are too short to look for inside words (FI_TOK, X_PRIV_2, UCX_SIGNATURE,
+# NCCL_IB_OTP, FI_CXI_PIN, UCX_SIG). Withholding a harmless tuning variable costs its value only:
+# the record still names it, as it names every variable it does not keep (environment_withheld).
+ENV_DENY_PART = re.compile(r"(TOK|PRIV|SALT|NONCE|PSK|HMAC|SIG|OTP|PIN|PEM)", re.I)
 PACKAGES = ("numpy", "torch", "torchvision", "tensorflow-cpu", "tensorflow", "mpi4py", "h5py", "pandas",
             "horovod", "snakemake", "scikit-learn")
 
@@ -187,7 +198,8 @@ def corrupt_record(path: str | Path, error: Exception) -> dict:
     nodes, rpn, threads, gpus, rep = (int(g or 0) for g in m.groups()) if m else (0, 0, 0, 0, 0)
     reason = str(error) if str(error).startswith(str(path)) else f"{path}: {error}"
     return {"run_id": run_id, "benchmark": run_id.split(".", 1)[0], "status": CORRUPT,
-            "error": f"corrupt record {reason}; delete the file and re-run the campaign to run it again",
+            "error": f"corrupt record {reason}; `exabench retry --results {Path(path).parent.parent}` sets it "
+                     "aside (kept in attempts/) and the campaign's command then runs the run again",
             "metrics": {}, "params": {}, "swept": {}, "repeat": rep or 1, "corrupt_file": str(path),
             "layout": {"nodes": nodes, "ranks_per_node": rpn, "threads_per_rank": threads, "gpus_per_rank": gpus,
                        "ranks": nodes * rpn}}
@@ -210,12 +222,25 @@ def now_iso() -> str:
 
 def allowed_env(environ=None, extra: tuple[str, ...] = ()) -> dict[str, str]:
     """The allow-listed variables (plus `extra` names, e.g. the site's own `env`), minus credentials."""
+    return _sorted_env(environ, extra)[0]
+
+
+def withheld_env(environ=None, extra: tuple[str, ...] = ()) -> list[str]:
+    """The names, never the values, of every other variable (not allowed, or looking like a
+    credential): a record says they were set, so that a reader comparing two runs sees that one had,
+    say, OMPI_MCA_btl or a credential set and the other not."""
+    return _sorted_env(environ, extra)[1]
+
+
+def _sorted_env(environ, extra: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
     environ = os.environ if environ is None else environ
-    out = {}
+    kept, withheld = {}, []
     for k, v in environ.items():
         if (k in ENV_ALLOW or k in extra or k.startswith(ENV_ALLOW_PREFIXES)) and not secret_like(k):
-            out[k] = v
-    return dict(sorted(out.items()))
+            kept[k] = v
+        else:
+            withheld.append(k)
+    return dict(sorted(kept.items())), sorted(withheld)
 
 
 def secret_like(name: str) -> bool:
@@ -286,7 +311,9 @@ def provenance(start_time: str, end_time: str, hosts: list[str], container: dict
     return {"exabench_version": __version__, "git": git_state(), "python": sys.version.split()[0],
             "container": container or _container_provenance(),
             "packages": package_versions(), "hosts": sorted(set(hosts)), "hardware": hardware(),
-            "environment": allowed_env(environ, extra=env_names), "start_time": start_time, "end_time": end_time,
+            "environment": allowed_env(environ, extra=env_names),
+            "environment_withheld": withheld_env(environ, extra=env_names),
+            "start_time": start_time, "end_time": end_time,
             "hostname": socket.gethostname(), "system": system_description()}
 
 

@@ -3,8 +3,10 @@ progress holds a lock; signals to Snakemake stop the ranks. Real processes throu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -334,6 +336,74 @@ def test_a_signal_to_snakemake_stops_the_ranks_and_the_resume_runs_only_the_unfi
     assert json.loads((records / f"{slow}.json").read_text())["status"] == "failed"
 
 
+@contextlib.contextmanager
+def signal_ignored(sig):
+    previous = signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(sig, previous)
+
+
+SLEEPER = """#!/usr/bin/env bash
+# the test's stand-in for a run's ranks: notes that the run started, then sleeps (no record)
+echo $$ > "$(dirname "$0")/job.pid"
+exec sleep 120
+"""
+
+
+@pytest.mark.parametrize("started", ["in the foreground", "by a script, with `&`"])
+def test_one_ctrl_c_stops_a_local_campaign_and_starts_no_other_run(tmp_path, started):
+    """SIGINT to the campaign's process group, as a terminal sends it on Ctrl-C (snakemake and the
+    running run's `exabench execute` both get it): the campaign ends within 5 s and no later run
+    starts. A snakemake that a script started with `&` (a shell without job control starts it with
+    SIGINT ignored) let each Ctrl-C stop only the run in flight, which it took for a failed job
+    (keep-going) and started the next."""
+    import time
+
+    import yaml
+
+    from exabench.campaign.site import load_site
+    campaign = {"campaign": "ctrl-c", "timeout_s": 300,
+                "benchmarks": [{"name": "stream", "sweep": {"samples": [3, 4, 5]}}]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(campaign))
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    ids = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    stand_in_site(tmp_path)
+    runs = tmp_path / "results" / "local" / "runs"
+    for run_id in ids:
+        (runs / run_id).mkdir(parents=True)
+        (runs / run_id / "stand-in.sh").write_text(SLEEPER)
+    ignored = started != "in the foreground"
+    with signal_ignored(signal.SIGINT) if ignored else contextlib.nullcontext():  # inherited by snakemake
+        smk = snakemake_popen(tmp_path, cfg, "--cores", "1")  # one run at a time (the stand-ins use no CPU)
+    try:
+        end = time.monotonic() + 180
+        while not any((runs / i / "job.pid").exists() for i in ids):
+            assert smk.poll() is None and time.monotonic() < end, smk.communicate()[0][-3000:]
+            time.sleep(0.2)
+        [first] = [i for i in ids if (runs / i / "job.pid").exists()]
+        job = int((runs / first / "job.pid").read_text())
+        os.killpg(smk.pid, signal.SIGINT)  # the terminal's Ctrl-C: the whole foreground group
+        sent = time.monotonic()
+        try:
+            out, _ = smk.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            out = ""
+        took = time.monotonic() - sent
+        time.sleep(2)  # a run started late would show by now
+    finally:
+        if smk.poll() is None:
+            os.killpg(smk.pid, signal.SIGKILL)
+            out += smk.communicate()[0]
+    assert took < 5, f"snakemake still ran {took:.1f} s after one SIGINT:\n{out[-3000:]}"
+    started = [i for i in ids if (runs / i / "job.pid").exists()]
+    assert started == [first], f"runs started after the SIGINT: {sorted(set(started) - {first})}\n{out[-3000:]}"
+    assert pid_gone(job, 5) and smk.returncode != 0, out[-3000:]
+    assert "Traceback" not in out and f"run {first} stopped: its execution got SIGINT" in out, out[-3000:]
+
+
 def test_sigkill_of_snakemake_leaves_no_orphan_running_and_the_rerun_runs_the_run_once(two_runs):
     cwd, cfg, runs, (fast, slow), flag = two_runs
     smk = snakemake_popen(cwd, cfg, f"results/local/records/{slow}.json")
@@ -488,6 +558,63 @@ def test_retry_reruns_only_the_failed_run_and_restore_brings_back_a_kept_record(
     assert "the corrupt record it replaces is kept" in proc.stdout
     proc = exabench("restore", "--results", results, ok_id, "--version", "nope.json")
     assert proc.returncode == 2 and "no kept record named 'nope.json'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_after_retry_the_campaigns_own_command_runs_the_retried_run_and_no_other(tmp_path):
+    """`exabench retry`, then the campaign's plain command (its default target, no record named):
+    the retried run runs, alone, and the tables are made again. It said "Nothing to be done": the
+    tables were newer than every record left."""
+    import yaml
+
+    from exabench.campaign.site import load_site
+    campaign = {"campaign": "retry-all", "timeout_s": 240,
+                "benchmarks": [{"name": "stream", "sweep": {"samples": [3, 4, 5]}}]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(campaign))
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    ids = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    flaky, others = ids[1], [ids[0], ids[2]]
+    results = tmp_path / "results" / "local"
+    stand_in_site(tmp_path)  # the flaky run's rank runs FAULTY_NODE, the others the runner
+    flag = tmp_path / "faulty"
+    flag.touch()
+    (results / "runs" / flaky).mkdir(parents=True)
+    (results / "runs" / flaky / "stand-in.sh").write_text(FAULTY_NODE.format(flag=flag, python=sys.executable))
+    first = snakemake_popen(tmp_path, cfg)
+    out, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, out[-3000:]
+    kept = {i: (results / "records" / f"{i}.json").read_bytes() for i in others}
+    assert json.loads((results / "records" / f"{flaky}.json").read_text())["status"] == "failed"
+
+    flag.unlink()  # the node is fixed
+    assert exabench("retry", "--results", results).returncode == 0
+    again = snakemake_popen(tmp_path, cfg)
+    out, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, out[-3000:]
+    assert f"wildcards: run_id={flaky}" in out and not any(f"wildcards: run_id={i}" in out for i in others), out[-3000:]
+    assert {i: (results / "records" / f"{i}.json").read_bytes() for i in others} == kept  # not run again
+    assert json.loads((results / "records" / f"{flaky}.json").read_text())["status"] == "ok"
+    import csv
+    with open(results / "tables" / "results.csv") as f:  # the tables were made again from the new record
+        rows = list(csv.DictReader(f))
+    assert {(r["run_id"], r["status"]) for r in rows} == {(i, "ok") for i in ids}
+
+    # A record damaged since: its corrupt row's advice, followed, runs that run again and no other.
+    damaged = results / "records" / f"{others[0]}.json"
+    damaged.write_text("{torn")
+    shown = snakemake_popen(tmp_path, cfg)
+    out, _ = shown.communicate(timeout=600)
+    assert shown.returncode == 0, out[-3000:]
+    with open(results / "tables" / "results.csv") as f:
+        [advice] = [r["error"] for r in csv.DictReader(f) if r["run_id"] == others[0]]
+    command = re.search(r"`exabench (retry --results \S+)`", advice)
+    assert command and "and the campaign's command then runs the run again" in advice, advice
+    assert exabench(*command.group(1).split(), cwd=tmp_path).returncode == 0
+    again = snakemake_popen(tmp_path, cfg)
+    out, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, out[-3000:]
+    assert f"wildcards: run_id={others[0]}" in out and not any(f"wildcards: run_id={i}" in out for i in ids[1:]), out
+    assert json.loads(damaged.read_text())["status"] == "ok"
 
 
 # -- the collectives' timeout follows the run's ----------------------------------------------------

@@ -5,6 +5,7 @@ error naming the default file instead of the user's would show)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 from conftest import REPO
 from exabench.config import MAX_YAML_BYTES, load_yaml
 from exabench.errors import ConfigError
-from exabench.records.record import allowed_env
+from exabench.records.record import allowed_env, provenance
 
 KMEANS = "benchmarks:\n  - name: kmeans\n"
 
@@ -95,6 +96,26 @@ def test_a_reader_that_leaves_early_is_no_error():
 def test_no_secret_reaches_a_record_whatever_its_prefix(name):
     env = {name: "hunter2", "NCCL_IB_HCA": "mlx5", "OMP_NUM_THREADS": "4"}
     assert allowed_env(env, extra=(name,)) == {"NCCL_IB_HCA": "mlx5", "OMP_NUM_THREADS": "4"}
+
+
+# Names in the allowed namespaces that look like credentials: the last three got through the earlier
+# patterns (a one-time password, a PIN, a signature), the others are those test_results.py and the test
+# above check.
+SECRET_LIKE_NAMES = ["NCCL_IB_OTP", "FI_CXI_PIN", "UCX_SIG",
+                     "NCCL_PASS", "UCX_PASSPHRASE", "CUDA_APIKEY", "MPICH_PWD", "HOROVOD_SECRET", "FI_CXI_AUTH_KEY",
+                     "SLURM_JOB_TOKEN", "NCCL_IB_CRED", "UCX_SESS_ID", "FI_CXI_TOK", "CUDA_PRIV_2", "HOROVOD_AUTH_ID",
+                     "MPICH_PASSWD", "NCCL_NET_CREDS", "UCX_SESSION", "FI_HMAC", "NCCL_SIGNING_SALT", "HIP_CERT_PATH",
+                     "MIOPEN_Bearer"]
+
+
+@pytest.mark.parametrize("name", SECRET_LIKE_NAMES)
+def test_a_secret_like_variable_reaches_a_record_by_name_only(name):
+    # As the record of a run whose site's `env` names the variable (the widest a record allows).
+    env = {name: "hunter2", "NCCL_IB_HCA": "mlx5", "OMP_NUM_THREADS": "4", "HOME": "/home/me"}
+    prov = provenance("t0", "t1", ["h"], env_names=(name,), run_env=env)
+    assert "hunter2" not in json.dumps(prov)
+    assert prov["environment"].get("NCCL_IB_HCA") == "mlx5" and name not in prov["environment"]
+    assert {name, "HOME"} <= set(prov["environment_withheld"]) and "NCCL_IB_HCA" not in prov["environment_withheld"]
 
 
 def test_a_node_name_with_a_trailing_newline_is_refused():

@@ -133,6 +133,43 @@ def test_torch_geometric_data_objects_read_without_torch_geometric(tmp_path):
         oc20.loads(pickle.dumps({"x": 1}))
 
 
+class _Planted:
+    """An LMDB entry planted in a shared data set: unpickling it would run `touch marker`."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return os.system, (f"touch {self.marker}",)
+
+
+class _StorageBytes:
+    """A tensor's storage as pickled tensors hold it: bytes for torch.storage._load_from_bytes."""
+
+    def __init__(self, blob):
+        self.blob = blob
+
+    def __reduce__(self):
+        import torch.storage
+        return torch.storage._load_from_bytes, (self.blob,)
+
+
+def test_a_planted_entry_runs_no_code_and_is_refused_naming_its_file(tmp_path):
+    marker = tmp_path / "planted-code-ran"
+    planted = tmp_path / "split" / "data.0000.lmdb"
+    oc20.write_lmdb(planted, [_Planted(marker)])
+    split = oc20.LmdbSplit(tmp_path / "split")
+    # refused naming its file, before anything in it runs
+    with pytest.raises(ValueError, match=rf"^{planted}: entry 0 names posix.system, .*; refused"):
+        split[0]
+    # ... nor inside a tensor's storage bytes, which torch's own reader reads as any pickle
+    with pytest.raises(pickle.UnpicklingError):
+        oc20.loads(pickle.dumps(_StorageBytes(pickle.dumps(_Planted(marker)))))
+    assert not marker.exists()
+    split.close()
+
+
 def test_lr_schedule_is_the_references_warmup_lr_lambda():
     from exabench.benchmarks.mlperf.oc20 import lr_factor
     ms = [125008, 187512, 250016]

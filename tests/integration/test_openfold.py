@@ -335,6 +335,17 @@ def test_the_set_on_disk_reads_back_as_the_generator_meant_it(tmp_path):
     assert len(disk.template_hits(tmp_path, [few, hits[0]], query, pdb_id, date, 4)) == 1
 
 
+class _Planted:
+    """A pickle whose unpickling would run `touch marker`."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return os.system, (f"touch {self.marker}",)
+
+
 def test_a_damaged_or_missing_file_names_itself(tmp_path):
     from exabench.benchmarks.mlperf.openfold import data_chains
     from exabench.data import openfold as data
@@ -359,6 +370,14 @@ def test_a_damaged_or_missing_file_names_itself(tmp_path):
     dicts.write_bytes(b"not a pickle")
     with pytest.raises(CorruptFileError, match=str(dicts).replace(".", r"\.")):
         data.read_raw(tmp_path, chain)
+    # one planted in a shared data set: refused naming it, before anything in it runs
+    import os
+    import pickle
+    marker = tmp_path / "planted-code-ran"
+    dicts.write_bytes(pickle.dumps(_Planted(marker)))
+    with pytest.raises(CorruptFileError, match=rf"^{dicts}: .*names posix\.system; .*refused"):
+        data.read_raw(tmp_path, chain)
+    assert not marker.exists() and os.path.exists(dicts)
     # a data_dir that is not a processed set: a ConfigError naming the file and the layout
     dicts.unlink()
     with pytest.raises(ConfigError, match=f"{dicts}: missing; valid: .*chains.csv"):

@@ -118,7 +118,13 @@ RECORDS_TABLE = f"{RESULTS}/tables/results.csv"
 
 
 def get_final_outputs(wildcards=None):
-    return [f"{RESULTS}/plan.csv", f"{RESULTS}/tables/results.csv", f"{RESULTS}/tables/summary.md"]
+    # With the runs that have no record (`exabench retry` set it aside): they run, then the tables.
+    return [
+        f"{RESULTS}/plan.csv",
+        f"{RESULTS}/tables/results.csv",
+        f"{RESULTS}/tables/summary.md",
+        *pipeline.unfinished_records(RESULTS, RUNS),
+    ]
 
 
 # --- comparison, acceptance and report stages -------------------------------------

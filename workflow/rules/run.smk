@@ -27,7 +27,7 @@ onstart:
         pipeline.claim_results(RESULTS, workflow.basedir, workflow.configfiles)
     except pipeline.ExabenchError as exc:
         raise WorkflowError(f"exabench: {exc}") from None
-    pipeline.stop_runs_on_signal(RESULTS)
+    pipeline.stop_runs_on_signal(RESULTS, workflow)
     if not pipeline.drop_default_rate_limit(workflow):  # a cluster's limit (or the user's) stays
         pipeline.one_pending_reevaluation(workflow)
     pipeline.write_run_ids(RESULTS, list(RUNS))
