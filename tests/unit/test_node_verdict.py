@@ -6,6 +6,7 @@ The pairing rounds (exabench.campaign.node_groups.pair_rounds) give every node d
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -59,6 +60,12 @@ def _campaign(slow_node=None, slow_link=None, down=(), failing=None, rounds=3):
     return planned, records
 
 
+def _cases(junit: str) -> dict:
+    """JUnit test cases by name, of the suites nodes and node-tests (a node's link case has its name too)."""
+    return {c.get("name"): c for s in ET.fromstring(junit).iter("testsuite")
+            if s.get("name") in ("c.nodes", "c.node-tests") for c in s.iter("testcase")}
+
+
 def test_pairing_rounds_are_perfect_matchings_with_no_pair_twice():
     for n in (4, 5, 8, 16, 17):
         nodes = [f"n{i}" for i in range(n)]
@@ -108,8 +115,12 @@ def test_the_slow_node_and_the_slow_link_are_named_and_nothing_else():
     suites = {s.get("name"): s for s in ET.fromstring(nv.junit_xml(v, "c")).iter("testsuite")}
     failing = {(name, c.get("name")) for name, s in suites.items() for c in s.iter("testcase")
                if c.find("failure") is not None}
-    assert failing == {("c.nodes", "n03"), ("c.links", "n06")}
+    # n06 is drained for its link: its node case fails too, its own tests pass
+    assert failing == {("c.nodes", "n03"), ("c.nodes", "n06"), ("c.links", "n06"),
+                       ("c.node-tests", "n03 gemm.tiny.n1r1t1 tflops"),
+                       ("c.node-tests", "n03 stream.tiny.n1r1t1 triad_gbs")}
     assert len(list(suites["c.nodes"].iter("testcase"))) == len(list(suites["c.links"].iter("testcase"))) == 8
+    assert len(list(suites["c.node-tests"].iter("testcase"))) == 16
 
 
 def test_one_slow_pair_alone_convicts_no_link():
@@ -125,10 +136,18 @@ def test_one_slow_pair_alone_convicts_no_link():
 
 def test_a_down_node_is_not_run_not_failed_and_a_failing_node_is_bad():
     v = nv.judge(*_campaign(down=("n05",)))
-    assert v["down"] == ["n05"] and not nv.flagged(v)
-    cases = {c.get("name"): c for c in ET.fromstring(nv.junit_xml(v, "c")).iter("testcase")}
-    assert cases["n05"].find("skipped").get("message") == f"n05: {nv.DOWN}"
+    assert v["down"] == ["n05"] and v["bad_nodes"] == {} and nv.drain_lines(v) == []
+    # not accepted: a node down during acceptance is undecided (exit 2), unless accept_down is set
+    assert v["status"]["n05"] == "down" and nv.exit_code(v) == 2 and nv.flagged(v)
+    cases = _cases(nv.junit_xml(v, "c"))
+    assert cases["n05"].find("error").get("type") == "node-down"
+    assert cases["n05 stream.tiny.n1r1t1 triad_gbs"].find("skipped").get("message").endswith(f"{nv.DOWN} (n05: down*)")
     assert "not run: node down" in nv.verdict_markdown(v, "c")
+    assert "UNDECIDED: down n05" in nv.verdict_markdown(v, "c")
+    accepted = nv.judge(*_campaign(down=("n05",)), nv.Criteria(accept_down=True))
+    assert nv.exit_code(accepted) == 0
+    cases = _cases(nv.junit_xml(accepted, "c"))
+    assert cases["n05"].find("skipped") is not None
     v = nv.judge(*_campaign(failing="n02"))
     assert list(v["bad_nodes"]) == ["n02"] and "run failed: boom" in v["bad_nodes"]["n02"][0]
     assert v["bad_links"] == {}
@@ -141,7 +160,29 @@ def test_slowdowns_below_the_minimum_effect_are_not_flagged_above_are(factor):
         if k.startswith("stream") and k.endswith("n04"):
             rec["metrics"]["triad_gbs"]["value"] /= factor
     v = nv.judge(planned, records)
-    assert list(v["bad_nodes"]) == ([] if factor < 1 + nv.MIN_EFFECT else ["n04"])
+    # one slow figure is a suspect to re-test, never a drain on its own
+    assert v["bad_nodes"] == {} and list(v["suspects"]) == ([] if factor < 1 + nv.MIN_EFFECT else ["n04"])
+    assert nv.exit_code(v) == (0 if factor < 1 + nv.MIN_EFFECT else 2)
+
+
+def test_a_first_pass_figure_is_a_suspect_and_a_confirmed_one_a_drain():
+    """One slow test (no repeated samples): suspect, action re-test, exit 2, no drain line. The same
+    test judged on the best of its samples, every one of them slow: confirmed, drained."""
+    from exabench.analysis.verdict_document import document
+    planned, records = _campaign()
+    rec = records["stream.tiny.n1r1t1.node-n04"]
+    rec["metrics"]["triad_gbs"]["value"] /= 2
+    v = nv.judge(planned, records)
+    assert list(v["suspects"]) == ["n04"] and v["status"]["n04"] == "suspect" and nv.drain_lines(v) == []
+    n04 = document(v, "c", "x")["nodes"]["n04"]
+    assert n04["status"] == "suspect" and n04["action"].startswith("re-test") and n04["drain"] is None
+    for r in records.values():  # STREAM's samples repeat the triad: four samples, n04's all at half speed
+        if r["benchmark"] == "stream":
+            m = r["metrics"]["triad_gbs"]
+            m["samples"] = [m["value"] * f for f in (0.9, 0.95, 1, 0.97)]
+    v = nv.judge(planned, records, nv.Criteria(best_of=("stream",)))
+    assert list(v["bad_nodes"]) == ["n04"] and v["suspects"] == {} and nv.exit_code(v) == 1
+    assert nv.drain_lines(v)[0].startswith("scontrol update nodename=n04 state=drain")
 
 
 def test_write_verdict_writes_every_output(tmp_path, monkeypatch):
@@ -168,3 +209,64 @@ def test_write_verdict_writes_every_output(tmp_path, monkeypatch):
         "stream.tiny.n1r1t1.triad_gbs.png"]
     assert "FLAGGED: nodes n01; links none" in (out / "verdict.md").read_text()
     assert len((out / "tests.csv").read_text().splitlines()) == 1 + len(planned)
+
+
+def test_a_node_that_dies_after_its_own_tests_is_not_accepted_and_its_tests_pass_in_junit():
+    """Its single-node runs recorded and fine, its pairs not run: exit 2, and JUnit shows its own
+    tests as they ran (passed), the node's case an error, nothing drained."""
+    planned, records = _campaign()
+    for p in planned:
+        if p["kind"] == "pair" and "n05" in p["nodes"]:
+            records.pop(p["run_id"], None)
+            p["status"] = f"{nv.DOWN} (n05: down*)"
+    v = nv.judge(planned, records)
+    assert v["down"] == ["n05"] and v["status"]["n05"] == "down" and nv.exit_code(v) == 2
+    assert nv.drain_lines(v) == []
+    cases = _cases(nv.junit_xml(v, "c"))
+    for test in ("stream.tiny.n1r1t1 triad_gbs", "gemm.tiny.n1r1t1 tflops"):
+        assert len(cases[f"n05 {test}"]) == 0  # ran and passed: no skipped, failure or error
+    assert cases["n05"].find("error").get("type") == "node-down"
+
+
+def test_verdict_json_validates_against_its_schema_and_gives_figures_as_numbers(tmp_path):
+    import jsonschema
+
+    from exabench.config import load_schema
+    from exabench.analysis.verdict_document import validated
+    v = nv.judge(*_campaign(slow_node="n03", slow_link="n06"))
+    doc = json.loads(json.dumps(nv.write_outputs(v, tmp_path, "c", "cluster-acceptance", plots=False)))
+    written = json.loads((tmp_path / "verdict.json").read_text())
+    jsonschema.Draft202012Validator(load_schema("verdict")).validate(written)
+    assert written["schema"] == "exabench-verdict/1" and written["campaign"] == "cluster-acceptance"
+    assert written["exit_code"] == 1 and written["decision"] == "drain" and written["date"].endswith("+00:00")
+    assert written["thresholds"]["z_max"] == nv.OUTLIER_Z and "git_commit" in written["code_version"]
+    healthy = written["nodes"]["n01"]
+    assert healthy["status"] == "pass" and healthy["cause"] is None and healthy["drain"] is None
+    stream = next(t for t in healthy["tests"] if t["test"] == "stream.tiny.n1r1t1")
+    assert all(isinstance(stream[k], float) for k in ("figure", "reference", "ratio", "z"))
+    assert stream["figure"] == pytest.approx(10.0) and stream["status"] == "pass"
+    slow = written["nodes"]["n03"]
+    assert slow["status"] == "drain" and slow["cause"] == "slow" and slow["severity"] == "clear"
+    assert slow["drain"].startswith("scontrol update nodename=n03 state=drain")
+    assert written["nodes"]["n06"]["cause"] == "bad link" and written["drain"] == nv.drain_lines(v)
+    doc["nodes"]["n01"]["status"] = "fine"
+    with pytest.raises(ConfigError, match=r"v.json: .*nodes.n01.status.* = 'fine'.*pass.*drain"):
+        validated(doc, "v.json")
+
+
+@pytest.mark.parametrize("case, code, says", [
+    ({}, 0, "cluster acceptance passed: nothing flagged"),
+    ({"slow_node": "n03"}, 1, "cluster acceptance FAILED: drain n03 (n03: slow)"),
+    ({"down": ("n05",)}, 2, "cluster acceptance UNDECIDED (exit 2): down n05"),
+])
+def test_node_acceptance_fails_unless_the_verdict_exits_0(tmp_path, case, code, says):
+    from exabench import pipeline
+    from exabench.errors import ExabenchError
+    v = nv.judge(*_campaign(**case))
+    nv.write_outputs(v, tmp_path, "c", "x", plots=False)
+    if code:
+        with pytest.raises(ExabenchError, match=re.escape(says)):
+            pipeline.node_acceptance_check(str(tmp_path / "verdict.json"), str(tmp_path / "log"))
+    else:
+        pipeline.node_acceptance_check(str(tmp_path / "verdict.json"), str(tmp_path / "log"))
+    assert says in (tmp_path / "log").read_text()

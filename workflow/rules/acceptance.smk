@@ -148,7 +148,13 @@ rule node_verdict:
         f"{LOGS}/node_verdict.log",
     run:
         pipeline.node_verdict(
-            input[0], f"{ACCEPTANCE}/cluster", SITE, config.get("every_node") or {}, output.json, log[0]
+            input[0],
+            f"{ACCEPTANCE}/cluster",
+            SITE,
+            config.get("every_node") or {},
+            output.json,
+            log[0],
+            config["campaign"],
         )
 
 
