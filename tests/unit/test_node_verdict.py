@@ -1,6 +1,7 @@
 """The cluster verdict (exabench.analysis.node_verdict) on records laid out as the every-node group
 jobs write them: a slow node and a slow link are named, nothing else; a node that was down is
-reported, not failed; a node whose runs fail is a bad node; the drain list and JUnit say so.
+not accepted but not drained; a node whose runs fail is a bad node; one slow figure makes a suspect;
+the reference is the healthy majority's; the drain list, JUnit and verdict.json say so.
 The pairing rounds (exabench.campaign.node_groups.pair_rounds) give every node distinct partners."""
 
 from __future__ import annotations
@@ -16,48 +17,8 @@ from exabench.campaign.node_groups import NodeGroup, node_groups, pair_rounds
 from exabench.config import validate
 from exabench.errors import ConfigError
 
+from helpers_node_verdict import NODES, _campaign, _record
 from helpers_sites import site
-
-NODES = [f"n{i:02d}" for i in range(1, 9)]
-# A clean cluster's spread: each node's figure a few per cent off the median, deterministically.
-WOBBLE = [1.00, 0.97, 1.03, 0.99, 1.02, 0.98, 1.01, 0.96]
-
-
-def _record(run_id: str, bench: str, metric: str, value: float, unit: str, hib: bool = True, status: str = "ok"):
-    return {"run_id": run_id, "benchmark": bench, "status": status, "error": None if status == "ok" else "boom",
-            "metrics": {metric: {"value": value, "unit": unit, "samples": [], "higher_is_better": hib}} if status == "ok"
-            else {}, "workload": {"headline": metric}}
-
-
-def _campaign(slow_node=None, slow_link=None, down=(), failing=None, rounds=3):
-    """(planned, records): STREAM and GEMM per node, ping-pong and allreduce per pair of `rounds` rounds."""
-    planned, records = [], {}
-    for i, node in enumerate(NODES):
-        for bench, metric, unit, base in (("stream", "triad_gbs", "GB/s", 10.0), ("gemm", "tflops", "TFLOP/s", 0.1)):
-            run_id = f"{bench}.tiny.n1r1t1.node-{node}"
-            p = {"group": node, "kind": "node", "round": 0, "nodes": [node], "run_id": run_id,
-                 "configuration": f"{bench}.tiny.n1r1t1", "benchmark": bench, "record": "-"}
-            if node in down:
-                p["status"] = f"{nv.DOWN} ({node}: down*)"
-            else:
-                value = base * WOBBLE[i] / (3 if node == slow_node else 1)
-                records[run_id] = _record(run_id, bench, metric, value, unit,
-                                          status="failed" if node == failing else "ok")
-            planned.append(p)
-    for r, pairs in enumerate(pair_rounds(NODES, rounds)):
-        for a, b in pairs:
-            for bench, metric in (("pingpong", "bandwidth"), ("allreduce", "busbw")):
-                run_id = f"{bench}.tiny.n2r1t1.node-{a}..{b}"
-                p = {"group": f"{a}..{b}", "kind": "pair", "round": r + 1, "nodes": [a, b], "run_id": run_id,
-                     "configuration": f"{bench}.tiny.n2r1t1", "benchmark": bench, "record": "-"}
-                if {a, b} & set(down):
-                    p["status"] = f"{nv.DOWN} ({' '.join(n for n in (a, b) if n in down)}: down*)"
-                else:
-                    wobble = WOBBLE[NODES.index(a)] * WOBBLE[NODES.index(b)]
-                    value = 0.2 * wobble / (8 if slow_link in (a, b) else 1) / (1.5 if slow_node in (a, b) else 1)
-                    records[run_id] = _record(run_id, bench, metric, value, "GB/s")
-                planned.append(p)
-    return planned, records
 
 
 def _cases(junit: str) -> dict:
@@ -270,3 +231,49 @@ def test_node_acceptance_fails_unless_the_verdict_exits_0(tmp_path, case, code, 
     else:
         pipeline.node_acceptance_check(str(tmp_path / "verdict.json"), str(tmp_path / "log"))
     assert says in (tmp_path / "log").read_text()
+
+
+# A spread as shared cores give it (MAD of the logarithms about 0.14, docs/acceptance.md's table).
+WIDE = [1.00, 0.85, 1.18, 0.90, 1.12, 0.80, 1.00, 0.95]
+
+
+def _nodes_only(slow: dict[str, float]):
+    """(planned, records): STREAM and GEMM on each of 8 nodes with a wide spread, `slow` nodes slowed by their factor."""
+    planned, records = [], {}
+    for i, node in enumerate(NODES):
+        for bench, metric, unit, base in (("stream", "triad_gbs", "GB/s", 10.0), ("gemm", "tflops", "TFLOP/s", 0.1)):
+            run_id = f"{bench}.tiny.n1r1t1.node-{node}"
+            planned.append({"group": node, "kind": "node", "round": 0, "nodes": [node], "run_id": run_id,
+                            "configuration": f"{bench}.tiny.n1r1t1", "benchmark": bench, "record": "-"})
+            records[run_id] = _record(run_id, bench, metric, base * WIDE[i] / slow.get(node, 1), unit)
+    return planned, records
+
+
+def test_two_slow_nodes_of_eight_are_both_drained_against_the_healthy_majority():
+    """n07 and n08 at 2.5x slower: with their own figures in the median and the spread (MAD(ln) 0.19
+    instead of 0.14) their z is -2.8 and -3.0; against the six healthy nodes it is -4.2 and -4.5."""
+    v = nv.judge(*_nodes_only({"n07": 2.5, "n08": 2.5}))
+    assert list(v["bad_nodes"]) == ["n07", "n08"] and v["suspects"] == {} and nv.exit_code(v) == 1
+    stream = {r["subject"]: r for r in v["rows"] if r["configuration"] == "stream.tiny.n1r1t1"}
+    assert stream["n07"]["z"] == pytest.approx(-4.22, abs=0.01)
+    assert stream["n08"]["z"] == pytest.approx(-4.47, abs=0.01)
+    assert stream["n07"]["median"] == pytest.approx(9.5)  # the six healthy nodes' median
+    assert all(v["status"][n] == "pass" for n in NODES[:6])
+
+
+def test_a_healthy_cluster_with_a_wide_spread_flags_nothing():
+    v = nv.judge(*_nodes_only({}))
+    assert set(v["status"].values()) == {"pass"} and nv.exit_code(v) == 0 and v["baseline_in_doubt"] == []
+
+
+def test_when_too_many_nodes_disagree_the_baseline_is_in_doubt_not_judged():
+    """Three of eight (37 %, above max_outlier_share 30 %) at 2.5x slower: no healthy majority to trust in
+    either test; nobody drained, every node inconclusive, exit 2."""
+    v = nv.judge(*_nodes_only({"n06": 2.5, "n07": 2.5, "n08": 2.5}))
+    assert v["bad_nodes"] == {} and v["suspects"] == {} and nv.drain_lines(v) == []
+    assert v["baseline_in_doubt"] == ["gemm.tiny.n1r1t1 tflops", "stream.tiny.n1r1t1 triad_gbs"]
+    assert set(v["status"].values()) == {"inconclusive"} and nv.exit_code(v) == 2
+    assert "Baseline in doubt" in nv.verdict_markdown(v, "c")
+    # with a larger share allowed, the same figures are judged: the three are drained
+    v = nv.judge(*_nodes_only({"n06": 2.5, "n07": 2.5, "n08": 2.5}), nv.Criteria(max_outlier_share=0.4))
+    assert list(v["bad_nodes"]) == ["n06", "n07", "n08"]
