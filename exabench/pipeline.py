@@ -687,11 +687,15 @@ def accept_check(verdicts: str, log_path: str) -> None:
 
 
 def node_report(records: list[str], references: list[str], site: Site, markdown: str, csv: str,
-                log_path: str) -> None:
-    """The per-node report; it always gets written (node_check then fails on it)."""
+                log_path: str, verdict_json: str | None = None, every_node: dict | None = None,
+                campaign: str = "") -> None:
+    """The per-node report, judged as node_acceptance judges (every_node.verdict's criteria), with its
+    verdict.json and drain list beside it (verdict_json's folder); it always gets written (node_check
+    then fails on it)."""
     with logged(log_path) as log:
         rows = acceptance.write_node_check(records, references[0] if references else None, site.name, markdown,
-                                           csv=csv)
+                                           csv=csv, out_dir=str(Path(verdict_json).parent) if verdict_json else None,
+                                           crit=node_criteria(every_node or {}), campaign=campaign)
         _say(log, acceptance.node_check_line(rows, markdown), echo=True)
 
 

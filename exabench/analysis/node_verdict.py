@@ -221,6 +221,35 @@ def exit_code(verdict: dict) -> int:
     return 0
 
 
+def sweep_verdict(records: list[dict], node_of, refs: list | None = None, crit: Criteria | None = None) -> dict:
+    """The verdict of the every-node script's records (one run per single-node configuration and node,
+    its run id ending in .node-<name>): the same judgement as the group jobs', as node tests. A run
+    outside a reference of the site (acceptance.applicable) fails its node as a failed run does."""
+    from exabench.analysis.acceptance import FAILING, NODE_SUFFIX, applicable
+    from exabench.analysis.acceptance import judge as against
+    planned = [{"group": node_of(r), "kind": "node", "round": 0, "nodes": [node_of(r)], "run_id": r["run_id"],
+                "configuration": NODE_SUFFIX.sub("", r["run_id"]), "benchmark": r["benchmark"], "record": "-"}
+               for r in records]
+    verdict = judge(planned, {r["run_id"]: r for r in records}, crit)
+    verdict["references"] = {}  # run id -> [(within, "reference: ...")]
+    by_node: dict[str, list] = {}
+    for r in records:
+        checks = [against(r, ref) for ref in applicable(refs or [], r).values()] if r["status"] == "ok" else []
+        verdict["references"][r["run_id"]] = [(v not in FAILING, f"reference: {detail}") for v, _, detail in checks]
+        by_node.setdefault(node_of(r), []).extend(verdict["references"][r["run_id"]])
+    for node, checks in by_node.items():
+        failing = [text for ok, text in checks if not ok]
+        if failing:
+            verdict["bad_nodes"][node] = verdict["bad_nodes"].get(node, []) + failing
+            verdict["suspects"].pop(node, None)
+        elif checks and verdict["status"][node] == "inconclusive" and not any(
+                r["verdict"] == "in-doubt" for r in verdict["rows"] if r["nodes"] == [node]):
+            verdict["status"][node] = "pass"  # too few peers, but judged against the site's references
+    verdict["status"] = {n: _node_status(n, verdict) if n in verdict["bad_nodes"] else st
+                         for n, st in verdict["status"].items()}
+    return verdict
+
+
 def _natural(name: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
@@ -232,8 +261,8 @@ def _down_nodes(note: str) -> list[str]:
 
 def _evidence(r: dict) -> str:
     where = f"pair {r['subject']}" if r["kind"] == "pair" else r["configuration"]
-    if r["failed"]:
-        return f"{where}: {r['cause']}: {r['note']}"
+    if r["failed"]:  # the cause, then the record's own words (unless they begin with the cause)
+        return f"{where}: " + ("" if r["note"].startswith(r["cause"]) else f"{r['cause']}: ") + r["note"]
     return (f"{where} {r['metric']} {r['value']:.4g} {r['unit']} = {r['ratio']:.2f}x the median {r['median']:.4g} "
             f"(z = {r['z']:.1f})")
 
@@ -255,9 +284,11 @@ def drain_line(node: str, verdict: dict) -> str:
     if node in verdict["bad_nodes"]:
         tests = [r for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]
                  and (r["slow"] or r["failed"])]
-        what.append("bad node: " + ", ".join(f"{r['configuration']} " + (r["cause"] if r["failed"] else
-                                                                         f"{r['ratio']:.2f}x median")
-                                             for r in tests))
+        what.append("bad node: " + ", ".join([f"{r['configuration']} " + (r["cause"] if r["failed"] else
+                                                                          f"{r['ratio']:.2f}x median")
+                                              for r in tests] + [text.split(" (")[0] for text in
+                                                                 verdict["bad_nodes"][node] if
+                                                                 text.startswith("reference: ")]))
     if node in verdict["bad_links"]:
         what.append("bad link: every pair slow, partners fine elsewhere")
     reason = re.sub(r"[\"'\\\n]", "", "exabench acceptance: " + " / ".join(what))[:200]

@@ -33,7 +33,9 @@ def _cause(node: str, verdict: dict, status: str) -> str | None:
         failed = [r["cause"] for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node] and r["failed"]]
         causes = list(dict.fromkeys(failed)) + (["slow"] if any(
             r["slow"] for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]) else [])
-        return ", ".join(causes + (["bad link"] if node in verdict["bad_links"] else []))
+        outside = any(e.startswith("reference: ") for e in verdict["bad_nodes"].get(node, []))
+        return ", ".join(causes + (["outside its reference"] if outside else [])
+                         + (["bad link"] if node in verdict["bad_links"] else []))
     return {"pass": None, "down": "node down", "suspect": "slow (first pass only)",
             "inconclusive": "baseline in doubt" if any(
                 r["verdict"] == "in-doubt" for r in verdict["rows"] if node in r["nodes"]) else "not judged"
