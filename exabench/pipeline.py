@@ -728,7 +728,7 @@ def node_criteria(every_node: dict):
     judging = every_node.get("verdict") or {}
     defaults = nv.Criteria()
     keys = ("z_max", "min_effect", "node_min_tests", "pair_min_tests", "max_outlier_share", "confirmations",
-            "accept_down")
+            "z_screen", "accept_down")
     return nv.Criteria(**{k: judging.get(k, getattr(defaults, k)) for k in keys},
                        metrics=judging.get("metrics") or {}, best_of=tuple(judging.get("best_of") or ()))
 

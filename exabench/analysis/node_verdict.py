@@ -3,8 +3,9 @@ check, with the evidence, from the records of the every-node group jobs (exabenc
 plan) or of the every-node script (acceptance.node_outliers feeds them here as node tests).
 
 Each figure is judged against its healthy peers, never against a fixed number: per test (a
-configuration and metric) the median and MAD of the logarithms over the nodes (or the pairs) that
-are not outliers themselves (exabench.analysis.node_reference), and a figure is slow when it is on
+configuration and metric) the median and MAD of the logarithms over the nodes (or the pairs) less
+those found bad (a node worse than z_screen in two of its tests is left out of every reference,
+again until those stand still; exabench.analysis.node_reference), and a figure is slow when it is on
 the bad side by more than z_max robust z-scores AND by more than `min_effect` of the median (so
 peers that agree to 0.1 % do not flag a 1 % node, and the spread of shared cores does not flag a
 node that is a few per cent off). A figure better than its peers is never a fault.
@@ -35,7 +36,7 @@ from xml.etree import ElementTree as ET
 from exabench import markdown
 from exabench.analysis.acceptance import OUTLIER_Z
 from exabench.analysis.failure_cause import failure_cause
-from exabench.analysis.node_reference import LOG_MAD_FLOOR, MAX_OUTLIER_SHARE, healthy_reference, in_doubt, log_z
+from exabench.analysis.node_reference import LOG_MAD_FLOOR, MAX_OUTLIER_SHARE, in_doubt, log_z, outside, reference
 from exabench.analysis.plots import node_test_bars
 from exabench.records.record import headline_metric
 
@@ -45,6 +46,13 @@ NODE_MIN_TESTS = 1
 # judged on the best of two or more samples (all of them slow, then). One figure alone (a GEMM at
 # 0.46x, z = 3.9, on shared cores) makes a suspect to re-test, not a drain.
 CONFIRMATIONS = 2
+# The screening threshold: a node worse than this many robust z (and by min_effect) in two of its
+# tests is left out of every test's reference, and the references are made again until the set of
+# such nodes stands still. Two tests, not one: a healthy node at the tail of one test's spread is
+# common (a 2-core machine's noise), in two independent tests rare; left out on one figure, it
+# would narrow the spread that judges it.
+Z_SCREEN = 2.0
+MAX_ROUNDS = 20
 # Pair tests a pair must be slow in (or all it has, if fewer). One: a test with a wide spread (a
 # tiny allreduce on shared cores) may miss a slow link that the ping-pong shows plainly, and a
 # link is convicted only when every one of its node's pairs is slow anyway.
@@ -63,14 +71,16 @@ class Criteria:
     log_mad_floor: float = LOG_MAD_FLOOR
     max_outlier_share: float = MAX_OUTLIER_SHARE
     confirmations: int = CONFIRMATIONS
+    z_screen: float = Z_SCREEN
     accept_down: bool = False  # a node down during acceptance is not accepted unless this is set
 
 
 def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, kinds: tuple[str, ...],
                excluded: frozenset = frozenset()) -> list[dict]:
     """One row per test subject (node or pair) of these kinds and metric: value, peers' median and MAD, z,
-    ratio, slow. Subjects with an `excluded` node (bad nodes, for the pair tests) get their z and verdict
-    but are not among the peers: a bad node's pairs would otherwise widen the spread that hides a bad link."""
+    ratio, slow. Subjects with an `excluded` node (nodes found bad) get their z and verdict but are not
+    among the peers: a bad node's figures (or its pairs') would otherwise widen the spread that hides
+    another bad node (or a bad link)."""
     rows = []
     by_test: dict[tuple, list[dict]] = {}
     by_config: dict[tuple, list[dict]] = {}
@@ -83,11 +93,14 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
             by_test[(kind, config, metric)] = items
     for (kind, config, metric), items in sorted(by_test.items()):
         ok = [it for it in items if it["rec"] and it["rec"]["status"] == "ok" and metric in it["rec"]["metrics"]]
-        peers = [(tuple(it["nodes"]), figure(it["rec"], metric, crit)) for it in ok if not set(it["nodes"]) & excluded]
-        peers = [(nodes, v) for nodes, v in peers if v > 0]
-        ref = healthy_reference([v for _, v in peers], crit.z_max, crit.min_effect, crit.log_mad_floor)
+        figures = [(tuple(it["nodes"]), figure(it["rec"], metric, crit)) for it in ok]
+        figures = [(nodes, v) for nodes, v in figures if v > 0]
+        ref = reference([v for nodes, v in figures if not set(nodes) & excluded])
         judged = ref is not None and ref.peers >= 3 and kind != "all"
-        doubt = judged and in_doubt([nodes for nodes, _ in peers], ref.outliers, crit.max_outlier_share)
+        doubt = judged and in_doubt([nodes for nodes, _ in figures],
+                                    [outside(v, ref, crit.z_max, crit.min_effect, crit.log_mad_floor)
+                                     for _, v in figures], crit.max_outlier_share)
+        left_out = len(figures) - ref.peers if ref else 0
         med, mad = (ref.median, ref.mad) if ref else (math.nan, math.nan)
         unit = ok[0]["rec"]["metrics"][metric]["unit"] if ok else ""
         for it in items:
@@ -116,13 +129,13 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
                     worse = med / value if hib else value / med  # > 1: worse than the reference
                     slow = (z < -crit.z_max if hib else z > crit.z_max) and worse >= 1 + crit.min_effect
                     row.update(z=z, ratio=value / med, verdict="pass")
+                    peers = f"{ref.peers} peers" + (f", {left_out} bad left out" if left_out else "")
                     if doubt:
-                        row.update(verdict="in-doubt", note=f"baseline in doubt: {ref.peers - ref.healthy} of "
-                                                            f"{ref.peers} outside the reference")
+                        row.update(verdict="in-doubt", note=f"baseline in doubt: more than "
+                                                            f"{crit.max_outlier_share:.0%} of the nodes outside")
                     elif slow:
                         row.update(slow=True, verdict="slow", observations=_observations(rec, metric, crit),
-                                   note=f"{value / med:.2f}x the median of {ref.healthy} healthy of {ref.peers} "
-                                        f"(z = {z:.1f})")
+                                   note=f"{value / med:.2f}x the median of {peers} (z = {z:.1f})")
             rows.append(row)
     return rows
 
@@ -148,8 +161,8 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
     """The verdict: per-test rows, nodes to drain, suspects and bad links with their evidence, down
     nodes, each node's status and the tests whose baseline is in doubt."""
     crit = crit or Criteria()
-    rows = _test_rows(planned, records, crit, ("node", "all"))
     nodes = sorted({n for p in planned for n in p["nodes"]}, key=_natural)
+    rows = _node_rows_without_bad_nodes(planned, records, crit, len(nodes))
     # A run lost with its node (Slurm's NODE_FAIL) is the node going down, not a fault of the node's.
     lost = {n for r in rows if r["failed"] and r["cause"] == "node down" for n in r["nodes"]}
     bad_nodes: dict[str, list[str]] = {}
@@ -192,6 +205,33 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
                "allocation": [r for r in rows if r["kind"] == "all"], "criteria": dict(crit.__dict__)}
     verdict["status"] = {n: _node_status(n, verdict) for n in nodes}
     return verdict
+
+
+def _node_rows_without_bad_nodes(planned: list[dict], records: dict[str, dict], crit: Criteria,
+                                 n_nodes: int) -> list[dict]:
+    """The node (and whole-allocation) test rows, each test's reference made without the nodes that
+    screen bad: worse than z_screen in `confirmations` of their tests. Again until those stand still,
+    or until they would be half the nodes (no majority left to take a reference from)."""
+    excluded: frozenset = frozenset()
+    for _ in range(MAX_ROUNDS):
+        rows = _test_rows(planned, records, crit, ("node", "all"), excluded)
+        screened = frozenset(_screened(rows, crit))
+        if screened == excluded or 2 * len(screened) >= n_nodes:
+            break
+        excluded = screened
+    return rows
+
+
+def _screened(rows: list[dict], crit: Criteria) -> set[str]:
+    tests: dict[str, set] = {}
+    for r in rows:
+        if r["kind"] != "node" or math.isnan(r["z"]):
+            continue
+        worse = 1 / r["ratio"] if r["higher_is_better"] else r["ratio"]
+        bad_side = -r["z"] if r["higher_is_better"] else r["z"]
+        if bad_side > crit.z_screen and worse >= 1 + crit.min_effect:
+            tests.setdefault(r["subject"], set()).add((r["configuration"], r["metric"]))
+    return {node for node, ts in tests.items() if len(ts) >= crit.confirmations}
 
 
 def _node_status(node: str, verdict: dict) -> str:

@@ -74,8 +74,9 @@ def document(verdict: dict, site: str, campaign: str) -> dict:
     return {"schema": SCHEMA, "campaign": campaign, "site": site,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "code_version": {"exabench": __version__, "git_commit": git["commit"], "git_dirty": git["dirty"]},
-            "thresholds": {k: crit[k] for k in ("z_max", "min_effect", "log_mad_floor", "max_outlier_share",
-                                                "confirmations", "node_min_tests", "pair_min_tests")}
+            "thresholds": {k: crit[k] for k in ("z_max", "z_screen", "min_effect", "log_mad_floor",
+                                                "max_outlier_share", "confirmations", "node_min_tests",
+                                                "pair_min_tests")}
             | {"best_of": list(crit["best_of"]), "metrics": crit["metrics"]},
             "decision": DECISIONS[code], "exit_code": code, "accept_down": bool(crit["accept_down"]),
             "nodes": nodes, "baseline_in_doubt": verdict["baseline_in_doubt"],
