@@ -240,7 +240,8 @@ WIDE = [1.00, 0.85, 1.18, 0.90, 1.12, 0.80, 1.00, 0.95]
 
 
 def _nodes_only(slow: dict[str, float]):
-    """(planned, records): STREAM and GEMM on each of 8 nodes with a wide spread, `slow` nodes slowed by their factor."""
+    """(planned, records): STREAM and GEMM on each of 8 nodes with a wide spread, `slow` nodes slowed by
+    their factor."""
     planned, records = [], {}
     for i, node in enumerate(NODES):
         for bench, metric, unit, base in (("stream", "triad_gbs", "GB/s", 10.0), ("gemm", "tflops", "TFLOP/s", 0.1)):
@@ -292,3 +293,21 @@ def test_when_too_many_nodes_disagree_the_baseline_is_in_doubt_not_judged():
     # with a larger share allowed, the same figures are judged: the three are drained
     v = nv.judge(*_nodes_only({"n06": 2.5, "n07": 2.5, "n08": 2.5}), nv.Criteria(max_outlier_share=0.4))
     assert list(v["bad_nodes"]) == ["n06", "n07", "n08"]
+
+
+def test_every_node_verdict_keys_reach_the_criteria_and_bad_values_are_refused():
+    from exabench import pipeline
+    config = validate({"campaign": "x", "benchmarks": [{"name": "stream"}], "every_node": {
+        "nodes": "n[1-4]", "verdict": {"z_screen": 2.5, "confirmations": 3, "max_outlier_share": 0.4,
+                                       "accept_down": True, "best_of": ["stream"]}}}, "config", "c.yaml")
+    crit = pipeline.node_criteria(config["every_node"])
+    assert (crit.z_screen, crit.confirmations, crit.max_outlier_share, crit.accept_down, crit.best_of) == (
+        2.5, 3, 0.4, True, ("stream",))
+    assert pipeline.node_criteria({}) == nv.Criteria()
+    for bad, says in (({"max_outlier_share": 1.5}, r"every_node.verdict.max_outlier_share' = 1.5 .*maximum 1"),
+                      ({"confirmations": 0}, r"every_node.verdict.confirmations' = 0 .*minimum 1"),
+                      ({"accept_down": "maybe"}, r"every_node.verdict.accept_down' = 'maybe' .*boolean"),
+                      ({"z_screen": 0}, r"every_node.verdict.z_screen' = 0 ")):
+        with pytest.raises(ConfigError, match=says):
+            validate({"campaign": "x", "benchmarks": [{"name": "stream"}],
+                      "every_node": {"nodes": "n[1-4]", "verdict": bad}}, "config", "c.yaml")
