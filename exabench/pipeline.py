@@ -737,10 +737,10 @@ def node_verdict(jobs_json: str, out_dir: str, site: Site, every_node: dict, ver
                  log_path: str, campaign: str = "") -> None:
     """The cluster verdict (exabench.analysis.node_verdict): report, verdict.json, tests table, plots, JUnit,
     drain list."""
-    from exabench.analysis import node_verdict as nv
+    from exabench.analysis.node_verdict_files import write_verdict
     with logged(log_path) as log:
         # verdict_json (the rule's output) is out_dir/verdict.json: named so that Snakemake knows it
-        v = nv.write_verdict(jobs_json, out_dir, site.name, node_criteria(every_node), campaign)
+        v = write_verdict(jobs_json, out_dir, site.name, node_criteria(every_node), campaign)
         _say(log, f"exabench: cluster acceptance: {len(v['nodes'])} nodes; bad nodes: "
                   f"{' '.join(v['bad_nodes']) or 'none'}; bad links: {' '.join(v['bad_links']) or 'none'}; "
                   f"suspects: {' '.join(v['suspects']) or 'none'}; "

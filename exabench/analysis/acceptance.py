@@ -19,6 +19,7 @@ from xml.etree import ElementTree as ET
 
 import yaml
 
+from exabench.analysis.node_reference import OUTLIER_Z
 from exabench.analysis.runs import LAYOUT
 from exabench.analysis.scaling import efficiency
 from exabench.records.record import headline_metric, with_plan_entry
@@ -28,10 +29,6 @@ from exabench.errors import ConfigError
 
 FAILING = ("fail", "unexpected-pass")
 VERDICTS = ("pass", "fail", "expected-fail", "unexpected-pass", "no-reference")
-# Robust outliers: |0.6745 (x - median) / MAD| above 3.5 (Iglewicz and Hoaglin). The MAD is
-# floored at 1% of the median, so peers that agree to 0.1% do not make a 0.2% node an outlier.
-OUTLIER_Z = 3.5
-MAD_FLOOR = 0.01
 # The robust z of one node among two can never pass OUTLIER_Z: outliers need at least three peers.
 MIN_PEERS = 3
 NODE_SUFFIX = re.compile(r"\.node-([A-Za-z0-9._-]+)$")
@@ -444,13 +441,6 @@ def node_of(rec: dict) -> str:
     return hosts[0] if len(hosts) == 1 else ",".join(hosts) or "?"
 
 
-def robust_z(value: float, median: float, mad: float) -> float:
-    """The robust z-score of a value among peers of this median and MAD (the MAD floored at
-    MAD_FLOOR of the median: identical peers make no outlier of a tiny difference)."""
-    scale = max(mad, MAD_FLOOR * abs(median))
-    return 0.6745 * (value - median) / scale if scale else math.nan
-
-
 def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_max: float = OUTLIER_Z,
                   crit=None) -> list[dict]:
     """Per single-node configuration (its run id less the .node-<name> suffix) and headline metric:
@@ -462,18 +452,40 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
 
 def node_sweep_verdict(records: list[dict], refs: list[Reference] | None = None, z_max: float = OUTLIER_Z,
                        crit=None) -> dict:
+    """The verdict of the every-node script's records (one run per single-node configuration and node,
+    its run id ending in .node-<name>): node_acceptance's judgement (exabench.analysis.node_verdict),
+    as node tests. A run outside a reference of the site fails its node as a failed run does."""
     from exabench.analysis import node_verdict as nv
-    return nv.sweep_verdict(records, node_of, refs, crit or nv.Criteria(z_max=z_max))
+    planned = [{"group": node_of(r), "kind": "node", "round": 0, "nodes": [node_of(r)], "run_id": r["run_id"],
+                "configuration": NODE_SUFFIX.sub("", r["run_id"]), "benchmark": r["benchmark"], "record": "-"}
+               for r in records]
+    verdict = nv.judge(planned, {r["run_id"]: r for r in records}, crit or nv.Criteria(z_max=z_max))
+    verdict["references"] = {}  # run id -> [(within, "reference: ...")]
+    by_node: dict[str, list] = {}
+    for r in records:
+        checks = [judge(r, ref) for ref in applicable(refs or [], r).values()] if r["status"] == "ok" else []
+        verdict["references"][r["run_id"]] = [(v not in FAILING, f"reference: {detail}") for v, _, detail in checks]
+        by_node.setdefault(node_of(r), []).extend(verdict["references"][r["run_id"]])
+    for node, checks in by_node.items():
+        failing = [text for within, text in checks if not within]
+        if failing:
+            verdict["bad_nodes"][node] = verdict["bad_nodes"].get(node, []) + failing
+            verdict["suspects"].pop(node, None)
+            verdict["status"][node] = "drain"
+        elif checks and verdict["status"][node] == "inconclusive" and not any(
+                r["verdict"] == "in-doubt" for r in verdict["rows"] if r["nodes"] == [node]):
+            verdict["status"][node] = "pass"  # too few peers, but judged against the site's references
+    return verdict
 
 
 def node_rows(verdict: dict) -> list[dict]:
     """The node report's rows of a sweep verdict: one per node test."""
-    from exabench.analysis.node_verdict import _evidence
+    from exabench.analysis.node_verdict import evidence
     rows = []
     for r in verdict["rows"]:
         node = r["subject"]
         checks = verdict["references"].get(r["run_id"], [])
-        reasons = [_evidence(r)] if r["slow"] or r["failed"] else []
+        reasons = [evidence(r)] if r["slow"] or r["failed"] else []
         reasons += [text for within, text in checks if not within]
         if r["verdict"] == "not-judged" and r["status"] == "ok":
             peers = sum(1 for q in verdict["rows"] if q["configuration"] == r["configuration"] and q["status"] == "ok")
@@ -612,8 +624,8 @@ def write_node_check(records: list[str], references: str | None, site: str, mark
                    "flagged", "judged", "status", "reason"]
         atomic_write_text(csv, pd.DataFrame(rows, columns=columns).to_csv(index=False))
     if out_dir:
-        from exabench.analysis.node_verdict import write_outputs
-        write_outputs(verdict, out_dir, site, campaign, plots=False)
+        from exabench.analysis.verdict_document import write_files
+        write_files(verdict, out_dir, site, campaign)
     return rows
 
 

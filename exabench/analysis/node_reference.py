@@ -12,6 +12,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+# Robust outliers: 0.6745 (x - median) / MAD beyond 3.5 (Iglewicz and Hoaglin).
+OUTLIER_Z = 3.5
 # The spread's floor: the MAD of the logarithms is taken as at least 1 %, so peers that agree to
 # 0.1 % make no outlier of a 2 % gap.
 LOG_MAD_FLOOR = 0.01

@@ -1,6 +1,6 @@
 """The verdict of a cluster-wide acceptance: which nodes to drain, which to re-test and which links to
 check, with the evidence, from the records of the every-node group jobs (exabench.campaign.node_jobs's
-plan) or of the every-node script (acceptance.node_outliers feeds them here as node tests).
+plan) or of the every-node script (acceptance.node_sweep_verdict feeds them here as node tests).
 
 Each figure is judged against its healthy peers, never against a fixed number: per test (a
 configuration and metric) the median and MAD of the logarithms over the nodes (or the pairs) less
@@ -26,18 +26,15 @@ node that is a few per cent off). A figure better than its peers is never a faul
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from exabench import markdown
-from exabench.analysis.acceptance import OUTLIER_Z
 from exabench.analysis.failure_cause import failure_cause
-from exabench.analysis.node_reference import LOG_MAD_FLOOR, MAX_OUTLIER_SHARE, in_doubt, log_z, outside, reference
-from exabench.analysis.plots import node_test_bars
+from exabench.analysis.node_reference import (LOG_MAD_FLOOR, MAX_OUTLIER_SHARE, OUTLIER_Z, in_doubt, log_z, outside,
+                                              reference)
 from exabench.records.record import headline_metric
 
 MIN_EFFECT = 0.25
@@ -172,9 +169,9 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
         slow = [r for r in own if r["slow"]]
         failed = [r for r in own if r["failed"] and node not in lost]
         if failed or (len(slow) >= crit.node_min_tests and sum(r["observations"] for r in slow) >= crit.confirmations):
-            bad_nodes[node] = [_evidence(r) for r in failed + slow]
+            bad_nodes[node] = [evidence(r) for r in failed + slow]
         elif len(slow) >= crit.node_min_tests:
-            suspects[node] = [_evidence(r) for r in slow]
+            suspects[node] = [evidence(r) for r in slow]
     rows += _test_rows(planned, records, crit, ("pair",), frozenset(bad_nodes) | frozenset(suspects))
     pair_rows = [r for r in rows if r["kind"] == "pair" and r["status"] != DOWN]
     pairs: dict[tuple, list[dict]] = {}
@@ -192,7 +189,7 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
                     and any(node not in p for p in pairs if q in p)]
         fine_elsewhere = [q for q in partners if any(not slow_pair[p] for p in pairs if q in p and node not in p)]
         if fine_elsewhere and len(fine_elsewhere) == len(partners):
-            bad_links[node] = [_evidence(r) for p in mine for r in pairs[p] if r["slow"] or r["failed"]]
+            bad_links[node] = [evidence(r) for p in mine for r in pairs[p] if r["slow"] or r["failed"]]
             bad_links[node].append(f"partners fine in their other pairs: {' '.join(sorted(fine_elsewhere, key=_natural))}")
     suspects = {n: ev for n, ev in suspects.items() if n not in bad_links}
     # Down over every kind of run: a node that dies after its own tests shows only in its pairs' runs.
@@ -261,35 +258,6 @@ def exit_code(verdict: dict) -> int:
     return 0
 
 
-def sweep_verdict(records: list[dict], node_of, refs: list | None = None, crit: Criteria | None = None) -> dict:
-    """The verdict of the every-node script's records (one run per single-node configuration and node,
-    its run id ending in .node-<name>): the same judgement as the group jobs', as node tests. A run
-    outside a reference of the site (acceptance.applicable) fails its node as a failed run does."""
-    from exabench.analysis.acceptance import FAILING, NODE_SUFFIX, applicable
-    from exabench.analysis.acceptance import judge as against
-    planned = [{"group": node_of(r), "kind": "node", "round": 0, "nodes": [node_of(r)], "run_id": r["run_id"],
-                "configuration": NODE_SUFFIX.sub("", r["run_id"]), "benchmark": r["benchmark"], "record": "-"}
-               for r in records]
-    verdict = judge(planned, {r["run_id"]: r for r in records}, crit)
-    verdict["references"] = {}  # run id -> [(within, "reference: ...")]
-    by_node: dict[str, list] = {}
-    for r in records:
-        checks = [against(r, ref) for ref in applicable(refs or [], r).values()] if r["status"] == "ok" else []
-        verdict["references"][r["run_id"]] = [(v not in FAILING, f"reference: {detail}") for v, _, detail in checks]
-        by_node.setdefault(node_of(r), []).extend(verdict["references"][r["run_id"]])
-    for node, checks in by_node.items():
-        failing = [text for ok, text in checks if not ok]
-        if failing:
-            verdict["bad_nodes"][node] = verdict["bad_nodes"].get(node, []) + failing
-            verdict["suspects"].pop(node, None)
-        elif checks and verdict["status"][node] == "inconclusive" and not any(
-                r["verdict"] == "in-doubt" for r in verdict["rows"] if r["nodes"] == [node]):
-            verdict["status"][node] = "pass"  # too few peers, but judged against the site's references
-    verdict["status"] = {n: _node_status(n, verdict) if n in verdict["bad_nodes"] else st
-                         for n, st in verdict["status"].items()}
-    return verdict
-
-
 def _natural(name: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
@@ -299,7 +267,7 @@ def _down_nodes(note: str) -> list[str]:
     return hit.group(1).split() if hit else []
 
 
-def _evidence(r: dict) -> str:
+def evidence(r: dict) -> str:
     where = f"pair {r['subject']}" if r["kind"] == "pair" else r["configuration"]
     if r["failed"]:  # the cause, then the record's own words (unless they begin with the cause)
         return f"{where}: " + ("" if r["note"].startswith(r["cause"]) else f"{r['cause']}: ") + r["note"]
@@ -437,56 +405,9 @@ def _node_case(node: str, verdict: dict) -> tuple | None:
 
 def _test_case(r: dict) -> tuple | None:
     if r["failed"]:
-        return "failure", r["cause"], [_evidence(r)]
+        return "failure", r["cause"], [evidence(r)]
     if r["slow"]:
-        return "failure", "slow", [_evidence(r)]
+        return "failure", "slow", [evidence(r)]
     if r["status"] == DOWN:
         return "skipped", "", [r["note"] or DOWN]
     return None
-
-
-def read_node_record(p: dict) -> dict:
-    """The run's record; one that cannot be read fails its run (the file is named, the verdict goes on)."""
-    from exabench.records.record import RecordError, read_record
-    try:
-        return read_record(p["record"])
-    except (RecordError, OSError, ValueError) as exc:
-        return {"run_id": p["run_id"], "benchmark": p["benchmark"], "status": "failed", "metrics": {},
-                "error": f"unreadable record: {exc}"}
-
-
-def write_verdict(jobs_json: str | Path, out_dir: str | Path, site: str, crit: Criteria | None = None,
-                  campaign: str = "") -> dict:
-    """Read the plan of node runs and their records; write verdict.md, verdict.json (checked against
-    its schema), tests.csv, junit.xml, drain.txt and plots/<test>.png under out_dir. Returns the verdict."""
-    planned = json.loads(Path(jobs_json).read_text())["planned"]
-    records = {p["run_id"]: read_node_record(p) for p in planned if Path(p["record"]).exists()}
-    verdict = judge(planned, records, crit)
-    write_outputs(verdict, out_dir, site, campaign)
-    return verdict
-
-
-def write_outputs(verdict: dict, out_dir: str | Path, site: str, campaign: str, plots: bool = True) -> dict:
-    """The verdict's files under out_dir; returns the verdict.json document."""
-    import pandas as pd
-
-    from exabench.analysis.verdict_document import document, validated
-    from exabench.io import atomic_write_text
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    doc = validated(document(verdict, site, campaign), str(out / "verdict.json"))
-    atomic_write_text(out / "verdict.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    atomic_write_text(out / "verdict.md", verdict_markdown(verdict, site))
-    atomic_write_text(out / "tests.csv", pd.DataFrame([{k: v for k, v in r.items() if k != "nodes"}
-                                                       for r in verdict["rows"]]).to_csv(index=False))
-    atomic_write_text(out / "junit.xml", junit_xml(verdict, site))
-    atomic_write_text(out / "drain.txt", "".join(line + "\n" for line in drain_lines(verdict)))
-    if plots:
-        (out / "plots").mkdir(exist_ok=True)
-        tests: dict[tuple, list[dict]] = {}
-        for r in verdict["rows"]:
-            if r["kind"] != "all":
-                tests.setdefault((r["configuration"], r["metric"]), []).append(r)
-        for (config, metric), rs in tests.items():
-            node_test_bars(rs, out / "plots" / f"{config}.{metric}.png")
-    return doc

@@ -6,7 +6,9 @@ robust z as numbers. A script acts on `exit_code`: 0 all pass, 1 a node to drain
 from __future__ import annotations
 
 import datetime
+import json
 import math
+from pathlib import Path
 
 from exabench.analysis import node_verdict as nv
 
@@ -88,3 +90,21 @@ def validated(doc: dict, file: str) -> dict:
     """The document, checked against workflow/schemas/verdict.schema.yaml (ConfigError naming the key)."""
     from exabench.config import validate
     return validate(doc, "verdict", file)
+
+
+def write_files(verdict: dict, out_dir: str | Path, site: str, campaign: str) -> dict:
+    """The verdict's files under out_dir: verdict.json (checked against its schema), verdict.md,
+    tests.csv, junit.xml, drain.txt. Returns the verdict.json document."""
+    import pandas as pd
+
+    from exabench.io import atomic_write_text
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = validated(document(verdict, site, campaign), str(out / "verdict.json"))
+    atomic_write_text(out / "verdict.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(out / "verdict.md", nv.verdict_markdown(verdict, site))
+    atomic_write_text(out / "tests.csv", pd.DataFrame([{k: v for k, v in r.items() if k != "nodes"}
+                                                       for r in verdict["rows"]]).to_csv(index=False))
+    atomic_write_text(out / "junit.xml", nv.junit_xml(verdict, site))
+    atomic_write_text(out / "drain.txt", "".join(line + "\n" for line in nv.drain_lines(verdict)))
+    return doc

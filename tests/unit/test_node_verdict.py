@@ -13,6 +13,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from exabench.analysis import node_verdict as nv
+from exabench.analysis import node_verdict_files as files
+from exabench.analysis.verdict_document import write_files
 from exabench.campaign.node_groups import NodeGroup, node_groups, pair_rounds
 from exabench.config import validate
 from exabench.errors import ConfigError
@@ -152,8 +154,8 @@ def test_write_verdict_writes_every_output(tmp_path, monkeypatch):
     (tmp_path / "broken.json").write_text("{")
     del records[planned[0]["run_id"]]
     # the other synthetic records carry only what the verdict reads (no full record schema)
-    real = nv.read_node_record
-    monkeypatch.setattr(nv, "read_node_record", lambda p: real(p) if p["record"].endswith("broken.json")
+    real = files.read_node_record
+    monkeypatch.setattr(files, "read_node_record", lambda p: real(p) if p["record"].endswith("broken.json")
                         else json.loads(open(p["record"]).read()))
     for p in planned:
         if p["run_id"] in records:
@@ -161,7 +163,7 @@ def test_write_verdict_writes_every_output(tmp_path, monkeypatch):
             (tmp_path / "records").mkdir(exist_ok=True)
             (tmp_path / "records" / f"{p['run_id']}.json").write_text(json.dumps(records[p["run_id"]]))
     (tmp_path / "jobs.json").write_text(json.dumps({"planned": planned}))
-    v = nv.write_verdict(tmp_path / "jobs.json", tmp_path / "out", "c")
+    v = files.write_verdict(tmp_path / "jobs.json", tmp_path / "out", "c")
     assert list(v["bad_nodes"]) == ["n01"] and "unreadable record" in v["bad_nodes"]["n01"][0]
     out = tmp_path / "out"
     assert (out / "drain.txt").read_text().startswith("scontrol update nodename=n01 state=drain")
@@ -195,7 +197,7 @@ def test_verdict_json_validates_against_its_schema_and_gives_figures_as_numbers(
     from exabench.config import load_schema
     from exabench.analysis.verdict_document import validated
     v = nv.judge(*_campaign(slow_node="n03", slow_link="n06"))
-    doc = json.loads(json.dumps(nv.write_outputs(v, tmp_path, "c", "cluster-acceptance", plots=False)))
+    doc = json.loads(json.dumps(write_files(v, tmp_path, "c", "cluster-acceptance")))
     written = json.loads((tmp_path / "verdict.json").read_text())
     jsonschema.Draft202012Validator(load_schema("verdict")).validate(written)
     assert written["schema"] == "exabench-verdict/1" and written["campaign"] == "cluster-acceptance"
@@ -226,7 +228,7 @@ def test_node_acceptance_fails_unless_the_verdict_exits_0(tmp_path, case, code, 
     from exabench import pipeline
     from exabench.errors import ExabenchError
     v = nv.judge(*_campaign(**case))
-    nv.write_outputs(v, tmp_path, "c", "x", plots=False)
+    write_files(v, tmp_path, "c", "x")
     if code:
         with pytest.raises(ExabenchError, match=re.escape(says)):
             pipeline.node_acceptance_check(str(tmp_path / "verdict.json"), str(tmp_path / "log"))
