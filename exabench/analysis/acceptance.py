@@ -493,7 +493,8 @@ def node_rows(verdict: dict) -> list[dict]:
         if r["verdict"] == "in-doubt":
             reasons.append(r["note"])
         rows.append({"node": node, "run_id": r["run_id"], "benchmark": r["benchmark"],
-                     "configuration": r["configuration"], "metric": r["metric"], "value": r["value"], "median": r["median"], "mad": r["mad"], "z": r["z"],
+                     "configuration": r["configuration"], "metric": r["metric"], "value": r["value"],
+                     "median": r["median"], "mad": r["mad"], "z": r["z"],
                      "flagged": bool(r["slow"] or r["failed"] or not all(within for within, _ in checks)),
                      "judged": r["verdict"] != "not-judged" or bool(checks), "status": verdict["status"][node],
                      "reason": "; ".join(reasons)})
