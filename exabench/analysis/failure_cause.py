@@ -28,10 +28,13 @@ def failure_cause(status: str, error: str | None) -> str:
     code = EXIT_CODE.search(text)
     rc = int(code.group(1)) if code else None
     killed = rc in (137, -9) or (rc is not None and rc > 128 and rc - 128 == signal.SIGKILL)
-    if OOM_TEXT.search(text) or (killed and re.search(r"\bKilled\b", text)):
+    if OOM_TEXT.search(text):
         return "out of memory"
     if status == "timeout" or re.search(r"\bTIMEOUT\b|timed out|time limit", text, re.I):
         return "timeout"
+    # The shell's "Killed" follows any SIGKILL; one a time limit or scancel did not name is the OOM killer's.
+    if killed and re.search(r"\bKilled\b", text):
+        return "out of memory"
     if status.startswith("not run: node down") or any(s in text for s in NODE_LOST):
         return "node down"
     if rc is not None and (rc < 0 or rc > 128):

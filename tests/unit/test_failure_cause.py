@@ -23,6 +23,8 @@ from helpers_node_verdict import _campaign
     ("failed", "job script exited with code -11 and wrote no record; last output: (none)", "killed by signal SIGSEGV"),
     ("failed", "run gemm.tiny stopped: its execution got SIGTERM; its ranks were stopped", "killed by signal SIGTERM"),
     ("timeout", "run exceeded its 300 s limit", "timeout"),
+    ("failed", "job script exited with code 137 and wrote no record; last output: slurmstepd: error: *** STEP 12.0 "
+               "ON n03 CANCELLED AT 2026-11-28T20:01:02 DUE TO TIME LIMIT *** | Killed", "timeout"),
     ("missing", "missing: job 7 ended TIMEOUT", "timeout"),
     ("missing", "missing: job 7 ended NODE_FAIL", "node down"),
     ("not run: node down (n05: down*)", "not run: node down (n05: down*)", "node down"),
