@@ -205,7 +205,7 @@ def cmd_nodes(args) -> int:
     from exabench.analysis import acceptance as acc
     rows = acc.write_node_check(args.records, args.references, args.site_name, args.markdown, args.z)
     print(acc.node_check_line(rows, args.markdown))
-    return 1 if acc.flagged_nodes(rows) and not args.report_only else 0
+    return 0 if args.report_only else acc.node_exit_code(rows)  # 0 all pass, 1 a node to drain, 2 undecided
 
 
 def cmd_plots(args) -> int:

@@ -726,11 +726,15 @@ def accept_check(verdicts: str, log_path: str) -> None:
 
 
 def node_report(records: list[str], references: list[str], site: Site, markdown: str, csv: str,
-                log_path: str) -> None:
-    """The per-node report; it always gets written (node_check then fails on it)."""
+                log_path: str, verdict_json: str | None = None, every_node: dict | None = None,
+                campaign: str = "") -> None:
+    """The per-node report, judged as node_acceptance judges (every_node.verdict's criteria), with its
+    verdict.json and drain list beside it (verdict_json's folder); it always gets written (node_check
+    then fails on it)."""
     with logged(log_path) as log:
         rows = acceptance.write_node_check(records, references[0] if references else None, site.name, markdown,
-                                           csv=csv)
+                                           csv=csv, out_dir=str(Path(verdict_json).parent) if verdict_json else None,
+                                           crit=node_criteria(every_node or {}), campaign=campaign)
         _say(log, acceptance.node_check_line(rows, markdown), echo=True)
 
 
@@ -757,38 +761,59 @@ def missing_node_runs(runs: list[Run], groups, results_dir: str) -> list[str]:
     return [p["run_id"] for p in planned_node_runs(runs, groups, Path(results_dir)) if not Path(p["record"]).exists()]
 
 
-def node_verdict(jobs_json: str, out_dir: str, site: Site, every_node: dict, verdict_json: str,
-                 log_path: str) -> None:
-    """The cluster verdict (exabench.analysis.node_verdict): report, tests table, plots, JUnit, drain list."""
+def node_criteria(every_node: dict):
+    """The judging criteria of `every_node.verdict` (its defaults where a key is not given)."""
     from exabench.analysis import node_verdict as nv
+    judging = every_node.get("verdict") or {}
+    defaults = nv.Criteria()
+    keys = ("z_max", "min_effect", "node_min_tests", "pair_min_tests", "max_outlier_share", "confirmations",
+            "z_screen", "accept_down")
+    return nv.Criteria(**{k: judging.get(k, getattr(defaults, k)) for k in keys},
+                       metrics=judging.get("metrics") or {}, best_of=tuple(judging.get("best_of") or ()))
+
+
+def node_verdict(jobs_json: str, out_dir: str, site: Site, every_node: dict, verdict_json: str,
+                 log_path: str, campaign: str = "") -> None:
+    """The cluster verdict (exabench.analysis.node_verdict): report, verdict.json, tests table, plots, JUnit,
+    drain list."""
+    from exabench.analysis.node_verdict_files import write_verdict
     with logged(log_path) as log:
-        judging = every_node.get("verdict") or {}
-        crit = nv.Criteria(z_max=judging.get("z_max", nv.OUTLIER_Z), min_effect=judging.get("min_effect", nv.MIN_EFFECT),
-                           node_min_tests=judging.get("node_min_tests", nv.NODE_MIN_TESTS),
-                           pair_min_tests=judging.get("pair_min_tests", nv.PAIR_MIN_TESTS),
-                           metrics=judging.get("metrics") or {}, best_of=tuple(judging.get("best_of") or ()))
-        v = nv.write_verdict(jobs_json, out_dir, site.name, crit)
-        summary = {"bad_nodes": v["bad_nodes"], "bad_links": v["bad_links"], "down": v["down"],
-                   "unexplained_pairs": v["unexplained_pairs"], "flagged": nv.flagged(v),
-                   "drain": nv.drain_lines(v)}
-        atomic_write_text(verdict_json, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        # verdict_json (the rule's output) is out_dir/verdict.json: named so that Snakemake knows it
+        v = write_verdict(jobs_json, out_dir, site.name, node_criteria(every_node), campaign)
         _say(log, f"exabench: cluster acceptance: {len(v['nodes'])} nodes; bad nodes: "
                   f"{' '.join(v['bad_nodes']) or 'none'}; bad links: {' '.join(v['bad_links']) or 'none'}; "
+                  f"suspects: {' '.join(v['suspects']) or 'none'}; "
                   f"down: {' '.join(v['down']) or 'none'} -> {out_dir}/verdict.md", echo=True)
 
 
 def node_acceptance_check(verdict_json: str, log_path: str) -> None:
-    """Fail the rule, naming the nodes and links, when anything is flagged."""
+    """Fail the rule unless verdict.json's exit code is 0: naming the nodes to drain (1), or what could
+    not be decided (2: suspects to re-test, nodes down, nodes inconclusive)."""
     with logged(log_path) as log:
         v = json.loads(Path(verdict_json).read_text())
-        if v["flagged"]:
-            text = (f"exabench: cluster acceptance FAILED: drain {' '.join(v['bad_nodes']) or 'no node'}, check the "
-                    f"links of {' '.join(v['bad_links']) or 'no node'} (drain list: "
-                    f"{Path(verdict_json).parent / 'drain.txt'})")
-            _say(log, text, echo=True)
+        text = verdict_line(v, Path(verdict_json).parent / "drain.txt")
+        _say(log, text, echo=True)
+        if v["exit_code"]:
             raise ExabenchError(text)
-        _say(log, "exabench: cluster acceptance passed: nothing flagged"
-                  + (f" ({' '.join(v['down'])} down: runs not run)" if v["down"] else ""), echo=True)
+
+
+def verdict_line(doc: dict, drain_txt) -> str:
+    """verdict.json's decision in one line."""
+    by = {}
+    for node, n in doc["nodes"].items():
+        by.setdefault(n["status"], []).append(node)
+    if doc["exit_code"] == 1:
+        links = [n for n in by.get("drain", []) if "bad link" in (doc["nodes"][n]["cause"] or "")]
+        return (f"exabench: cluster acceptance FAILED: drain {' '.join(by['drain'])} (" + "; ".join(
+            f"{n}: {doc['nodes'][n]['cause']}" for n in by["drain"]) + f"), check the links of "
+            f"{' '.join(links) or 'no node'} (drain list: {drain_txt})")
+    if doc["exit_code"] == 2:
+        what = "; ".join(f"{s} {' '.join(by[s])}" for s in ("suspect", "down", "inconclusive") if by.get(s))
+        return (f"exabench: cluster acceptance UNDECIDED (exit 2): {what or 'a whole-allocation run failed'}"
+                " (suspects: re-test; down: bring back and run again; docs/acceptance.md)")
+    down = by.get("down", [])
+    return "exabench: cluster acceptance passed: nothing flagged" + (f" ({' '.join(down)} down, accepted by "
+                                                                    "accept_down)" if down else "")
 
 
 def node_check(nodes_csv: str, references: list[str], log_path: str) -> None:

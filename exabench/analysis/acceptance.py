@@ -19,6 +19,7 @@ from xml.etree import ElementTree as ET
 
 import yaml
 
+from exabench.analysis.node_reference import OUTLIER_Z
 from exabench.analysis.runs import LAYOUT
 from exabench.analysis.scaling import efficiency
 from exabench.records.record import headline_metric, with_plan_entry
@@ -28,10 +29,6 @@ from exabench.errors import ConfigError
 
 FAILING = ("fail", "unexpected-pass")
 VERDICTS = ("pass", "fail", "expected-fail", "unexpected-pass", "no-reference")
-# Robust outliers: |0.6745 (x - median) / MAD| above 3.5 (Iglewicz and Hoaglin). The MAD is
-# floored at 1% of the median, so peers that agree to 0.1% do not make a 0.2% node an outlier.
-OUTLIER_Z = 3.5
-MAD_FLOOR = 0.01
 # The robust z of one node among two can never pass OUTLIER_Z: outliers need at least three peers.
 MIN_PEERS = 3
 NODE_SUFFIX = re.compile(r"\.node-([A-Za-z0-9._-]+)$")
@@ -444,69 +441,104 @@ def node_of(rec: dict) -> str:
     return hosts[0] if len(hosts) == 1 else ",".join(hosts) or "?"
 
 
-def robust_z(value: float, median: float, mad: float) -> float:
-    """The robust z-score of a value among peers of this median and MAD (the MAD floored at
-    MAD_FLOOR of the median: identical peers make no outlier of a tiny difference)."""
-    scale = max(mad, MAD_FLOOR * abs(median))
-    return 0.6745 * (value - median) / scale if scale else math.nan
+def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_max: float = OUTLIER_Z,
+                  crit=None) -> list[dict]:
+    """Per single-node configuration (its run id less the .node-<name> suffix) and headline metric:
+    each node's figure, its healthy peers' median and MAD, its robust z, whether it is slow or failed
+    and why, and the node's status, judged as node_acceptance judges (exabench.analysis.node_verdict):
+    one-sided (a faster node is no fault), confirmed before a drain, causes named."""
+    return node_rows(node_sweep_verdict(records, refs, z_max, crit))
 
 
-def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_max: float = OUTLIER_Z) -> list[dict]:
-    """Per single-node configuration (benchmark, parameters, layout) and headline metric: each
-    node's figure, the peers' median and MAD, its robust z-score, and why it is flagged."""
-    groups: dict[str, list[dict]] = {}
+def node_sweep_verdict(records: list[dict], refs: list[Reference] | None = None, z_max: float = OUTLIER_Z,
+                       crit=None) -> dict:
+    """The verdict of the every-node script's records (one run per single-node configuration and node,
+    its run id ending in .node-<name>): node_acceptance's judgement (exabench.analysis.node_verdict),
+    as node tests. A run outside a reference of the site fails its node as a failed run does."""
+    from exabench.analysis import node_verdict as nv
+    planned = [{"group": node_of(r), "kind": "node", "round": 0, "nodes": [node_of(r)], "run_id": r["run_id"],
+                "configuration": NODE_SUFFIX.sub("", r["run_id"]), "benchmark": r["benchmark"], "record": "-"}
+               for r in records]
+    verdict = nv.judge(planned, {r["run_id"]: r for r in records}, crit or nv.Criteria(z_max=z_max))
+    verdict["references"] = {}  # run id -> [(within, "reference: ...")]
+    by_node: dict[str, list] = {}
     for r in records:
-        key = json.dumps([r["benchmark"], r.get("params", {}), {k: r["layout"].get(k) for k in LAYOUT},
-                          NODE_SUFFIX.sub("", r["run_id"])], sort_keys=True)
-        groups.setdefault(key, []).append(r)
+        checks = [judge(r, ref) for ref in applicable(refs or [], r).values()] if r["status"] == "ok" else []
+        verdict["references"][r["run_id"]] = [(v not in FAILING, f"reference: {detail}") for v, _, detail in checks]
+        by_node.setdefault(node_of(r), []).extend(verdict["references"][r["run_id"]])
+    for node, checks in by_node.items():
+        failing = [text for within, text in checks if not within]
+        if failing:
+            verdict["bad_nodes"][node] = verdict["bad_nodes"].get(node, []) + failing
+            verdict["suspects"].pop(node, None)
+            verdict["status"][node] = "drain"
+        elif checks and verdict["status"][node] == "inconclusive" and not any(
+                r["verdict"] == "in-doubt" for r in verdict["rows"] if r["nodes"] == [node]):
+            verdict["status"][node] = "pass"  # too few peers, but judged against the site's references
+    return verdict
+
+
+def node_rows(verdict: dict) -> list[dict]:
+    """The node report's rows of a sweep verdict: one per node test."""
+    from exabench.analysis.node_verdict import evidence
     rows = []
-    for _, rs in sorted(groups.items()):
-        bench = rs[0]["benchmark"]
-        metric = next((headline_metric(r) for r in rs if r.get("metrics")), "")
-        vals = [float(r["metrics"][metric]["value"]) for r in rs if r["status"] == "ok" and metric in r["metrics"]]
-        med = statistics.median(vals) if vals else math.nan
-        mad = statistics.median(abs(v - med) for v in vals) if vals else math.nan
-        judged = len(vals) >= MIN_PEERS
-        for r in sorted(rs, key=node_of):
-            reasons = []
-            value = math.nan
-            if r["status"] != "ok" or metric not in (r.get("metrics") or {}):
-                reasons.append(f"run {r['status']}: {r.get('error')}")
-            else:
-                value = float(r["metrics"][metric]["value"])
-            z = robust_z(value, med, mad) if judged and not math.isnan(value) else math.nan
-            if not math.isnan(z) and abs(z) > z_max:
-                hib = r["metrics"][metric].get("higher_is_better", True)
-                worse = (z < 0) == hib
-                reasons.append(f"outlier among {len(vals)} nodes ({'worse' if worse else 'better'}: z = {z:.1f})")
-            for ref in applicable(refs or [], r).values():
-                verdict, _, detail = judge(r, ref)
-                if verdict in FAILING and r["status"] == "ok":
-                    reasons.append(f"reference: {detail}")
-            note = [] if judged else [f"not judged among peers: {len(vals)} ok nodes, outliers need {MIN_PEERS}"]
-            rows.append({"node": node_of(r), "run_id": r["run_id"], "benchmark": bench,
-                         "configuration": NODE_SUFFIX.sub("", r["run_id"]), "metric": metric,
-                         "value": value, "median": med, "mad": mad, "z": z, "flagged": bool(reasons),
-                         "judged": judged, "reason": "; ".join(reasons + note)})
-    return rows
+    for r in verdict["rows"]:
+        node = r["subject"]
+        checks = verdict["references"].get(r["run_id"], [])
+        reasons = [evidence(r)] if r["slow"] or r["failed"] else []
+        reasons += [text for within, text in checks if not within]
+        if r["verdict"] == "not-judged" and r["status"] == "ok":
+            peers = sum(1 for q in verdict["rows"] if q["configuration"] == r["configuration"] and q["status"] == "ok")
+            reasons.append(f"not judged among peers: {peers} ok nodes, outliers need {MIN_PEERS}")
+        if r["verdict"] == "in-doubt":
+            reasons.append(r["note"])
+        rows.append({"node": node, "run_id": r["run_id"], "benchmark": r["benchmark"],
+                     "configuration": r["configuration"], "metric": r["metric"], "value": r["value"],
+                     "median": r["median"], "mad": r["mad"], "z": r["z"],
+                     "flagged": bool(r["slow"] or r["failed"] or not all(within for within, _ in checks)),
+                     "judged": r["verdict"] != "not-judged" or bool(checks), "status": verdict["status"][node],
+                     "reason": "; ".join(reasons)})
+    return sorted(rows, key=lambda x: (x["configuration"], x["node"]))
 
 
 def flagged_nodes(rows: list[dict]) -> list[str]:
-    return sorted({r["node"] for r in rows if r["flagged"]})
+    """The nodes not accepted: to drain, to re-test (suspects) or not judged."""
+    return sorted({r["node"] for r in rows if r.get("status", "pass") not in ("pass", "suspect-cleared")})
+
+
+def nodes_by_status(rows: list[dict]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for node, status in sorted({(r["node"], r["status"]) for r in rows}):
+        out.setdefault(status, []).append(node)
+    return out
+
+
+def node_exit_code(rows: list[dict]) -> int:
+    """As verdict.json's: 0 every node passes, 1 a node to drain, 2 could not decide."""
+    statuses = {r["status"] for r in rows}
+    return 1 if "drain" in statuses else 2 if statuses & {"suspect", "inconclusive", "down"} or not rows else 0
+
+
+def _status_line(rows: list[dict]) -> str:
+    by = nodes_by_status(rows)
+    words = {"drain": "drain", "suspect": "re-test (suspect)", "inconclusive": "not judged (inconclusive)"}
+    return "; ".join(f"{words[s]} {' '.join(by[s])}" for s in words if by.get(s))
 
 
 def nodes_markdown(rows: list[dict], site: str) -> str:
     cells = [[r["node"], r["run_id"], r["metric"],
               *(("" if math.isnan(r[k]) else f"{r[k]:.4g}") for k in ("value", "median", "mad", "z")),
-              "YES" if r["flagged"] else "", r["reason"]] for r in rows]
+              "YES" if r["flagged"] else "", r["status"], r["reason"]] for r in rows]
     lines = [f"# exabench node check: site {site}", "",
-             *markdown.table(["node", "run", "metric", "value", "peers' median", "MAD", "z", "flagged", "reason"],
-                             cells)]
-    bad = flagged_nodes(rows)
+             "Judged as node_acceptance judges (docs/acceptance.md): against the healthy peers' median, one-sided, "
+             "a node drained when it fails a run or its slowness is confirmed, a suspect to re-test when it is slow "
+             "in one observation only; the drain list and verdict.json are in nodes/.", "",
+             *markdown.table(["node", "run", "metric", "value", "peers' median", "MAD", "z", "flagged", "status",
+                              "reason"], cells)]
     if not rows:
         lines += ["", "No per-node records: the every-node job has not run."]
     else:
-        lines += ["", ("Flagged nodes: " + " ".join(bad)) if bad else "No node flagged."]
+        lines += ["", ("Flagged nodes: " + _status_line(rows)) if flagged_nodes(rows) else "No node flagged."]
     return "\n".join(lines) + "\n"
 
 
@@ -574,42 +606,51 @@ def check_verdicts(verdicts_csv: str) -> tuple[bool, str]:
 
 
 def write_node_check(records: list[str], references: str | None, site: str, markdown: str,
-                     z_max: float = OUTLIER_Z, csv: str | None = None) -> list[dict]:
-    """Flag nodes outside tolerance or outliers among their peers; write the Markdown report (and the
-    rows as CSV, which `check_nodes` reads)."""
+                     z_max: float = OUTLIER_Z, csv: str | None = None, out_dir: str | None = None,
+                     crit=None, campaign: str = "") -> list[dict]:
+    """Judge the every-node script's records as node_acceptance does; write the Markdown report (the
+    rows as CSV, which `check_nodes` reads; and under out_dir the verdict's verdict.json, drain.txt,
+    junit.xml, verdict.md and tests.csv)."""
     from exabench.io import atomic_write_text
     from exabench.records.record import record_paths
     from exabench.records.tidy import load_records
 
     refs = load_references(references) if references else []
-    rows = node_outliers(load_records(record_paths(records)), refs, z_max)
+    verdict = node_sweep_verdict(load_records(record_paths(records)), refs, z_max, crit)
+    rows = node_rows(verdict)
     atomic_write_text(markdown, nodes_markdown(rows, site))
     if csv:
         import pandas as pd
         columns = ["node", "run_id", "benchmark", "configuration", "metric", "value", "median", "mad", "z",
-                   "flagged", "judged", "reason"]
+                   "flagged", "judged", "status", "reason"]
         atomic_write_text(csv, pd.DataFrame(rows, columns=columns).to_csv(index=False))
+    if out_dir:
+        from exabench.analysis.verdict_document import write_files
+        write_files(verdict, out_dir, site, campaign)
     return rows
 
 
 def check_nodes(nodes_csv: str, with_references: bool) -> tuple[bool, str]:
-    """(passed, text): no node flagged, and something was judged (among peers, or against references)."""
+    """(passed, text): every node passes (none to drain, none to re-test, every one judged: among
+    peers, or against references)."""
     import pandas as pd
 
     df = pd.read_csv(nodes_csv, keep_default_na=False)
     if df.empty:
         return False, "exabench: node check FAILED: no per-node records (run the every-node job script first)"
-    bad = sorted(set(df.loc[df["flagged"].astype(str) == "True", "node"]))
-    if bad:
-        return False, f"exabench: node check FAILED: flagged {' '.join(bad)} (see {nodes_csv})"
-    if not with_references and not (df["judged"].astype(str) == "True").any():
+    rows = df.to_dict("records")
+    if not (df["judged"].astype(str) == "True").any():
         return False, (f"exabench: node check cannot judge: fewer than {MIN_PEERS} ok nodes per configuration and "
-                       "no references.yaml to judge them against")
+                       + ("the references judge none of them" if with_references
+                          else "no references.yaml to judge them against"))
+    if flagged_nodes(rows):
+        return False, (f"exabench: node check FAILED (exit {node_exit_code(rows)}): {_status_line(rows)} "
+                       f"(see {nodes_csv}; drain list: {Path(nodes_csv).parent / 'nodes' / 'drain.txt'})")
     return True, f"exabench: node check passed: {df['node'].nunique()} nodes, none flagged"
 
 
 def node_check_line(rows: list[dict], markdown: str) -> str:
     if not rows:
         return "no per-node records: run the every-node job script first (snakemake ... every_node_script)"
-    return (f"{len({r['node'] for r in rows})} nodes checked; flagged: {' '.join(flagged_nodes(rows)) or 'none'} "
+    return (f"{len({r['node'] for r in rows})} nodes checked; flagged: {_status_line(rows) or 'none'} "
             f"-> {markdown}")

@@ -1,39 +1,55 @@
-"""The verdict of a cluster-wide acceptance: which nodes to drain and which links to check, with the
-evidence, from the records of the every-node group jobs (exabench.campaign.node_jobs's plan).
+"""The verdict of a cluster-wide acceptance: which nodes to drain, which to re-test and which links to
+check, with the evidence, from the records of the every-node group jobs (exabench.campaign.node_jobs's
+plan) or of the every-node script (acceptance.node_sweep_verdict feeds them here as node tests).
 
-Each figure is judged against its peers, never against a fixed number: per test (a configuration
-and metric) the median and MAD over the nodes (or the pairs), and a figure is slow when it is on
-the bad side by more than OUTLIER_Z robust z-scores of its logarithm (log_z) AND by more than
-`min_effect` of the median (so peers that agree to 0.1 % do not flag a 1 % node, and the spread of
-shared cores does not flag a node that is a few per cent off).
+Each figure is judged against its healthy peers, never against a fixed number: per test (a
+configuration and metric) the median and MAD of the logarithms over the nodes (or the pairs) less
+those found bad (a node worse than z_screen in two of its tests is left out of every reference,
+again until those stand still; exabench.analysis.node_reference), and a figure is slow when it is on
+the bad side by more than z_max robust z-scores AND by more than `min_effect` of the median (so
+peers that agree to 0.1 % do not flag a 1 % node, and the spread of shared cores does not flag a
+node that is a few per cent off). A figure better than its peers is never a fault.
 
-- A node is bad when it is slow in at least `node_min_tests` of its own (single-node) tests, or
-  when a run of its own failed.
+- A node is drained when one of its own runs failed (the cause named: out of memory, a signal, a
+  timeout, ...), or when its slowness is confirmed: seen in `confirmations` (2) independent
+  observations, two slow tests or the repeated samples of a `best_of` test, every one of which is
+  slow when its best is. Slow on one observation only, it is a suspect: re-test it, never drain it.
 - A pair is slow when it is slow in `pair_min_tests` of its tests (all, if it has fewer), or a run
   of it failed. A node has a bad link when
   every one of its pairs (at least two) is slow while each partner has a pair that is not: the
   one thing the slow pairs share is that node. A bad node's slow pairs are its own slowness.
-- A run that a down node kept from running is "not run: node down": reported, never a fault.
+- A run that a down node kept from running is "not run: node down": the node is not accepted
+  (status down), but nothing of it is drained.
+- A test whose peers disagree too much (more than max_outlier_share outside the reference) judges
+  nobody: its baseline is in doubt, and its nodes are inconclusive.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from exabench import markdown
-from exabench.analysis.acceptance import OUTLIER_Z
-from exabench.analysis.plots import node_test_bars
+from exabench.analysis.failure_cause import failure_cause
+from exabench.analysis.node_reference import (LOG_MAD_FLOOR, MAX_OUTLIER_SHARE, OUTLIER_Z, in_doubt, log_z, outside,
+                                              reference)
 from exabench.records.record import headline_metric
 
 MIN_EFFECT = 0.25
-LOG_MAD_FLOOR = 0.01
 NODE_MIN_TESTS = 1
+# Independent observations of a node's slowness before it is drained: two slow tests, or one test
+# judged on the best of two or more samples (all of them slow, then). One figure alone (a GEMM at
+# 0.46x, z = 3.9, on shared cores) makes a suspect to re-test, not a drain.
+CONFIRMATIONS = 2
+# The screening threshold: a node worse than this many robust z (and by min_effect) in two of its
+# tests is left out of every test's reference, and the references are made again until the set of
+# such nodes stands still. Two tests, not one: a healthy node at the tail of one test's spread is
+# common (a 2-core machine's noise), in two independent tests rare; left out on one figure, it
+# would narrow the spread that judges it.
+Z_SCREEN = 2.0
+MAX_ROUNDS = 20
 # Pair tests a pair must be slow in (or all it has, if fewer). One: a test with a wide spread (a
 # tiny allreduce on shared cores) may miss a slow link that the ping-pong shows plainly, and a
 # link is convicted only when every one of its node's pairs is slow anyway.
@@ -49,13 +65,19 @@ class Criteria:
     pair_min_tests: int = PAIR_MIN_TESTS
     metrics: dict = field(default_factory=dict)  # benchmark -> metrics judged (default: its headline)
     best_of: tuple = ()  # benchmarks judged on their best sample (samples that repeat one measurement)
+    log_mad_floor: float = LOG_MAD_FLOOR
+    max_outlier_share: float = MAX_OUTLIER_SHARE
+    confirmations: int = CONFIRMATIONS
+    z_screen: float = Z_SCREEN
+    accept_down: bool = False  # a node down during acceptance is not accepted unless this is set
 
 
 def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, kinds: tuple[str, ...],
                excluded: frozenset = frozenset()) -> list[dict]:
     """One row per test subject (node or pair) of these kinds and metric: value, peers' median and MAD, z,
-    ratio, slow. Subjects with an `excluded` node (bad nodes, for the pair tests) get their z and verdict
-    but are not among the peers: a bad node's pairs would otherwise widen the spread that hides a bad link."""
+    ratio, slow. Subjects with an `excluded` node (nodes found bad) get their z and verdict but are not
+    among the peers: a bad node's figures (or its pairs') would otherwise widen the spread that hides
+    another bad node (or a bad link)."""
     rows = []
     by_test: dict[tuple, list[dict]] = {}
     by_config: dict[tuple, list[dict]] = {}
@@ -68,39 +90,58 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
             by_test[(kind, config, metric)] = items
     for (kind, config, metric), items in sorted(by_test.items()):
         ok = [it for it in items if it["rec"] and it["rec"]["status"] == "ok" and metric in it["rec"]["metrics"]]
-        values = [figure(it["rec"], metric, crit) for it in ok if not set(it["nodes"]) & excluded]
-        values = [v for v in values if v > 0]
-        med = statistics.median(values) if values else math.nan
-        mad = statistics.median(abs(v - med) for v in values) if values else math.nan
-        logs = [math.log(v) for v in values]
-        log_med = statistics.median(logs) if logs else math.nan
-        log_mad = statistics.median(abs(x - log_med) for x in logs) if logs else math.nan
-        judged = len(values) >= 3 and kind != "all"
+        figures = [(tuple(it["nodes"]), figure(it["rec"], metric, crit)) for it in ok]
+        figures = [(nodes, v) for nodes, v in figures if v > 0]
+        ref = reference([v for nodes, v in figures if not set(nodes) & excluded])
+        judged = ref is not None and ref.peers >= 3 and kind != "all"
+        doubt = judged and in_doubt([nodes for nodes, _ in figures],
+                                    [outside(v, ref, crit.z_max, crit.min_effect, crit.log_mad_floor)
+                                     for _, v in figures], crit.max_outlier_share)
+        left_out = len(figures) - ref.peers if ref else 0
+        med, mad = (ref.median, ref.mad) if ref else (math.nan, math.nan)
         unit = ok[0]["rec"]["metrics"][metric]["unit"] if ok else ""
         for it in items:
             row = {"kind": kind, "configuration": config, "benchmark": it["benchmark"], "metric": metric,
                    "unit": unit, "subject": " ".join(it["nodes"]) if kind != "all" else "all",
                    "nodes": it["nodes"], "round": it["round"], "run_id": it["run_id"], "value": math.nan,
                    "median": med, "mad": mad, "z": math.nan, "ratio": math.nan, "slow": False, "failed": False,
-                   "status": "", "note": ""}
+                   "status": "", "note": "", "cause": "", "verdict": "not-judged", "observations": 0,
+                   "higher_is_better": True}
             rec = it["rec"]
             if rec is None:
                 down = it.get("status", "").startswith(DOWN)
-                row.update(status=DOWN if down else "missing", note=it.get("status", "no record"), failed=not down)
+                note = it.get("status", "no record")
+                row.update(status=DOWN if down else "missing", note=note, failed=not down,
+                           cause=failure_cause(DOWN if down else "missing", note),
+                           verdict="not-run" if down else "failed")
             elif rec["status"] != "ok" or metric not in rec.get("metrics", {}):
-                row.update(status=rec["status"], failed=True, note=f"run {rec['status']}: {rec.get('error')}")
+                row.update(status=rec["status"], failed=True, note=f"run {rec['status']}: {rec.get('error')}",
+                           cause=failure_cause(rec["status"], rec.get("error")), verdict="failed")
             else:
                 value = figure(rec, metric, crit)
                 hib = bool(rec["metrics"][metric].get("higher_is_better", True))
-                row.update(status="ok", value=value)
+                row.update(status="ok", value=value, higher_is_better=hib)
                 if judged and value > 0:
-                    z = log_z(value, log_med, log_mad)
-                    worse = med / value if hib else value / med  # > 1: worse than the median
+                    z = log_z(value, ref.log_median, ref.log_mad, crit.log_mad_floor)
+                    worse = med / value if hib else value / med  # > 1: worse than the reference
                     slow = (z < -crit.z_max if hib else z > crit.z_max) and worse >= 1 + crit.min_effect
-                    row.update(z=z, ratio=value / med, slow=bool(slow),
-                               note=f"{value / med:.2f}x the median of {len(values)} (z = {z:.1f})" if slow else "")
+                    row.update(z=z, ratio=value / med, verdict="pass")
+                    peers = f"{ref.peers} peers" + (f", {left_out} bad left out" if left_out else "")
+                    if doubt:
+                        row.update(verdict="in-doubt", note=f"baseline in doubt: more than "
+                                                            f"{crit.max_outlier_share:.0%} of the nodes outside")
+                    elif slow:
+                        row.update(slow=True, verdict="slow", observations=_observations(rec, metric, crit),
+                                   note=f"{value / med:.2f}x the median of {peers} (z = {z:.1f})")
             rows.append(row)
     return rows
+
+
+def _observations(rec: dict, metric: str, crit: Criteria) -> int:
+    """Independent observations a slow figure stands for: a best_of test's samples (its best is slow,
+    so every sample is), else the one figure."""
+    samples = rec["metrics"][metric].get("samples") or []
+    return len(samples) if rec["benchmark"] in crit.best_of and len(samples) >= 2 else 1
 
 
 def figure(rec: dict, metric: str, crit: Criteria) -> float:
@@ -113,27 +154,25 @@ def figure(rec: dict, metric: str, crit: Criteria) -> float:
     return float(m["value"])
 
 
-def log_z(value: float, log_median: float, log_mad: float) -> float:
-    """The robust z-score of log(value) among the peers' logs: performance varies by factors (a node
-    half as fast is as far off as one twice as fast), and on shared cores the spread grows with the
-    figure. The MAD is floored at LOG_MAD_FLOOR (1 %): identical peers make no outlier of a tiny gap."""
-    return 0.6745 * (math.log(value) - log_median) / max(log_mad, LOG_MAD_FLOOR)
-
-
 def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None = None) -> dict:
-    """The verdict: per-test rows, bad nodes and bad links with their evidence, down nodes."""
+    """The verdict: per-test rows, nodes to drain, suspects and bad links with their evidence, down
+    nodes, each node's status and the tests whose baseline is in doubt."""
     crit = crit or Criteria()
-    rows = _test_rows(planned, records, crit, ("node", "all"))
     nodes = sorted({n for p in planned for n in p["nodes"]}, key=_natural)
-    down = sorted({n for r in rows if r["status"] == DOWN for n in _down_nodes(r["note"])}, key=_natural)
+    rows = _node_rows_without_bad_nodes(planned, records, crit, len(nodes))
+    # A run lost with its node (Slurm's NODE_FAIL) is the node going down, not a fault of the node's.
+    lost = {n for r in rows if r["failed"] and r["cause"] == "node down" for n in r["nodes"]}
     bad_nodes: dict[str, list[str]] = {}
+    suspects: dict[str, list[str]] = {}
     for node in nodes:
         own = [r for r in rows if r["kind"] == "node" and r["nodes"] == [node]]
         slow = [r for r in own if r["slow"]]
-        failed = [r for r in own if r["failed"]]
-        if len(slow) >= crit.node_min_tests or failed:
-            bad_nodes[node] = [_evidence(r) for r in failed + slow]
-    rows += _test_rows(planned, records, crit, ("pair",), frozenset(bad_nodes))
+        failed = [r for r in own if r["failed"] and node not in lost]
+        if failed or (len(slow) >= crit.node_min_tests and sum(r["observations"] for r in slow) >= crit.confirmations):
+            bad_nodes[node] = [evidence(r) for r in failed + slow]
+        elif len(slow) >= crit.node_min_tests:
+            suspects[node] = [evidence(r) for r in slow]
+    rows += _test_rows(planned, records, crit, ("pair",), frozenset(bad_nodes) | frozenset(suspects))
     pair_rows = [r for r in rows if r["kind"] == "pair" and r["status"] != DOWN]
     pairs: dict[tuple, list[dict]] = {}
     for r in pair_rows:
@@ -150,12 +189,73 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
                     and any(node not in p for p in pairs if q in p)]
         fine_elsewhere = [q for q in partners if any(not slow_pair[p] for p in pairs if q in p and node not in p)]
         if fine_elsewhere and len(fine_elsewhere) == len(partners):
-            bad_links[node] = [_evidence(r) for p in mine for r in pairs[p] if r["slow"] or r["failed"]]
+            bad_links[node] = [evidence(r) for p in mine for r in pairs[p] if r["slow"] or r["failed"]]
             bad_links[node].append(f"partners fine in their other pairs: {' '.join(sorted(fine_elsewhere, key=_natural))}")
-    unexplained = [" ".join(p) for p, bad in slow_pair.items() if bad and not set(p) & (set(bad_nodes) | set(bad_links))]
-    return {"rows": rows, "nodes": nodes, "bad_nodes": bad_nodes, "bad_links": bad_links, "down": down,
-            "unexplained_pairs": sorted(unexplained),
-            "allocation": [r for r in rows if r["kind"] == "all"], "criteria": crit.__dict__}
+    suspects = {n: ev for n, ev in suspects.items() if n not in bad_links}
+    # Down over every kind of run: a node that dies after its own tests shows only in its pairs' runs.
+    down = sorted({n for r in rows if r["status"] == DOWN for n in _down_nodes(r["note"])} | lost, key=_natural)
+    unexplained = [" ".join(p) for p, bad in slow_pair.items()
+                   if bad and not set(p) & (set(bad_nodes) | set(bad_links) | set(suspects))]
+    in_doubt = sorted({f"{r['configuration']} {r['metric']}" for r in rows if r["verdict"] == "in-doubt"})
+    verdict = {"rows": rows, "nodes": nodes, "bad_nodes": bad_nodes, "bad_links": bad_links, "suspects": suspects,
+               "down": down, "unexplained_pairs": sorted(unexplained), "baseline_in_doubt": in_doubt,
+               "allocation": [r for r in rows if r["kind"] == "all"], "criteria": dict(crit.__dict__)}
+    verdict["status"] = {n: _node_status(n, verdict) for n in nodes}
+    return verdict
+
+
+def _node_rows_without_bad_nodes(planned: list[dict], records: dict[str, dict], crit: Criteria,
+                                 n_nodes: int) -> list[dict]:
+    """The node (and whole-allocation) test rows, each test's reference made without the nodes that
+    screen bad: worse than z_screen in `confirmations` of their tests. Again until those stand still,
+    or until they would be half the nodes (no majority left to take a reference from)."""
+    excluded: frozenset = frozenset()
+    for _ in range(MAX_ROUNDS):
+        rows = _test_rows(planned, records, crit, ("node", "all"), excluded)
+        screened = frozenset(_screened(rows, crit))
+        if screened == excluded or 2 * len(screened) >= n_nodes:
+            break
+        excluded = screened
+    return rows
+
+
+def _screened(rows: list[dict], crit: Criteria) -> set[str]:
+    tests: dict[str, set] = {}
+    for r in rows:
+        if r["kind"] != "node" or math.isnan(r["z"]):
+            continue
+        worse = 1 / r["ratio"] if r["higher_is_better"] else r["ratio"]
+        bad_side = -r["z"] if r["higher_is_better"] else r["z"]
+        if bad_side > crit.z_screen and worse >= 1 + crit.min_effect:
+            tests.setdefault(r["subject"], set()).add((r["configuration"], r["metric"]))
+    return {node for node, ts in tests.items() if len(ts) >= crit.confirmations}
+
+
+def _node_status(node: str, verdict: dict) -> str:
+    """pass, drain, down, suspect or inconclusive (a test of it in doubt, or none of its tests judged)."""
+    if node in verdict["bad_nodes"] or node in verdict["bad_links"]:
+        return "drain"
+    if node in verdict["down"]:
+        return "down"
+    if node in verdict["suspects"]:
+        return "suspect"
+    mine = [r for r in verdict["rows"] if node in r["nodes"] and r["kind"] != "all"]
+    if any(r["verdict"] == "in-doubt" for r in mine) or not any(r["verdict"] == "pass" for r in mine):
+        return "inconclusive"
+    return "pass"
+
+
+def exit_code(verdict: dict) -> int:
+    """0: every node passes; 1: a node to drain; 2: could not decide (a suspect to re-test, a node down
+    unless accept_down, a node not judged or judged against a baseline in doubt, a failed
+    whole-allocation run that names no node)."""
+    statuses = set(verdict["status"].values())
+    if "drain" in statuses:
+        return 1
+    undecided = {"suspect", "inconclusive"} | (set() if verdict["criteria"].get("accept_down") else {"down"})
+    if statuses & undecided or any(r["failed"] for r in verdict["allocation"]):
+        return 2
+    return 0
 
 
 def _natural(name: str):
@@ -167,52 +267,65 @@ def _down_nodes(note: str) -> list[str]:
     return hit.group(1).split() if hit else []
 
 
-def _evidence(r: dict) -> str:
+def evidence(r: dict) -> str:
     where = f"pair {r['subject']}" if r["kind"] == "pair" else r["configuration"]
-    if r["failed"]:
-        return f"{where}: {r['note']}"
+    if r["failed"]:  # the cause, then the record's own words (unless they begin with the cause)
+        return f"{where}: " + ("" if r["note"].startswith(r["cause"]) else f"{r['cause']}: ") + r["note"]
     return (f"{where} {r['metric']} {r['value']:.4g} {r['unit']} = {r['ratio']:.2f}x the median {r['median']:.4g} "
             f"(z = {r['z']:.1f})")
 
 
 def flagged(verdict: dict) -> bool:
-    return bool(verdict["bad_nodes"] or verdict["bad_links"] or any(r["failed"] for r in verdict["allocation"]))
+    return exit_code(verdict) != 0
 
 
 # -- outputs -------------------------------------------------------------------------------------------
 
 def drain_lines(verdict: dict) -> list[str]:
-    """One `scontrol update` per flagged node, its reason short and quote-free (Slurm keeps it as given)."""
-    out = []
-    for node in sorted(set(verdict["bad_nodes"]) | set(verdict["bad_links"]), key=_natural):
-        what = []
-        if node in verdict["bad_nodes"]:
-            tests = [r for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]
-                     and (r["slow"] or r["failed"])]
-            what.append("bad node: " + ", ".join(f"{r['configuration']} " + ("failed" if r["failed"] else
-                                                                             f"{r['ratio']:.2f}x median")
-                                                 for r in tests))
-        if node in verdict["bad_links"]:
-            what.append("bad link: every pair slow, partners fine elsewhere")
-        reason = re.sub(r"[\"'\\\n]", "", "exabench acceptance: " + " / ".join(what))[:200]
-        out.append(f'scontrol update nodename={node} state=drain reason="{reason}"')
-    return out
+    """One `scontrol update` per node to drain, its reason short and quote-free (Slurm keeps it as given)."""
+    return [drain_line(node, verdict) for node in sorted(set(verdict["bad_nodes"]) | set(verdict["bad_links"]),
+                                                         key=_natural)]
+
+
+def drain_line(node: str, verdict: dict) -> str:
+    what = []
+    if node in verdict["bad_nodes"]:
+        tests = [r for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]
+                 and (r["slow"] or r["failed"])]
+        what.append("bad node: " + ", ".join([f"{r['configuration']} " + (r["cause"] if r["failed"] else
+                                                                          f"{r['ratio']:.2f}x median")
+                                              for r in tests] + [text.split(" (")[0] for text in
+                                                                 verdict["bad_nodes"][node] if
+                                                                 text.startswith("reference: ")]))
+    if node in verdict["bad_links"]:
+        what.append("bad link: every pair slow, partners fine elsewhere")
+    reason = re.sub(r"[\"'\\\n]", "", "exabench acceptance: " + " / ".join(what))[:200]
+    return f'scontrol update nodename={node} state=drain reason="{reason}"'
 
 
 def verdict_markdown(verdict: dict, site: str) -> str:
     lines = [f"# exabench cluster acceptance: site {site}", ""]
     c = verdict["criteria"]
     best = f" ({', '.join(c['best_of'])}: best sample)" if c["best_of"] else ""
-    lines += [f"Judged against peers{best}: slow = worse than the median by more than {c['z_max']} robust z "
-              f"(0.6745 x deviation of the logarithm / MAD of the logarithms; the table's MAD is the plain "
-              f"one) and by more than {c['min_effect']:.0%}; a bad node is slow in at least "
-              f"{c['node_min_tests']} of its own tests or fails one; a pair is slow in {c['pair_min_tests']} of "
-              "its tests (or all it has); a bad link: every pair of the node slow, its partners fine elsewhere.", ""]
-    for title, table in (("Bad nodes (drain)", verdict["bad_nodes"]), ("Bad links (check)", verdict["bad_links"])):
+    lines += [f"Judged against healthy peers{best}: the reference is the median and MAD of the logarithms of the "
+              f"peers that are not outliers themselves (iterated; MAD floored at {c['log_mad_floor']}); slow = "
+              f"worse than it by more than {c['z_max']} robust z (0.6745 x deviation of the logarithm / MAD of the "
+              f"logarithms; the table's MAD is the plain one) and by more than {c['min_effect']:.0%}; a node is "
+              f"drained when it fails a run or its slowness is confirmed ({c['confirmations']} observations: slow "
+              f"tests, or a best-of test's samples), a suspect to re-test when slow in {c['node_min_tests']} "
+              f"test(s) without confirmation; a pair is slow in {c['pair_min_tests']} of its tests (or all it has); "
+              "a bad link: every pair of the node slow, its partners fine elsewhere; more than "
+              f"{c['max_outlier_share']:.0%} of a test's peers outside its reference: its baseline is in doubt.", ""]
+    for title, table in (("Bad nodes (drain)", verdict["bad_nodes"]), ("Bad links (check)", verdict["bad_links"]),
+                         ("Suspects (re-test, not drained)", verdict["suspects"])):
         lines.append(f"## {title}")
         lines += [f"- **{n}**: " + "; ".join(ev) for n, ev in table.items()] or ["- none"]
         lines.append("")
-    lines += ["## Nodes down", *([f"- {n}: its runs {DOWN}" for n in verdict["down"]] or ["- none"]), ""]
+    lines += ["## Nodes down (not accepted" + (": accept_down is set" if c.get("accept_down") else "") + ")",
+              *([f"- {n}: its runs {DOWN}" for n in verdict["down"]] or ["- none"]), ""]
+    if verdict["baseline_in_doubt"]:
+        lines += ["## Baseline in doubt (its nodes inconclusive)", *[f"- {t}" for t in verdict["baseline_in_doubt"]],
+                  ""]
     if verdict["unexplained_pairs"]:
         lines += ["## Slow pairs with no culprit (not flagged)", *[f"- {p}" for p in verdict["unexplained_pairs"]], ""]
     lines += ["## Tests", ""]
@@ -221,9 +334,22 @@ def verdict_markdown(verdict: dict, site: str) -> str:
               r["status"], r["note"].replace("|", "/")[:160]] for r in verdict["rows"]]
     lines += markdown.table(["kind", "test", "metric", "subject", "value", "unit", "median", "MAD", "z", "verdict",
                              "status", "note"], cells)
-    lines += ["", ("FLAGGED: nodes " + (" ".join(verdict["bad_nodes"]) or "none") + "; links "
-                   + (" ".join(verdict["bad_links"]) or "none")) if flagged(verdict) else "ACCEPTED: nothing flagged."]
+    lines += ["", headline(verdict)]
     return "\n".join(lines) + "\n"
+
+
+def headline(verdict: dict) -> str:
+    """The verdict in one line, as its exit code says it."""
+    code = exit_code(verdict)
+    if code == 0:
+        return "ACCEPTED: nothing flagged." + (f" (down, accepted: {' '.join(verdict['down'])})" if verdict["down"]
+                                               else "")
+    if code == 1:
+        return ("FLAGGED: nodes " + (" ".join(verdict["bad_nodes"]) or "none") + "; links "
+                + (" ".join(verdict["bad_links"]) or "none"))
+    by = {s: [n for n, st in verdict["status"].items() if st == s] for s in ("suspect", "down", "inconclusive")}
+    return "UNDECIDED: " + "; ".join(f"{s} {' '.join(ns)}" for s, ns in by.items() if ns) + (
+        "; whole-allocation run failed" if any(r["failed"] for r in verdict["allocation"]) else "")
 
 
 def _fmt(x: float, spec: str = ".4g") -> str:
@@ -231,60 +357,57 @@ def _fmt(x: float, spec: str = ".4g") -> str:
 
 
 def junit_xml(verdict: dict, site: str) -> str:
-    """One testcase per node and per node's link (and per whole-allocation run): failures carry the
-    evidence; a node that was down is skipped, not failed."""
+    """Per node one testcase with its verdict (suite `nodes`: failure to drain, error when undecided:
+    suspect, down, inconclusive) and one per test of it as it ran (suite `node-tests`: passed, failed,
+    or skipped only when it did not run); per node's link and per whole-allocation run."""
     suites = ET.Element("testsuites", name=f"exabench cluster acceptance {site}")
     linked = {n for r in verdict["rows"] if r["kind"] == "pair" for n in r["nodes"]}
-    cases = [("nodes", n, verdict["bad_nodes"].get(n)) for n in verdict["nodes"]]
-    cases += [("links", n, verdict["bad_links"].get(n)) for n in verdict["nodes"] if n in linked]
-    cases += [("allocation", r["configuration"], [r["note"]] if r["failed"] else None) for r in verdict["allocation"]]
-    for suite_name in ("nodes", "links", "allocation"):
+    cases = [("nodes", n, n, _node_case(n, verdict)) for n in verdict["nodes"]]
+    cases += [("node-tests", r["subject"], f"{r['subject']} {r['configuration']} {r['metric']}", _test_case(r))
+              for r in verdict["rows"] if r["kind"] == "node"]
+    cases += [("links", n, n, ("failure", "bad-link", verdict["bad_links"][n]) if n in verdict["bad_links"] else None)
+              for n in verdict["nodes"] if n in linked]
+    cases += [("allocation", "all", r["configuration"], _test_case(r)) for r in verdict["allocation"]]
+    for suite_name in ("nodes", "node-tests", "links", "allocation"):
         mine = [c for c in cases if c[0] == suite_name]
         if not mine:
             continue
+        count = {k: str(sum(1 for c in mine if c[3] and c[3][0] == k)) for k in ("failure", "error", "skipped")}
         suite = ET.SubElement(suites, "testsuite", name=f"{site}.{suite_name}", tests=str(len(mine)),
-                              failures=str(sum(1 for c in mine if c[2])), errors="0")
-        for _, name, evidence in mine:
-            case = ET.SubElement(suite, "testcase", classname=f"exabench.{site}.{suite_name}", name=name)
-            if evidence:
-                ET.SubElement(case, "failure", message=f"{name}: " + "; ".join(evidence)[:500],
-                              type="bad-node" if suite_name == "nodes" else "bad-link").text = "\n".join(evidence)
-            elif name in verdict["down"]:
-                ET.SubElement(case, "skipped", message=f"{name}: {DOWN}")
+                              failures=count["failure"], errors=count["error"], skipped=count["skipped"])
+        for _, owner, name, outcome in mine:
+            classname = f"exabench.{site}.{suite_name}" + (f".{owner}" if suite_name == "node-tests" else "")
+            case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+            if outcome:
+                tag, kind, evidence = outcome
+                el = ET.SubElement(case, tag, message=f"{name}: " + "; ".join(evidence)[:500],
+                                   **({"type": kind} if tag != "skipped" else {}))
+                el.text = "\n".join(evidence) if tag != "skipped" else None
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def read_node_record(p: dict) -> dict:
-    """The run's record; one that cannot be read fails its run (the file is named, the verdict goes on)."""
-    from exabench.records.record import RecordError, read_record
-    try:
-        return read_record(p["record"])
-    except (RecordError, OSError, ValueError) as exc:
-        return {"run_id": p["run_id"], "benchmark": p["benchmark"], "status": "failed", "metrics": {},
-                "error": f"unreadable record: {exc}"}
+def _node_case(node: str, verdict: dict) -> tuple | None:
+    status = verdict["status"][node]
+    evidence = verdict["bad_nodes"].get(node, []) + verdict["bad_links"].get(node, [])
+    if status == "drain":
+        return "failure", "bad-node" if node in verdict["bad_nodes"] else "bad-link", evidence
+    if status == "down" and verdict["criteria"].get("accept_down"):
+        return "skipped", "", [DOWN]
+    if status == "down":
+        return "error", "node-down", [f"went down during acceptance: its runs {DOWN}"]
+    if status == "suspect":
+        return "error", "suspect", ["re-test: slow on one observation, not confirmed"] + verdict["suspects"][node]
+    if status == "inconclusive":
+        return "error", "inconclusive", ["not judged, or judged against a baseline in doubt"]
+    return None
 
 
-def write_verdict(jobs_json: str | Path, out_dir: str | Path, site: str, crit: Criteria | None = None) -> dict:
-    """Read the plan of node runs and their records; write verdict.md, tests.csv, junit.xml, drain.txt
-    and plots/<test>.png under out_dir. Returns the verdict."""
-    import pandas as pd
-
-    from exabench.io import atomic_write_text
-    planned = json.loads(Path(jobs_json).read_text())["planned"]
-    records = {p["run_id"]: read_node_record(p) for p in planned if Path(p["record"]).exists()}
-    verdict = judge(planned, records, crit)
-    out = Path(out_dir)
-    (out / "plots").mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "verdict.md", verdict_markdown(verdict, site))
-    atomic_write_text(out / "tests.csv", pd.DataFrame([{k: v for k, v in r.items() if k != "nodes"}
-                                                       for r in verdict["rows"]]).to_csv(index=False))
-    atomic_write_text(out / "junit.xml", junit_xml(verdict, site))
-    atomic_write_text(out / "drain.txt", "".join(line + "\n" for line in drain_lines(verdict)))
-    tests: dict[tuple, list[dict]] = {}
-    for r in verdict["rows"]:
-        if r["kind"] != "all":
-            tests.setdefault((r["configuration"], r["metric"]), []).append(r)
-    for (config, metric), rs in tests.items():
-        node_test_bars(rs, out / "plots" / f"{config}.{metric}.png")
-    return verdict
+def _test_case(r: dict) -> tuple | None:
+    if r["failed"]:
+        return "failure", r["cause"], [evidence(r)]
+    if r["slow"]:
+        return "failure", "slow", [evidence(r)]
+    if r["status"] == DOWN:
+        return "skipped", "", [r["note"] or DOWN]
+    return None

@@ -101,22 +101,28 @@ def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_pat
     out = work / "results" / "slurm-cluster" / "acceptance" / "cluster"
     report = (out / "verdict.md").read_text() if (out / "verdict.md").exists() else res.stdout[-4000:]
     assert res.returncode != 0, "a flagged node must fail the target:\n" + report
-    assert f"cluster acceptance FAILED: drain {SLOW_NODE}, check the links of {SLOW_LINK}" in res.stdout, report
-    verdict = json.loads((out / "verdict.json").read_text())
-    assert list(verdict["bad_nodes"]) == [SLOW_NODE], report
-    assert list(verdict["bad_links"]) == [SLOW_LINK], report
-    assert verdict["down"] == []
-    # the evidence: the node's own STREAM test; every pair of the link's node
-    assert any(e.startswith("stream.tiny.n1r1t1 triad_gbs") for e in verdict["bad_nodes"][SLOW_NODE])
-    assert sum(e.startswith("pair ") for e in verdict["bad_links"][SLOW_LINK]) == 2
+    assert (f"cluster acceptance FAILED: drain {SLOW_NODE} {SLOW_LINK} ({SLOW_NODE}: slow; {SLOW_LINK}: bad link), "
+            f"check the links of {SLOW_LINK}") in res.stdout, report
+    verdict = json.loads((out / "verdict.json").read_text())  # verdict.schema.yaml, checked when written
+    assert verdict["exit_code"] == 1 and verdict["campaign"] == "cluster-ci", report
+    assert {n: v["status"] for n, v in verdict["nodes"].items() if v["status"] != "pass"} == {
+        SLOW_NODE: "drain", SLOW_LINK: "drain"}, report
+    assert verdict["nodes"][SLOW_LINK]["cause"] == "bad link"
+    # the evidence: the node's own STREAM test (its 15 samples all slow: confirmed); every pair of the link's node
+    assert any(e.startswith("stream.tiny.n1r1t1 triad_gbs") for e in verdict["nodes"][SLOW_NODE]["evidence"])
+    assert sum(e.startswith("pair ") for e in verdict["nodes"][SLOW_LINK]["evidence"]) == 2
+    stream = next(t for t in verdict["nodes"]["n01"]["tests"] if t["test"] == "stream.tiny.n1r1t1")
+    assert stream["status"] == "pass" and all(isinstance(stream[k], float) for k in ("figure", "reference", "z"))
     drain = (out / "drain.txt").read_text().splitlines()
     assert [line.split()[2] for line in drain] == [f"nodename={SLOW_NODE}", f"nodename={SLOW_LINK}"]
     assert all(" state=drain reason=\"exabench acceptance: " in line for line in drain)
     suites = {s.get("name"): s for s in ET.parse(out / "junit.xml").getroot().iter("testsuite")}
     failed = sorted((name, c.get("name")) for name, s in suites.items() for c in s.iter("testcase")
                     if c.find("failure") is not None)
-    assert failed == [("slurm-cluster.links", SLOW_LINK), ("slurm-cluster.nodes", SLOW_NODE)]
-    assert [len(list(s.iter("testcase"))) for s in suites.values()] == [8, 8]
+    assert failed == [("slurm-cluster.links", SLOW_LINK),
+                      ("slurm-cluster.node-tests", f"{SLOW_NODE} stream.tiny.n1r1t1 triad_gbs"),
+                      ("slurm-cluster.nodes", SLOW_NODE), ("slurm-cluster.nodes", SLOW_LINK)]
+    assert [len(list(s.iter("testcase"))) for s in suites.values()] == [8, 8, 8]
     # every run ran, one job per node and per pair, each on its own node(s)
     jobs = json.loads((work / "results/slurm-cluster/nodes/groups/jobs.json").read_text())
     assert {p["status"] for p in jobs["planned"]} == {"recorded"} and len(jobs["jobs"]) == 8 + 8

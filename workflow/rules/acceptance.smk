@@ -96,10 +96,23 @@ rule node_report:
     output:
         markdown=report(f"{ACCEPTANCE}/nodes.md", caption="../report/nodes.rst", category="Acceptance"),
         csv=f"{ACCEPTANCE}/nodes.csv",
+        # the same verdict as node_acceptance's: verdict.json, drain.txt, junit.xml, verdict.md, tests.csv
+        json=f"{ACCEPTANCE}/nodes/verdict.json",
+        drain=f"{ACCEPTANCE}/nodes/drain.txt",
     log:
         f"{LOGS}/node_report.log",
     run:
-        pipeline.node_report(input.nodes, input.references, SITE, output.markdown, output.csv, log[0])
+        pipeline.node_report(
+            input.nodes,
+            input.references,
+            SITE,
+            output.markdown,
+            output.csv,
+            log[0],
+            output.json,
+            config.get("every_node") or {},
+            config["campaign"],
+        )
 
 
 rule node_check:
@@ -148,7 +161,13 @@ rule node_verdict:
         f"{LOGS}/node_verdict.log",
     run:
         pipeline.node_verdict(
-            input[0], f"{ACCEPTANCE}/cluster", SITE, config.get("every_node") or {}, output.json, log[0]
+            input[0],
+            f"{ACCEPTANCE}/cluster",
+            SITE,
+            config.get("every_node") or {},
+            output.json,
+            log[0],
+            config["campaign"],
         )
 
 

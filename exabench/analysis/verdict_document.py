@@ -1,0 +1,110 @@
+"""verdict.json: the node acceptance's verdict for scripts, in a versioned format
+(workflow/schemas/verdict.schema.yaml): campaign, date, code version, thresholds, and per node its
+status, cause, severity, action and drain line, with each test's figure, reference, ratio and
+robust z as numbers. A script acts on `exit_code`: 0 all pass, 1 a node to drain, 2 undecided."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from pathlib import Path
+
+from exabench.analysis import node_verdict as nv
+
+SCHEMA = "exabench-verdict/1"
+DECISIONS = {0: "accepted", 1: "drain", 2: "undecided"}
+ACTIONS = {"pass": "none", "suspect": "re-test (slow on one observation only: confirm before draining)",
+           "suspect-cleared": "none", "inconclusive": "re-test (not judged, or judged against a baseline in doubt)",
+           "down": "bring the node back and run the acceptance again (only its missing runs run)"}
+
+
+def _number(x) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _test(r: dict) -> dict:
+    return {"kind": r["kind"], "test": r["configuration"], "metric": r["metric"], "unit": r["unit"],
+            "subject": r["subject"], "run_id": r["run_id"], "status": r["verdict"], "figure": _number(r["value"]),
+            "reference": _number(r["median"]), "ratio": _number(r["ratio"]), "z": _number(r["z"]),
+            "higher_is_better": r["higher_is_better"], "cause": r["cause"] or None, "detail": r["note"]}
+
+
+def _cause(node: str, verdict: dict, status: str) -> str | None:
+    if status == "drain":
+        failed = [r["cause"] for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node] and r["failed"]]
+        causes = list(dict.fromkeys(failed)) + (["slow"] if any(
+            r["slow"] for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]) else [])
+        outside = any(e.startswith("reference: ") for e in verdict["bad_nodes"].get(node, []))
+        return ", ".join(causes + (["outside its reference"] if outside else [])
+                         + (["bad link"] if node in verdict["bad_links"] else []))
+    return {"pass": None, "down": "node down", "suspect": "slow (first pass only)",
+            "inconclusive": "baseline in doubt" if any(
+                r["verdict"] == "in-doubt" for r in verdict["rows"] if node in r["nodes"]) else "not judged"
+            }.get(status, None)
+
+
+def _severity(node: str, verdict: dict, status: str) -> str:
+    if status == "pass":
+        return "none"
+    mine = [r for r in verdict["rows"] if node in r["nodes"] and (r["slow"] or r["failed"])]
+    if status == "down" or any(r["failed"] for r in mine):
+        return "clear"
+    worst = max((abs(r["z"]) for r in mine if r["slow"]), default=0.0)
+    return "clear" if worst >= 2 * verdict["criteria"]["z_max"] else "borderline"
+
+
+def document(verdict: dict, site: str, campaign: str) -> dict:
+    """The verdict.json document of a judged verdict (node_verdict.judge)."""
+    from exabench import __version__
+    from exabench.records.record import git_state
+    git = git_state()
+    crit = verdict["criteria"]
+    code = nv.exit_code(verdict)
+    drains = {node: nv.drain_line(node, verdict) for node in set(verdict["bad_nodes"]) | set(verdict["bad_links"])}
+    nodes = {}
+    for node in verdict["nodes"]:
+        status = verdict["status"][node]
+        link = " (check its link: cable, port)" if node in verdict["bad_links"] else ""
+        nodes[node] = {"status": status, "cause": _cause(node, verdict, status),
+                       "severity": _severity(node, verdict, status),
+                       "action": "drain" + link if status == "drain" else ACTIONS[status],
+                       "drain": drains.get(node),
+                       "evidence": verdict["bad_nodes"].get(node, []) + verdict["bad_links"].get(node, [])
+                       + verdict["suspects"].get(node, []),
+                       "tests": [_test(r) for r in verdict["rows"] if node in r["nodes"] and r["kind"] != "all"]}
+    return {"schema": SCHEMA, "campaign": campaign, "site": site,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "code_version": {"exabench": __version__, "git_commit": git["commit"], "git_dirty": git["dirty"]},
+            "thresholds": {k: crit[k] for k in ("z_max", "z_screen", "min_effect", "log_mad_floor",
+                                                "max_outlier_share", "confirmations", "node_min_tests",
+                                                "pair_min_tests")}
+            | {"best_of": list(crit["best_of"]), "metrics": crit["metrics"]},
+            "decision": DECISIONS[code], "exit_code": code, "accept_down": bool(crit["accept_down"]),
+            "nodes": nodes, "baseline_in_doubt": verdict["baseline_in_doubt"],
+            "unexplained_pairs": verdict["unexplained_pairs"],
+            "allocation": [_test(r) for r in verdict["allocation"]], "drain": nv.drain_lines(verdict)}
+
+
+def validated(doc: dict, file: str) -> dict:
+    """The document, checked against workflow/schemas/verdict.schema.yaml (ConfigError naming the key)."""
+    from exabench.config import validate
+    return validate(doc, "verdict", file)
+
+
+def write_files(verdict: dict, out_dir: str | Path, site: str, campaign: str) -> dict:
+    """The verdict's files under out_dir: verdict.json (checked against its schema), verdict.md,
+    tests.csv, junit.xml, drain.txt. Returns the verdict.json document."""
+    import pandas as pd
+
+    from exabench.io import atomic_write_text
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = validated(document(verdict, site, campaign), str(out / "verdict.json"))
+    atomic_write_text(out / "verdict.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(out / "verdict.md", nv.verdict_markdown(verdict, site))
+    atomic_write_text(out / "tests.csv", pd.DataFrame([{k: v for k, v in r.items() if k != "nodes"}
+                                                       for r in verdict["rows"]]).to_csv(index=False))
+    atomic_write_text(out / "junit.xml", nv.junit_xml(verdict, site))
+    atomic_write_text(out / "drain.txt", "".join(line + "\n" for line in nv.drain_lines(verdict)))
+    return doc
