@@ -647,9 +647,6 @@ def compare_table_names(baseline: str) -> list[str]:
     return compare.table_names(baseline or None)
 
 
-PLOTS = list(plots.PLOTS)
-
-
 def aggregate_site(records: list[str], csv: str, markdown: str, site: Site, log_path: str) -> None:
     with logged(log_path):
         aggregate(records, csv, markdown, site.name)
@@ -782,6 +779,15 @@ def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out
         _say(log, plots.write_plots(records, nodes, plan, site.name, out_dir))
 
 
+def write_campaign_page(site: Site, summary: str, plots_dir: str, tables: list[str], verdicts: str | None,
+                        out: str, log_path: str) -> None:
+    """The campaign's own HTML page (exabench.analysis.report_page), in Snakemake's report too."""
+    from exabench.analysis.report_page import write_campaign_page as write
+
+    with logged(log_path) as log:
+        _say(log, write(site.name, summary, plots_dir, tables, verdicts, out))
+
+
 def write_projection(*args, **kwargs) -> None:
     """exabench.perf.projection.write_projection, drawing alone (_DRAWING)."""
     with _DRAWING:
@@ -872,11 +878,13 @@ def final_summary(results: str | Path, site: str) -> str:
     if (results / "tables" / "comparison.md").is_file():
         lines.append(f"  comparison:  {results}/tables/comparison.md (CSV and Parquet beside it)")
     if (results / "plots").is_dir():
-        lines.append(f"  plots:       {results}/plots/")
+        lines.append(f"  plots:       {results}/plots/ (index.md: what was drawn, what not and why)")
     receipt = results / "history" / "ingested.json"
     if receipt.is_file():
         store = json.loads(receipt.read_text()).get("store")
         lines.append(f"  history:     {store} (exabench history --store {store}; docs/history.md)")
+    if (results / "report" / "index.html").is_file():
+        lines.append(f"  page:        {results}/report/index.html (summary, pictures, tables; opens offline)")
     lines.append(f"  report:      snakemake --profile profiles/{site} --report {results}/report.html")
     if c["failed"]:
         lines.append(f"  retry:       exabench retry --results {results}, then this snakemake command again "

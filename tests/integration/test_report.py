@@ -1,17 +1,21 @@
-"""Plots from the golden records (byte-stable, holes marked, never blank), and Snakemake's
-HTML report of a finished tiny campaign with the tables, plots and their captions."""
+"""Plots from the golden records and a real default campaign's (byte-stable, holes marked, each
+showing data, none drawn that the records do not support), and Snakemake's HTML report of a
+finished tiny campaign with the campaign page, the tables and their captions."""
 
 from __future__ import annotations
 
 import pytest
 
-from exabench.analysis import plots, runs
+from exabench.analysis import pictures, plots, runs
 from exabench.analysis.acceptance import node_outliers
+from exabench.analysis.figures import NothingToDraw
+from exabench.analysis.frameworks import framework_table
 from exabench.records.tidy import load_records
 from helpers_compare import DATA, PLAN, finished_campaign, record_paths, scratch_copy, snakemake
-from helpers_png import drawn_in, not_blank, pixels
+from helpers_png import drawn_in, not_blank, pixels, shows_data
 
 PNG = b"\x89PNG\r\n\x1a\n"
+MEASURED = DATA / "measured" / "local"  # a real `make run` of the default campaign (README.md there)
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +29,44 @@ def test_all_plots_written_and_byte_stable(inputs, tmp_path):
     runs, records, nodes = inputs
     first = plots.all_plots(runs, records, nodes, tmp_path / "a")
     second = plots.all_plots(runs, records, nodes, tmp_path / "b")
-    assert [p.name for p in first] == [f"{n}.png" for n in plots.PLOTS]
-    for a, b in zip(first, second):
-        assert a.read_bytes()[:8] == PNG and a.stat().st_size > 5000
-        assert a.read_bytes() == b.read_bytes(), a.name
+    assert [e["name"] for e in first] == list(plots.PLOTS)
+    drawn = [e["file"] for e in first if e["file"]]
+    assert drawn == ["frameworks.png", "sweeps.png", "scaling.png", "precision.png", "allreduce.png", "nodes.png"]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(drawn)  # no placeholder for the others
+    for name in drawn:
+        a, b = tmp_path / "a" / name, tmp_path / "b" / name
+        assert a.read_bytes()[:8] == PNG and shows_data(pixels(a)), name
+        assert a.read_bytes() == b.read_bytes(), name
+
+
+def test_the_default_campaigns_pictures_show_what_it_measured(tmp_path):
+    # A real `make run` of config/config.yaml: PyTorch beside TensorFlow, time to accuracy, K-Means at
+    # three k. Those four pictures are drawn, each showing data; the five others are named with why not.
+    recs = load_records(sorted(str(p) for p in MEASURED.glob("*.json")))
+    summary = plots.write_plots(sorted(str(p) for p in MEASURED.glob("*.json")), [], None, "local", tmp_path)
+    assert summary.startswith("4 plots -> ") and summary.endswith("not drawn: 5")
+    index = (tmp_path / "index.md").read_text()
+    assert "- [Frameworks side by side](frameworks.png)" in index
+    assert "- Throughput by precision: not drawn, no workload was run at more than one precision" in index
+    assert "- Scaling against ideal: not drawn, no workload was run at more than one size" in index
+    for name in ("frameworks", "time_to_accuracy", "sweeps", "step_times"):
+        assert shows_data(pixels(tmp_path / f"{name}.png")), name
+    # Frameworks: the table's figure per stack with the range of its per-step samples around it.
+    table = framework_table(runs.run_table(recs))
+    panels = pictures.framework_panels(table, {r["run_id"]: r for r in recs})
+    resnet = next(p for p in panels if p["title"].startswith("resnet50 (tiny)") and "throughput" in p["ylabel"])
+    assert [b["label"] for b in resnet["bars"]] == ["pytorch+native", "tensorflow+native"]
+    for bar in resnet["bars"]:
+        assert bar["err"][0] > 0 and bar["err"][1] > 0  # six timed steps each: a spread, not a bare bar
+    assert any("time to accuracy 0.9" in p["ylabel"] for p in panels)
+    # Time to accuracy: each framework's accuracy per epoch, the last at the target.
+    curves = pictures.accuracy_curves(recs)
+    assert sorted(c["label"].split()[0] for c in curves) == ["pytorch", "tensorflow"]
+    assert all(c["accuracy"][-1] >= c["target"] == 0.9 and len(c["wall"]) == len(c["accuracy"]) for c in curves)
+    # The K-Means sweep as one line over k; step times of the six runs that time their steps.
+    [sweep] = pictures.sweep_series(recs)
+    assert (sweep["benchmark"], sweep["key"], [line["x"] for line in sweep["lines"]]) == ("kmeans", "k", [[2, 3, 4]])
+    assert sum(len(v) for v in pictures.step_times(recs).values()) == 6
 
 
 def test_allreduce_points_from_records(inputs):
@@ -56,10 +94,14 @@ def test_the_history_plot_draws_each_campaign_and_marks_the_current(tmp_path):
     assert not_blank(empty) and len(drawn_in(empty, "C0")) == 0
 
 
-def test_empty_inputs_still_give_a_figure(tmp_path):
-    assert plots.plot_scaling(runs.pd.DataFrame(), tmp_path / "s.png").read_bytes()[:8] == PNG
-    assert plots.plot_allreduce([], tmp_path / "a.png").read_bytes()[:8] == PNG
-    assert plots.plot_nodes(node_outliers([]), tmp_path / "n.png").read_bytes()[:8] == PNG
+def test_empty_inputs_draw_no_placeholder_but_say_why(tmp_path):
+    empty = runs.pd.DataFrame()
+    for draw in (lambda p: plots.plot_scaling(empty, p), lambda p: plots.plot_allreduce([], p),
+                 lambda p: plots.plot_nodes(node_outliers([]), p), lambda p: pictures.plot_sweeps([], p),
+                 lambda p: pictures.plot_time_to_accuracy([], p), lambda p: pictures.plot_step_times([], p)):
+        with pytest.raises(NothingToDraw, match=r"^no "):
+            draw(tmp_path / "x.png")
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.integration
@@ -69,12 +111,10 @@ def test_snakemake_html_report(tmp_path_factory, tmp_path):
     res = snakemake(campaign, "--report", "results/local/report.html")
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     html = (campaign / "results/local/report.html").read_text()
-    for caption in ("Scaling curves: the measured figure", "Per site: the headline figure",
-                    "Allreduce bus bandwidth", "Per-node distribution"):
+    for caption in ("The campaign on one page", "Per site: the headline figure"):
         assert caption in html, caption
-    for plot in plots.PLOTS:
-        assert f"{plot}.png" in html
     pages = report_pages(html)
+    assert "index.html" in pages  # the campaign page, its pictures inline
     # Tables are HTML tables in the report, not CSV downloads; the verdicts are among them.
     assert not [name for name in pages if name.endswith(".csv")]
     site_table = pages["site.html"][0]
