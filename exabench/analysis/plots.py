@@ -38,7 +38,7 @@ def plot_scaling(scaling: pd.DataFrame, path) -> Path:
     (failed, missing) marked with an x at the ideal value and their status."""
     title = "Scaling against the smallest measured run"
     if scaling.empty:
-        raise NothingToDraw("no workload was run at more than one size")
+        raise NothingToDraw("no workload was run at more than one size (same parameters, threads and GPUs per rank)")
     series = list(scaling.groupby(["site", "benchmark", "series", "metric"], sort=True))
     fig, axes = _grid(len(series))
     for ax, ((site, _, name, metric), s) in zip(axes, series):

@@ -48,7 +48,7 @@ def test_the_default_campaigns_pictures_show_what_it_measured(tmp_path):
     index = (tmp_path / "index.md").read_text()
     assert "- [Frameworks side by side](frameworks.png)" in index
     assert "- Throughput by precision: not drawn, no workload was run at more than one precision" in index
-    assert "- Scaling against ideal: not drawn, no workload was run at more than one size" in index
+    assert "- Scaling against ideal: not drawn, no workload was run at more than one size (same" in index
     for name in ("frameworks", "time_to_accuracy", "sweeps", "step_times"):
         assert shows_data(pixels(tmp_path / f"{name}.png")), name
     # Frameworks: the table's figure per stack with the range of its per-step samples around it.
