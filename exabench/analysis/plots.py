@@ -255,8 +255,8 @@ def write_plots(records: list[str], nodes: list[str], plan: str | None, site: st
     node_recs = load_records(record_paths(nodes)) if nodes else []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.png"):  # an earlier campaign's picture this one does not support
-        old.unlink()
+    for name in PLOTS:  # an earlier campaign's picture this one may not support (no other file is touched)
+        (out_dir / f"{name}.png").unlink(missing_ok=True)
     entries = all_plots(run_table(recs, load_plan(plan), site), recs, node_recs, out_dir)
     atomic_write_text(out_dir / INDEX, json.dumps(entries, indent=1) + "\n")
     atomic_write_text(out_dir / "index.md", index_markdown(entries))

@@ -4,6 +4,8 @@ finished tiny campaign with the campaign page, the tables and their captions."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from exabench.analysis import pictures, plots, runs
@@ -253,3 +255,13 @@ def test_a_precision_bar_never_folds_two_workloads():
     assert [(title, list(bars["value"])) for title, _, bars in panels] == [
         ("convnet_cifar10 on local\nmode=throughput", [142.5]),
         ("convnet_cifar10 on local\nmode=time_to_accuracy", [193.0])]
+
+
+def test_a_picture_the_records_no_longer_support_is_removed_and_other_files_kept(tmp_path):
+    # The folder of an earlier campaign that had a precision sweep; this one has none.
+    (tmp_path / "precision.png").write_bytes(b"old")
+    (tmp_path / "mine.png").write_bytes(b"a user's own picture")
+    plots.write_plots(sorted(str(p) for p in MEASURED.glob("kmeans*.json")), [], None, "local", tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["mine.png", "sweeps.png"]
+    assert json.loads((tmp_path / "index.json").read_text())[2] == {"name": "sweeps", "title": "Sweeps",
+                                                                     "file": "sweeps.png", "why": ""}
