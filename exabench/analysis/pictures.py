@@ -238,15 +238,28 @@ def plot_sweeps(records: list[dict], path) -> Path:
 
 # -- step-time distributions ----------------------------------------------------------------------
 
-def step_times(records: list[dict]) -> dict[tuple[str, str], list[tuple[str, list[float]]]]:
-    """Per site and task (a framework's twin beside it), each ok run's timed steps (metric step_time,
-    at least MIN_STEPS)."""
-    out: dict[tuple[str, str], list[tuple[str, list[float]]]] = {}
+def timed_steps(rec: dict) -> tuple[str, list[float]]:
+    """(metric, samples) of a run's timed steps: its step_time, else a headline that is a time per
+    step or iteration (seconds, lower is better: K-Means' time per iteration); ("", []) if none."""
+    from exabench.records.record import headline_metric
+
+    metrics = rec.get("metrics") or {}
+    for name in ("step_time", headline_metric(rec)):
+        m = metrics.get(name) or {}
+        if m.get("unit") == "s" and not m.get("higher_is_better", True) and len(m.get("samples") or []) >= MIN_STEPS:
+            return name, [float(x) for x in m["samples"]]
+    return "", []
+
+
+def step_times(records: list[dict]) -> dict[tuple[str, str, str], list[tuple[str, list[float]]]]:
+    """Per site, task (a framework's twin beside it) and timed metric, each ok run's timed steps (at
+    least MIN_STEPS)."""
+    out: dict[tuple[str, str, str], list[tuple[str, list[float]]]] = {}
     for rec in sorted(records, key=lambda r: r["run_id"]):
-        samples = ((rec.get("metrics") or {}).get("step_time") or {}).get("samples") or []
-        if rec["status"] == "ok" and len(samples) >= MIN_STEPS:
+        metric, samples = timed_steps(rec) if rec["status"] == "ok" else ("", [])
+        if samples:
             task = (rec.get("workload") or {}).get("task") or rec["benchmark"]
-            out.setdefault((rec.get("site", ""), task), []).append((rec["run_id"], [float(s) for s in samples]))
+            out.setdefault((rec.get("site", ""), task, metric), []).append((rec["run_id"], samples))
     return out
 
 
@@ -255,11 +268,12 @@ def plot_step_times(records: list[dict], path) -> Path:
     outliers as points): a slow step or a bimodal run shows here, not in a median."""
     groups = step_times(records)
     if not groups:
-        raise NothingToDraw(f"no run timed {MIN_STEPS} or more steps (metric step_time with samples)")
+        raise NothingToDraw(f"no run timed {MIN_STEPS} or more steps (step_time, or a time per iteration, "
+                            "with samples)")
     keys = sorted(groups)[:MAX_PANELS]
     fig, axes = grid(len(keys), 9.0, max(2.2, 0.45 * max(len(groups[k]) for k in keys) + 1.4), cols=1)
     for ax, key in zip(axes, keys):
-        runs = groups[key]
+        runs = groups[key][::-1]  # boxes count up from the bottom: the first run on top
         boxes = ax.boxplot([s for _, s in runs], orientation="horizontal", widths=0.6, patch_artist=True,
                            medianprops={"color": "black"})
         frameworks = sorted({name.split(".")[0] for name, _ in runs})
@@ -273,7 +287,7 @@ def plot_step_times(records: list[dict], path) -> Path:
             ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
             ax.tick_params(axis="x", which="minor", labelbottom=False)
         ax.set_yticks(range(1, len(runs) + 1), [f"{name} ({len(s)})" for name, s in runs], fontsize=7)
-        ax.set_xlabel("step time (s)")
-        ax.set_title(f"{key[1]} on {key[0]}", fontsize=9)
+        ax.set_xlabel(f"{key[2]} (s)")
+        ax.set_title(f"{key[1]} on {key[0]}: {key[2]}", fontsize=9)
     _more_panels_note(fig, len(keys), len(groups), "benchmarks")
-    return finish(fig, path, "Step times per run (timed steps in brackets)")
+    return finish(fig, path, "Step times per run (timed steps or iterations in brackets)")

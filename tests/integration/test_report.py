@@ -68,7 +68,10 @@ def test_the_default_campaigns_pictures_show_what_it_measured(tmp_path):
     # The K-Means sweep as one line over k; step times of the six runs that time their steps.
     [sweep] = pictures.sweep_series(recs)
     assert (sweep["benchmark"], sweep["key"], [line["x"] for line in sweep["lines"]]) == ("kmeans", "k", [[2, 3, 4]])
-    assert sum(len(v) for v in pictures.step_times(recs).values()) == 6
+    steps = pictures.step_times(recs)  # six runs time their steps, the three K-Means runs their iterations
+    assert {k: len(v) for k, v in steps.items()} == {
+        ("local", "convnet_cifar10", "step_time"): 4, ("local", "resnet50", "step_time"): 2,
+        ("local", "kmeans", "time"): 3}
 
 
 def test_allreduce_points_from_records(inputs):
@@ -262,6 +265,6 @@ def test_a_picture_the_records_no_longer_support_is_removed_and_other_files_kept
     (tmp_path / "precision.png").write_bytes(b"old")
     (tmp_path / "mine.png").write_bytes(b"a user's own picture")
     plots.write_plots(sorted(str(p) for p in MEASURED.glob("kmeans*.json")), [], None, "local", tmp_path)
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["mine.png", "sweeps.png"]
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["mine.png", "step_times.png", "sweeps.png"]
     assert json.loads((tmp_path / "index.json").read_text())[2] == {"name": "sweeps", "title": "Sweeps",
                                                                      "file": "sweeps.png", "why": ""}
