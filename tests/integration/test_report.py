@@ -193,7 +193,11 @@ def test_progress_line_and_final_summary(tmp_path):
         "exabench progress: b timeout; 2 of 4 runs finished (1 done, 1 failed), 2 remaining"
     text = final_summary(res, "local")
     assert text.splitlines()[0] == "exabench: 1 of 4 runs done, 1 failed, 2 remaining"
-    assert f"--report {res}/report.html" in text and "not judged yet" in text
+    assert f"--report {res}/report.html" in text and "not judged yet" in text and "page:" not in text
+    (res / "report").mkdir()
+    (res / "report" / "index.html").write_text("<html></html>")
+    assert f"  page:        {res}/report/index.html (summary, pictures, tables; opens offline)" in \
+        final_summary(res, "local")
     assert f"retry:       exabench retry --results {res}, then" in text  # a run failed
     (res / "acceptance").mkdir()
     (res / "acceptance" / "verdicts.md").write_text("# x\n\nFAILED: b\n")
