@@ -21,7 +21,7 @@ SWEPT_LAYOUT = ("threads_per_rank",)  # nodes and ranks: the scaling picture's
 MIN_STEPS = 3  # fewer timed steps make no distribution
 
 
-def _samples(records: dict[str, dict], run_ids, metric: str) -> list[float]:
+def samples_of(records: dict[str, dict], run_ids, metric: str) -> list[float]:
     """Every per-step sample of `metric` in the ok runs `run_ids`, pooled (repeats of one setting)."""
     out: list[float] = []
     for run_id in run_ids:
@@ -64,7 +64,7 @@ def framework_panels(table: pd.DataFrame, records: dict[str, dict]) -> list[dict
             runs = [i for i in r["run_ids"].split(";")
                     if ((records.get(i) or {}).get("params") or {}).get("mode") != "time_to_accuracy"]
             bars.append({"label": r["stack"], "value": r["value"], "status": r["status"],
-                         "err": spread(r["value"], _samples(records, runs or r["run_ids"].split(";"), r["metric"]))})
+                         "err": spread(r["value"], samples_of(records, runs or r["run_ids"].split(";"), r["metric"]))})
         first = records.get(g["run_ids"].iloc[0].split(";")[0]) or {}
         hib = ((first.get("metrics") or {}).get(g["metric"].iloc[0]) or {}).get("higher_is_better", True)
         better = "higher" if hib else "lower"

@@ -92,26 +92,36 @@ def precision_panels(runs: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     return panels
 
 
-def plot_precision(runs: pd.DataFrame, path) -> Path:
-    """Throughput (higher-is-better headline figures) by precision (precision_panels); a precision whose
-    runs all failed shows its status instead of a bar."""
-    title = "Throughput by precision"
+def plot_precision(runs: pd.DataFrame, path, records: list[dict] | None = None) -> Path:
+    """Throughput (higher-is-better headline figures) by precision (precision_panels), error bars the
+    range of the runs' per-step samples (`records`); a precision whose runs all failed shows its
+    status instead of a bar."""
+    from exabench.analysis.figures import spread
+    from exabench.analysis.pictures import samples_of
+
+    title = "Throughput by precision\n(error bars: range of the per-step samples)"
     panels = [p for p in precision_panels(runs) if p[2]["precision"].nunique() > 1]
     if not panels:
         raise NothingToDraw("no workload was run at more than one precision")
+    by_id = {r["run_id"]: r for r in records or []}
+    metric_of = dict(zip(runs["run_id"], runs["metric"]))
     fig, axes = _grid(len(panels), 4.5, 3.2)
     for ax, (panel_title, ylabel, c) in zip(axes, panels):
         xs = list(range(len(c)))
-        have = [(x, v) for x, v in zip(xs, c["value"]) if v == v]
-        ax.bar([x for x, _ in have], [v for _, v in have], color="C0")
+        have = [(x, r) for x, (_, r) in zip(xs, c.iterrows()) if r["value"] == r["value"]]
+        errs = [spread(r["value"], samples_of(by_id, r["run_ids"].split(";"), metric_of[r["run_ids"].split(";")[0]]))
+                for _, r in have]
+        ax.bar([x for x, _ in have], [r["value"] for _, r in have], color="C0",
+               yerr=[[e[0] for e in errs], [e[1] for e in errs]] if errs else None, capsize=5, ecolor="black")
         for x, (_, r) in zip(xs, c.iterrows()):
             text = f"{r['value']:.3g}" if r["value"] == r["value"] else r["status"].upper()
             ax.annotate(text, (x, 0 if r["value"] != r["value"] else r["value"]), ha="center", fontsize=8,
-                        textcoords="offset points", xytext=(0, 3))
+                        textcoords="offset points", xytext=(8, 3))
         ax.set_xticks(xs, [f"{p}\nn{n}r{rp}" for p, n, rp in zip(c["precision"], c["nodes"], c["ranks_per_node"])])
         ax.set_ylabel(ylabel)
         ax.set_title(panel_title, fontsize=9)
-    return _finish(fig, path, title)
+    fig.suptitle(title, fontsize=10)
+    return _finish(fig, path)
 
 
 def allreduce_points(records: list[dict]) -> pd.DataFrame:
@@ -222,7 +232,7 @@ def all_plots(runs: pd.DataFrame, records: list[dict], node_records: list[dict],
             "sweeps": lambda p: pictures.plot_sweeps(records, p),
             "step_times": lambda p: pictures.plot_step_times(records, p),
             "scaling": lambda p: plot_scaling(scaling_table(runs), p),
-            "precision": lambda p: plot_precision(runs, p),
+            "precision": lambda p: plot_precision(runs, p, records),
             "allreduce": lambda p: plot_allreduce(records, p),
             "nodes": lambda p: plot_nodes(node_outliers(node_records), p),
             "energy": lambda p: plot_energy_to_solution(runs, p)}

@@ -272,3 +272,12 @@ def test_a_picture_the_records_no_longer_support_is_removed_and_other_files_kept
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["mine.png", "step_times.png", "sweeps.png"]
     assert json.loads((tmp_path / "index.json").read_text())[2] == {"name": "sweeps", "title": "Sweeps",
                                                                      "file": "sweeps.png", "why": ""}
+
+
+def test_precision_bars_carry_the_range_of_their_samples(inputs, tmp_path):
+    # fp32 at n1r2 is two repeats (18 and 20 images/s): an error bar from 18 to 20 around the median 19.
+    runs_, records, _ = inputs
+    with_spread = pixels(plots.plot_precision(runs_, tmp_path / "a.png", records))
+    bare = pixels(plots.plot_precision(runs_, tmp_path / "b.png"))
+    black = [len(drawn_in(img, "black", 0.1)) for img in (with_spread, bare)]
+    assert shows_data(with_spread) and black[0] > black[1] + 20
