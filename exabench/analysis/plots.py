@@ -13,7 +13,7 @@ import math
 import re
 from pathlib import Path
 
-from exabench.analysis.figures import NothingToDraw, finish, grid, pyplot, save
+from exabench.analysis.figures import NothingToDraw, finish, grid, pyplot
 from exabench.analysis.runs import PRECISION_PARAMS, cells
 from exabench.lazy import lazy_import
 
@@ -21,16 +21,7 @@ pd = lazy_import("pandas")
 
 BUSBW = re.compile(r"^busbw\.(\d+)B$")
 HOLE_STATUSES = ("failed", "timeout", "skipped", "missing", "corrupt")
-_pyplot, _save, _finish, _grid = pyplot, save, finish, grid
-
-
-def _empty(path, title: str, why: str) -> Path:
-    """The history plot's figure without a stored campaign (its rule declares the file)."""
-    fig, ax = _pyplot().subplots(figsize=(6, 2.5))
-    ax.set_axis_off()
-    ax.set_title(title)
-    ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True)
-    return _save(fig, path)
+_pyplot, _finish, _grid = pyplot, finish, grid
 
 
 def plot_scaling(scaling: pd.DataFrame, path) -> Path:
@@ -227,23 +218,31 @@ def all_plots(runs: pd.DataFrame, records: list[dict], node_records: list[dict],
     from exabench.analysis.compare import scaling_table
     from exabench.analysis.frameworks import framework_table
 
-    draw = {"frameworks": lambda p: pictures.plot_frameworks(framework_table(runs), records, p),
-            "time_to_accuracy": lambda p: pictures.plot_time_to_accuracy(records, p),
-            "sweeps": lambda p: pictures.plot_sweeps(records, p),
-            "step_times": lambda p: pictures.plot_step_times(records, p),
-            "scaling": lambda p: plot_scaling(scaling_table(runs), p),
-            "precision": lambda p: plot_precision(runs, p, records),
-            "allreduce": lambda p: plot_allreduce(records, p),
-            "nodes": lambda p: plot_nodes(node_outliers(node_records), p),
-            "energy": lambda p: plot_energy_to_solution(runs, p)}
+    drawers = {"frameworks": lambda p: pictures.plot_frameworks(framework_table(runs), records, p),
+               "time_to_accuracy": lambda p: pictures.plot_time_to_accuracy(records, p),
+               "sweeps": lambda p: pictures.plot_sweeps(records, p),
+               "step_times": lambda p: pictures.plot_step_times(records, p),
+               "scaling": lambda p: plot_scaling(scaling_table(runs), p),
+               "precision": lambda p: plot_precision(runs, p, records),
+               "allreduce": lambda p: plot_allreduce(records, p),
+               "nodes": lambda p: plot_nodes(node_outliers(node_records), p),
+               "energy": lambda p: plot_energy_to_solution(runs, p)}
     out_dir = Path(out_dir)
-    entries = []
-    for name, title in PLOTS.items():
-        try:
-            entries.append({"name": name, "title": title, "file": draw[name](out_dir / f"{name}.png").name, "why": ""})
-        except NothingToDraw as why:
-            entries.append({"name": name, "title": title, "file": None, "why": str(why)})
-    return entries
+    return [draw(name, title, drawers[name], out_dir / f"{name}.png") for name, title in PLOTS.items()]
+
+
+def draw(name: str, title: str, draw_to, path: Path) -> dict:
+    """One picture's index entry: drawn by `draw_to(path)`, or why not (NothingToDraw)."""
+    try:
+        return {"name": name, "title": title, "file": draw_to(path).name, "why": ""}
+    except NothingToDraw as why:
+        return {"name": name, "title": title, "file": None, "why": str(why)}
+
+
+def write_index(entries: list[dict], path: str | Path) -> None:
+    """The pictures' index (for the campaign page), their files named relative to its folder."""
+    from exabench.io import atomic_write_text
+    atomic_write_text(path, json.dumps(entries, indent=1) + "\n")
 
 
 def index_markdown(entries: list[dict]) -> str:
@@ -268,7 +267,7 @@ def write_plots(records: list[str], nodes: list[str], plan: str | None, site: st
     for name in PLOTS:  # an earlier campaign's picture this one may not support (no other file is touched)
         (out_dir / f"{name}.png").unlink(missing_ok=True)
     entries = all_plots(run_table(recs, load_plan(plan), site), recs, node_recs, out_dir)
-    atomic_write_text(out_dir / INDEX, json.dumps(entries, indent=1) + "\n")
+    write_index(entries, out_dir / INDEX)
     atomic_write_text(out_dir / "index.md", index_markdown(entries))
     drawn = [e["name"] for e in entries if e["file"]]
     return f"{len(drawn)} plots -> {out_dir} ({', '.join(drawn) or 'none'}); not drawn: {len(entries) - len(drawn)}"
@@ -282,7 +281,7 @@ def plot_history(history: pd.DataFrame, current: list[str], path) -> Path:
     the current campaign marked. `history`: analysis.history.samples() rows."""
     title = "History: headline figure per campaign (current campaign marked)"
     if history.empty:
-        return _empty(path, title, "no stored campaign has an ok run of this site yet")
+        raise NothingToDraw("no stored campaign has an ok run of this site yet")
     series = sorted(history.groupby(["series", "metric", "unit"]).groups)
     drawn = series[:MAX_HISTORY_PANELS]
     fig, axes = _grid(len(drawn), 5.0, 3.0)

@@ -11,7 +11,6 @@ from html import escape
 from pathlib import Path
 
 from exabench import markdown
-from exabench.analysis.plots import INDEX
 
 STYLE = ("figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{font-weight:bold}"
          ".verdict{font-size:120%;font-weight:bold}.failed{color:#b00}")
@@ -47,12 +46,13 @@ def summary_html(summary_md: str, verdicts_md: str | None) -> str:
     return "\n".join(out)
 
 
-def pictures_html(plots_dir: Path) -> str:
-    """Each drawn picture as a figure with its PNG inline, then what was not drawn and why."""
-    entries = json.loads((plots_dir / INDEX).read_text())
+def pictures_html(indexes: list[Path]) -> str:
+    """Each drawn picture of the indexes (plots/index.json, history/pictures.json) as a figure with its
+    PNG inline, then what was not drawn and why."""
+    entries = [{**e, "dir": index.parent} for index in indexes for e in json.loads(index.read_text())]
     out = ["<h2>Pictures</h2>"]
     for e in (e for e in entries if e["file"]):
-        data = base64.b64encode((plots_dir / e["file"]).read_bytes()).decode()
+        data = base64.b64encode((e["dir"] / e["file"]).read_bytes()).decode()
         out.append(f'<figure id="{escape(e["name"])}"><figcaption>{escape(e["title"])}</figcaption>'
                    f'<img alt="{escape(e["title"])}" src="data:image/png;base64,{data}"></figure>')
     skipped = [e for e in entries if not e["file"]]
@@ -63,22 +63,22 @@ def pictures_html(plots_dir: Path) -> str:
     return "\n".join(out)
 
 
-def campaign_page(site: str, summary_md: Path, plots_dir: Path, tables: list[Path],
+def campaign_page(site: str, summary_md: Path, indexes: list[Path], tables: list[Path],
                   verdicts_md: Path | None = None) -> str:
     verdicts = verdicts_md.read_text() if verdicts_md else None
     parts = [f"<h1>exabench campaign: site {escape(site)}</h1>", summary_html(summary_md.read_text(), verdicts),
-             pictures_html(plots_dir), "<h2>Tables</h2>"]
+             pictures_html(indexes), "<h2>Tables</h2>"]
     for table in [summary_md, *tables, *([verdicts_md] if verdicts_md else [])]:
         parts.append(f'<section id="table-{escape(table.stem)}">{markdown.body_html(table.read_text(), 2)}</section>')
     return markdown.page(f"exabench campaign: {site}", "\n".join(parts), STYLE)
 
 
-def write_campaign_page(site: str, summary_md: str, plots_dir: str, tables: list[str], verdicts_md: str | None,
+def write_campaign_page(site: str, summary_md: str, indexes: list[str], tables: list[str], verdicts_md: str | None,
                         out: str) -> str:
-    """Write the page; returns a one-line summary for the rule's log."""
+    """Write the page (`indexes`: the pictures' index files); returns a one-line summary for the log."""
     from exabench.io import atomic_write_text
 
-    html = campaign_page(site, Path(summary_md), Path(plots_dir), [Path(t) for t in tables],
+    html = campaign_page(site, Path(summary_md), [Path(i) for i in indexes], [Path(t) for t in tables],
                          Path(verdicts_md) if verdicts_md else None)
     atomic_write_text(out, html)
     return f"campaign page -> {out} ({len(html) // 1024} KiB, opens without network)"

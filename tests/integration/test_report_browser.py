@@ -44,7 +44,7 @@ def page(tmp_path_factory) -> Path:
                               *(str(res / "acceptance" / n) for n in ("verdicts.md", "verdicts.csv", "junit.xml")))
     tables = [str(res / "tables" / f"{name}.md") for name in compare.table_names(None)]
     out = res / "report" / "index.html"
-    write_campaign_page("local", str(res / "tables" / "summary.md"), str(res / "plots"), tables,
+    write_campaign_page("local", str(res / "tables" / "summary.md"), [str(res / "plots" / plots.INDEX)], tables,
                         str(res / "acceptance" / "verdicts.md"), str(out))
     return out
 

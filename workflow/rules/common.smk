@@ -186,7 +186,7 @@ def get_history_outputs(wildcards=None):
     if HISTORY_STORE == "none":
         return []
     return [
-        f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv", "history.png")
+        f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv", "pictures.json")
     ]
 
 

@@ -90,6 +90,7 @@ rule campaign_page:
     input:
         summary=f"{RESULTS}/tables/summary.md",
         plots=get_plot_outputs()[0],
+        history=[f"{RESULTS}/history/pictures.json"] if HISTORY_STORE != "none" else [],
         tables=[f"{RESULTS}/tables/{name}.md" for name in COMPARE_TABLES],
         verdicts=[f"{ACCEPTANCE}/verdicts.md"] if Path(REFERENCES).exists() else [],
     output:
@@ -100,7 +101,7 @@ rule campaign_page:
         pipeline.write_campaign_page(
             SITE,
             input.summary,
-            Path(input.plots).parent,
+            [input.plots, *input.history],
             list(input.tables),
             input.verdicts[0] if input.verdicts else None,
             output[0],
