@@ -278,11 +278,15 @@ MAX_HISTORY_PANELS = 12  # the series beyond these are named in the figure, not 
 
 def plot_history(history: pd.DataFrame, current: list[str], path) -> Path:
     """The headline figure each stored campaign reported for each series (the median over its repeats),
-    the current campaign marked. `history`: analysis.history.samples() rows."""
+    the current campaign marked: the series that two or more campaigns ran (one point is no trend).
+    `history`: analysis.history.samples() rows."""
     title = "History: headline figure per campaign (current campaign marked)"
     if history.empty:
         raise NothingToDraw("no stored campaign has an ok run of this site yet")
-    series = sorted(history.groupby(["series", "metric", "unit"]).groups)
+    campaigns = history.groupby(["series", "metric", "unit"])["campaign_id"].nunique()
+    series = sorted(key for key, n in campaigns.items() if n >= 2)
+    if not series:
+        raise NothingToDraw("no series was run by two or more stored campaigns of this site yet (`make rerun`)")
     drawn = series[:MAX_HISTORY_PANELS]
     fig, axes = _grid(len(drawn), 5.0, 3.0)
     for ax, (name, metric, unit) in zip(axes, drawn):

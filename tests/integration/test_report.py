@@ -94,7 +94,9 @@ def test_the_history_plot_draws_each_campaign_and_marks_the_current(tmp_path):
     # The mark sits on the line's right end, above its left end (rows count down from the top).
     left = line[line[:, 1] < line[:, 1].min() + 5]
     assert current[:, 1].mean() > line[:, 1].mean() and current[:, 0].mean() < left[:, 0].mean()
-    # Without a stored campaign: no picture, the reason for the campaign page instead.
+    # One campaign is no trend; without a stored campaign: no picture, the reason for the page instead.
+    with pytest.raises(NothingToDraw, match="no series was run by two or more stored campaigns"):
+        plots.plot_history(history[history["campaign_id"] == "c3"], ["c3"], tmp_path / "e.png")
     with pytest.raises(NothingToDraw, match="no stored campaign has an ok run of this site yet"):
         plots.plot_history(history.iloc[:0], [], tmp_path / "e.png")
     assert not (tmp_path / "e.png").exists()
@@ -120,10 +122,10 @@ def test_snakemake_html_report(tmp_path_factory, tmp_path):
     for caption in ("The campaign on one page", "Per site: the headline figure"):
         assert caption in html, caption
     pages = report_pages(html)
-    assert "index.html" in pages  # the campaign page, its pictures inline: scaling, and the history of the
-    page = (campaign / "results/local/report/index.html").read_text()  # one campaign the store has
-    assert '<figure id="scaling">' in page and '<figure id="history">' in page
-    assert json.loads((campaign / "results/local/history/pictures.json").read_text())[0]["file"] == "history.png"
+    assert "index.html" in pages  # the campaign page, its pictures inline: scaling (one campaign is no history)
+    page = (campaign / "results/local/report/index.html").read_text()
+    assert '<figure id="scaling">' in page and '<figure id="history">' not in page
+    assert "<li>History of each series: no series was run by two or more stored campaigns" in page
     # Tables are HTML tables in the report, not CSV downloads; the verdicts are among them.
     assert not [name for name in pages if name.endswith(".csv")]
     site_table = pages["site.html"][0]
