@@ -29,3 +29,14 @@ def test_nothing_judged_is_not_called_accepted():
 def test_a_failed_campaign_names_its_failing_runs_first():
     rows = [row("a", "fail"), row("b", "pass"), row("c", "no-reference", WAITING)]
     assert verdict_headline(rows).startswith("FAILED: a (1 of 2 runs judged fail; 1 await references")
+
+
+def test_accept_check_passes_with_the_same_coverage(tmp_path):
+    import pandas as pd
+
+    from exabench.analysis.acceptance import check_verdicts
+    rows = [row("a", "pass"), row("b", "no-reference", WAITING)]
+    pd.DataFrame(rows).to_csv(tmp_path / "verdicts.csv", index=False)
+    assert check_verdicts(str(tmp_path / "verdicts.csv")) == (
+        True, "exabench: acceptance: ACCEPTED: 1 of 2 runs judged, none fails; 1 await references from this "
+              "machine's history (`make rerun` twice, then `exabench references --from-history`).")
