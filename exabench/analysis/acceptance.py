@@ -282,9 +282,10 @@ def verdict_headline(rows: list[dict]) -> str:
     judged = len(per_run) - len(unjudged)
     reasons = []
     if awaiting := [run for run in unjudged if run in waiting]:
-        reasons.append(f"{len(awaiting)} await references from this machine's history ({FROM_HISTORY})")
+        verb = "awaits a reference" if len(awaiting) == 1 else "await references"
+        reasons.append(f"{len(awaiting)} {verb} from this machine's history ({FROM_HISTORY})")
     if without := len(unjudged) - len(awaiting):
-        reasons.append(f"{without} have no reference that applies")
+        reasons.append(f"{without} {'has' if without == 1 else 'have'} no reference that applies")
     tail = "".join(f"; {why}" for why in reasons)
     fails = failing_runs(rows)
     if fails:
