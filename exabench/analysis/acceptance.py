@@ -289,7 +289,8 @@ def verdict_headline(rows: list[dict]) -> str:
     tail = "".join(f"; {why}" for why in reasons)
     fails = failing_runs(rows)
     if fails:
-        return f"FAILED: {', '.join(fails)} ({len(fails)} of {judged} runs judged fail{tail})."
+        fail = "fails" if len(fails) == 1 else "fail"
+        return f"FAILED: {', '.join(fails)} ({len(fails)} of {judged} judged runs {fail}{tail})."
     if not judged:
         return f"NOT JUDGED: none of {len(per_run)} runs has a reference{tail}."
     return f"ACCEPTED: {judged} of {len(per_run)} runs judged, none fails{tail}."

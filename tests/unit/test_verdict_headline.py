@@ -28,7 +28,7 @@ def test_nothing_judged_is_not_called_accepted():
 
 def test_a_failed_campaign_names_its_failing_runs_first():
     rows = [row("a", "fail"), row("b", "pass"), row("c", "no-reference", WAITING)]
-    assert verdict_headline(rows).startswith("FAILED: a (1 of 2 runs judged fail; 1 awaits a reference")
+    assert verdict_headline(rows).startswith("FAILED: a (1 of 2 judged runs fails; 1 awaits a reference")
 
 
 def test_accept_check_passes_with_the_same_coverage(tmp_path):
