@@ -603,7 +603,7 @@ def _add_nodes(sub) -> None:
 
 
 def _add_plots(sub) -> None:
-    p = _over_records(sub.add_parser("plots", help="records -> PNG plots (scaling, precision, allreduce, per node)"),
+    p = _over_records(sub.add_parser("plots", help="records -> the PNG plots they support, and index.md"),
                       "plan.json: missing runs are marked on the plots")
     p.add_argument("--out", required=True, help="directory of the plots")
     p.add_argument("--site-name", default=None)

@@ -21,7 +21,7 @@ _STYLE = ("body{font-family:sans-serif;margin:1em}table{border-collapse:collapse
           "th,td{border:1px solid #bbb;padding:2px 6px;text-align:left;font-size:90%}th{background:#eee}")
 
 
-def _cells(line: str) -> list[str]:
+def split_row(line: str) -> list[str]:
     return [c.strip() for c in line.strip()[1:-1].split("|")]
 
 
@@ -29,6 +29,19 @@ def to_html(text: str, title: str) -> str:
     """A page of Markdown as written here (headings, `|` tables, paragraphs) as one standalone HTML
     page whose tables are HTML tables, for Snakemake's report, which shows HTML in place and offers
     any other text file as a download."""
+    return page(title, body_html(text))
+
+
+def page(title: str, body: str, style: str = "") -> str:
+    """A standalone HTML page (no network: the style is inline)."""
+    from html import escape
+
+    return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"<style>{_STYLE}{style}</style></head>\n<body>\n{body}\n</body></html>\n")
+
+
+def body_html(text: str, shift: int = 0) -> str:
+    """The HTML of a page of Markdown as written here (headings `shift` levels deeper)."""
     from html import escape
 
     out, block = [], []
@@ -36,8 +49,8 @@ def to_html(text: str, title: str) -> str:
     def flush():
         if block:
             rows = [r for r in block if not set(r) <= set("|-: ")]  # the |---| rule is no row
-            out.append("<table>\n<tr>" + "".join(f"<th>{escape(c)}</th>" for c in _cells(rows[0])) + "</tr>")
-            out.extend("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _cells(r)) + "</tr>" for r in rows[1:])
+            out.append("<table>\n<tr>" + "".join(f"<th>{escape(c)}</th>" for c in split_row(rows[0])) + "</tr>")
+            out.extend("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in split_row(r)) + "</tr>" for r in rows[1:])
             out.append("</table>")
             block.clear()
 
@@ -47,13 +60,12 @@ def to_html(text: str, title: str) -> str:
             continue
         flush()
         if line.startswith("#"):
-            level = min(len(line) - len(line.lstrip("#")), 6)
+            level = min(len(line) - len(line.lstrip("#")) + shift, 6)
             out.append(f"<h{level}>{escape(line.lstrip('#').strip())}</h{level}>")
         elif line.strip():
             out.append(f"<p>{escape(line.strip())}</p>")
     flush()
-    return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"<style>{_STYLE}</style></head>\n<body>\n" + "\n".join(out) + "\n</body></html>\n")
+    return "\n".join(out)
 
 
 def cell(v) -> str:

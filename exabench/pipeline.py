@@ -669,9 +669,6 @@ def compare_table_names(baseline: str) -> list[str]:
     return compare.table_names(baseline or None)
 
 
-PLOTS = list(plots.PLOTS)
-
-
 def unfinished_records(results: str, run_ids) -> list[str]:
     """The records of the campaign's runs that have none (set aside by `exabench retry`, deleted by
     hand), once the campaign's table exists: the default target names them, so that they run. The
@@ -846,6 +843,15 @@ def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out
         _say(log, plots.write_plots(records, nodes, plan, site.name, out_dir))
 
 
+def write_campaign_page(site: Site, summary: str, indexes: list[str], tables: list[str], verdicts: str | None,
+                        out: str, log_path: str) -> None:
+    """The campaign's own HTML page (exabench.analysis.report_page), in Snakemake's report too."""
+    from exabench.analysis.report_page import write_campaign_page as write
+
+    with logged(log_path) as log:
+        _say(log, write(site.name, summary, indexes, tables, verdicts, out))
+
+
 def write_projection(*args, **kwargs) -> None:
     """exabench.perf.projection.write_projection, drawing alone (_DRAWING)."""
     with _DRAWING:
@@ -876,7 +882,8 @@ def ingest_campaign(records: list[str], store: str, receipt: str, log_path: str)
 
 def history_report(store: str, receipt: str, site: Site, csv: str, markdown: str, plot: str, log_path: str) -> None:
     """The campaign just ingested against the site's history: regression verdicts (Markdown, CSV) and
-    the history plot, both in the HTML report."""
+    the history picture where the store has data for it, its index entry (`plot`, JSON) saying which or
+    why not, for the campaign page."""
     with logged(log_path) as log, _DRAWING:
         done = json.loads(Path(receipt).read_text())
         if done.get("not_ingested"):
@@ -889,14 +896,24 @@ def history_report(store: str, receipt: str, site: Site, csv: str, markdown: str
 
 
 def _no_history(why: str, csv: str, markdown: str, plot: str) -> None:
-    """The report's history pages when the store could not be read: why, and nothing else."""
-    import pandas as pd
-
+    """The report's history pages when the store could not be read: why, and no picture."""
     from exabench.analysis import history
+    from exabench.analysis.figures import NothingToDraw
     print(f"exabench: no regression verdicts: {why}", flush=True)
     atomic_write_text(markdown, f"# Regression verdicts\n\nNone: {why}\n")
     atomic_write_text(csv, ",".join(history.REGRESSION_COLUMNS) + "\n")
-    plots.plot_history(pd.DataFrame(), [], plot)
+
+    def unreadable(png):
+        raise NothingToDraw(why)
+
+    _history_picture(unreadable, plot)
+
+
+def _history_picture(draw_to, index: str) -> None:
+    """history.png beside its index (`index`), or the index alone saying why it was not drawn."""
+    png = Path(index).with_name("history.png")
+    png.unlink(missing_ok=True)  # an earlier campaign's
+    plots.write_index([plots.draw("history", "History of each series", draw_to, png)], index)
 
 
 def _history_report(store: str, done: dict, site: Site, csv: str, markdown: str, plot: str, log) -> None:
@@ -914,7 +931,7 @@ def _history_report(store: str, done: dict, site: Site, csv: str, markdown: str,
             atomic_write_text(markdown, f"# Regression verdicts\n\nNo campaign of site {site.name} in {store}.\n")
             atomic_write_text(csv, ",".join(history.REGRESSION_COLUMNS) + "\n")
         site_ids = history.select(table, f"site:{site.name}")
-        plots.plot_history(history.samples(store, site_ids), current_ids, plot)
+        _history_picture(lambda png: plots.plot_history(history.samples(store, site_ids), current_ids, png), plot)
 
 
 def measure_allreduce_sweep(records: list[str], out_csv: str, site: Site, log_path: str) -> None:
@@ -936,11 +953,13 @@ def final_summary(results: str | Path, site: str) -> str:
     if (results / "tables" / "comparison.md").is_file():
         lines.append(f"  comparison:  {results}/tables/comparison.md (CSV and Parquet beside it)")
     if (results / "plots").is_dir():
-        lines.append(f"  plots:       {results}/plots/")
+        lines.append(f"  plots:       {results}/plots/ (index.md: what was drawn, what not and why)")
     receipt = results / "history" / "ingested.json"
     if receipt.is_file():
         store = json.loads(receipt.read_text()).get("store")
         lines.append(f"  history:     {store} (exabench history --store {store}; docs/history.md)")
+    if (results / "report" / "index.html").is_file():
+        lines.append(f"  page:        {results}/report/index.html (summary, pictures, tables; opens offline)")
     lines.append(f"  report:      snakemake --profile profiles/{site} --report {results}/report.html")
     if c["failed"]:
         lines.append(f"  retry:       exabench retry --results {results}, then this snakemake command again "

@@ -25,3 +25,15 @@ def drawn_in(img: np.ndarray, colour: str, tolerance: float = 0.02) -> np.ndarra
     from matplotlib import colors
     rgb = np.array(colors.to_rgb(colour))
     return np.argwhere(np.abs(img - rgb).max(axis=2) < tolerance)
+
+
+def shows_data(img: np.ndarray, min_pixels: int = 500) -> bool:
+    """Data is drawn, not a blank canvas or a placeholder that only says something: at least
+    `min_pixels` pixels in colour (a bar, a line, a marker in one of Matplotlib's C0..C9; axes,
+    text and grids are black, white or grey)."""
+    return not_blank(img) and int(coloured(img).sum()) >= min_pixels
+
+
+def coloured(img: np.ndarray, saturation: float = 0.25) -> np.ndarray:
+    """Mask of the pixels that are not black, white or grey (their channels differ by `saturation`)."""
+    return (img.max(axis=2) - img.min(axis=2)) > saturation

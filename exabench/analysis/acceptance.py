@@ -262,10 +262,35 @@ def summary_markdown(rows: list[dict], site: str, references: str) -> str:
               str(r["detail"]).replace("|", "/").replace("\n", " ")[:300]] for r in rows]
     lines = [f"# exabench acceptance: site {site}", "", f"References: {references}", "",
              *markdown.table(["run", "benchmark", "metric", "value", "unit", "reference", "verdict", "detail"], cells)]
-    fails = failing_runs(rows)
-    lines += ["", "Runs: " + ", ".join(f"{n} {v}" for v, n in c.items()) + ".",
-              ("FAILED: " + ", ".join(fails)) if fails else "ACCEPTED: no run fails."]
+    lines += ["", "Runs: " + ", ".join(f"{n} {v}" for v, n in c.items()) + ".", verdict_headline(rows)]
     return "\n".join(lines) + "\n"
+
+
+FROM_HISTORY = "`make rerun` twice, then `exabench references --from-history`"
+
+
+def verdict_headline(rows: list[dict]) -> str:
+    """The verdict in one line, with its coverage: how many runs a reference judged, and why the
+    others were not (a reader takes "no run fails" for more than it is when most were never judged).
+    A run waiting for a reference derived from history says how to get one."""
+    per_run = run_verdicts(rows)
+    waiting = {r["run_id"] for r in rows if str(r["detail"]).startswith("no reference yet")}
+    unjudged = sorted(run for run, v in per_run.items() if v == "no-reference")
+    judged = len(per_run) - len(unjudged)
+    reasons = []
+    if awaiting := [run for run in unjudged if run in waiting]:
+        verb = "awaits a reference" if len(awaiting) == 1 else "await references"
+        reasons.append(f"{len(awaiting)} {verb} from this machine's history ({FROM_HISTORY})")
+    if without := len(unjudged) - len(awaiting):
+        reasons.append(f"{without} {'has' if without == 1 else 'have'} no reference that applies")
+    tail = "".join(f"; {why}" for why in reasons)
+    fails = failing_runs(rows)
+    if fails:
+        fail = "fails" if len(fails) == 1 else "fail"
+        return f"FAILED: {', '.join(fails)} ({len(fails)} of {judged} judged runs {fail}{tail})."
+    if not judged:
+        return f"NOT JUDGED: none of {len(per_run)} runs has a reference{tail}."
+    return f"ACCEPTED: {judged} of {len(per_run)} runs judged, none fails{tail}."
 
 
 def junit_xml(rows: list[dict], site: str) -> str:
@@ -597,7 +622,7 @@ def check_verdicts(verdicts_csv: str) -> tuple[bool, str]:
     per_run = run_verdicts(df.to_dict("records"))
     bad = sorted(r for r, v in per_run.items() if v in FAILING)
     if not bad:
-        return True, f"exabench: acceptance passed: {len(per_run)} runs, none failing"
+        return True, f"exabench: acceptance: {verdict_headline(df.to_dict('records'))}"
     lines = [f"FAILED {r['run_id']} [{r['metric']}]: {r['verdict']}: {r['detail']}"
              for _, r in df[df["verdict"].isin(FAILING)].iterrows()]
     lines.append(f"exabench: acceptance FAILED: {len(bad)} of {len(per_run)} runs: {', '.join(bad)} "

@@ -217,7 +217,7 @@ def rebuild(root: Path, out: Path) -> list[Path]:
     both = records + load_records(base)
     runs = run_table(both, plan, site)
     written += write_tables(all_tables(runs, baseline), tables, baseline)
-    written += all_plots(runs, both, node_records, out / "plots")
+    written += [out / "plots" / e["file"] for e in all_plots(runs, both, node_records, out / "plots") if e["file"]]
     written += rebuild_studies(root, meta, records, tables)
     refs_file = root / "site" / "references.yaml"
     if (root / "acceptance").is_dir() and refs_file.is_file():

@@ -1,8 +1,10 @@
 """Plots from the comparison tables and records (matplotlib, Agg): scaling curves with their
 ideal lines, throughput by precision, allreduce bandwidth by message size, per-node
-distributions, and MLPerf runs' energy to solution. Each function writes one PNG; with nothing to show it writes a figure that
-says so, so a report never has a broken image. Output is byte-stable for the same input and
-matplotlib version (no timestamps), so a reproduced plot can be compared with its original."""
+distributions, and MLPerf runs' energy to solution; `all_plots` draws those and the pictures of
+exabench.analysis.pictures. Each function writes one PNG, or raises NothingToDraw when the records
+do not support it: the plots index says so in one line, and no placeholder picture is drawn.
+Output is byte-stable for the same input and matplotlib version (no timestamps), so a reproduced
+plot can be compared with its original."""
 
 from __future__ import annotations
 
@@ -11,58 +13,15 @@ import math
 import re
 from pathlib import Path
 
+from exabench.analysis.figures import NothingToDraw, finish, grid, pyplot
 from exabench.analysis.runs import PRECISION_PARAMS, cells
 from exabench.lazy import lazy_import
 
 pd = lazy_import("pandas")
 
 BUSBW = re.compile(r"^busbw\.(\d+)B$")
-PNG_META = {"Software": None}  # no version string: the bytes depend on the data only
 HOLE_STATUSES = ("failed", "timeout", "skipped", "missing", "corrupt")
-
-
-def _pyplot():
-    """pyplot on the Agg backend, imported when a plot is drawn: every Snakemake job loads the rule
-    files and with them this module, and most jobs draw nothing (matplotlib costs 0.3 s a job)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, metadata=PNG_META)
-    _pyplot().close(fig)
-    return path
-
-
-def _finish(fig, path: str | Path, title: str | None = None) -> Path:
-    """A figure's last steps, the same for every plot: its title, the layout, the file."""
-    if title is not None:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, path)
-
-
-def _empty(path, title: str, why: str) -> Path:
-    fig, ax = _pyplot().subplots(figsize=(6, 2.5))
-    ax.set_axis_off()
-    ax.set_title(title)
-    ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True)
-    return _save(fig, path)
-
-
-def _grid(n: int, width: float = 5.0, height: float = 3.6):
-    cols = min(n, 2)
-    rows = math.ceil(n / cols)
-    fig, axes = _pyplot().subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
-    for ax in axes.flat[n:]:
-        ax.set_axis_off()
-    return fig, list(axes.flat)
+_pyplot, _finish, _grid = pyplot, finish, grid
 
 
 def plot_scaling(scaling: pd.DataFrame, path) -> Path:
@@ -70,7 +29,7 @@ def plot_scaling(scaling: pd.DataFrame, path) -> Path:
     (failed, missing) marked with an x at the ideal value and their status."""
     title = "Scaling against the smallest measured run"
     if scaling.empty:
-        return _empty(path, title, "no scaling series: no workload was run at more than one size")
+        raise NothingToDraw("no workload was run at more than one size (same parameters, threads and GPUs per rank)")
     series = list(scaling.groupby(["site", "benchmark", "series", "metric"], sort=True))
     fig, axes = _grid(len(series))
     for ax, ((site, _, name, metric), s) in zip(axes, series):
@@ -124,26 +83,36 @@ def precision_panels(runs: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
     return panels
 
 
-def plot_precision(runs: pd.DataFrame, path) -> Path:
-    """Throughput (higher-is-better headline figures) by precision (precision_panels); a precision whose
-    runs all failed shows its status instead of a bar."""
-    title = "Throughput by precision"
-    panels = precision_panels(runs)
+def plot_precision(runs: pd.DataFrame, path, records: list[dict] | None = None) -> Path:
+    """Throughput (higher-is-better headline figures) by precision (precision_panels), error bars the
+    range of the runs' per-step samples (`records`); a precision whose runs all failed shows its
+    status instead of a bar."""
+    from exabench.analysis.figures import spread
+    from exabench.analysis.pictures import samples_of
+
+    title = "Throughput by precision\n(error bars: range of the per-step samples)"
+    panels = [p for p in precision_panels(runs) if p[2]["precision"].nunique() > 1]
     if not panels:
-        return _empty(path, title, "no higher-is-better figure with a precision in the records")
+        raise NothingToDraw("no workload was run at more than one precision")
+    by_id = {r["run_id"]: r for r in records or []}
+    metric_of = dict(zip(runs["run_id"], runs["metric"]))
     fig, axes = _grid(len(panels), 4.5, 3.2)
     for ax, (panel_title, ylabel, c) in zip(axes, panels):
         xs = list(range(len(c)))
-        have = [(x, v) for x, v in zip(xs, c["value"]) if v == v]
-        ax.bar([x for x, _ in have], [v for _, v in have], color="C0")
+        have = [(x, r) for x, (_, r) in zip(xs, c.iterrows()) if r["value"] == r["value"]]
+        errs = [spread(r["value"], samples_of(by_id, r["run_ids"].split(";"), metric_of[r["run_ids"].split(";")[0]]))
+                for _, r in have]
+        ax.bar([x for x, _ in have], [r["value"] for _, r in have], color="C0",
+               yerr=[[e[0] for e in errs], [e[1] for e in errs]] if errs else None, capsize=5, ecolor="black")
         for x, (_, r) in zip(xs, c.iterrows()):
             text = f"{r['value']:.3g}" if r["value"] == r["value"] else r["status"].upper()
             ax.annotate(text, (x, 0 if r["value"] != r["value"] else r["value"]), ha="center", fontsize=8,
-                        textcoords="offset points", xytext=(0, 3))
+                        textcoords="offset points", xytext=(8, 3))
         ax.set_xticks(xs, [f"{p}\nn{n}r{rp}" for p, n, rp in zip(c["precision"], c["nodes"], c["ranks_per_node"])])
         ax.set_ylabel(ylabel)
         ax.set_title(panel_title, fontsize=9)
-    return _finish(fig, path, title)
+    fig.suptitle(title, fontsize=10)
+    return _finish(fig, path)
 
 
 def allreduce_points(records: list[dict]) -> pd.DataFrame:
@@ -164,7 +133,7 @@ def plot_allreduce(records: list[dict], path) -> Path:
     title = "Allreduce bus bandwidth by message size"
     pts = allreduce_points(records)
     if pts.empty:
-        return _empty(path, title, "no record with per-size bus bandwidth (metrics busbw.<bytes>B)")
+        raise NothingToDraw("no allreduce run with per-size bus bandwidth (metrics busbw.<bytes>B)")
     fig, ax = _pyplot().subplots(figsize=(7, 4))
     for run_id, g in pts.groupby("run_id", sort=True):
         g = g.sort_values("bytes")
@@ -189,7 +158,7 @@ def plot_nodes(node_rows: list[dict], path) -> Path:
     title = "Per-node distribution"
     df = pd.DataFrame(node_rows)
     if df.empty:
-        return _empty(path, title, "no per-node records (cluster-wide acceptance not run)")
+        raise NothingToDraw("no per-node records (the every-node acceptance was not run)")
     groups = node_panels(df)
     fig, axes = _grid(len(groups), 5.5, 3.4)
     for ax, ((configuration, metric), g) in zip(axes, groups):
@@ -221,7 +190,7 @@ def plot_energy_to_solution(runs: pd.DataFrame, path) -> Path:
     if have.empty:
         why = ("no MLPerf run in the records" if pts.empty else
                f"{len(pts)} MLPerf runs, none with measured energy (the record's energy section says why)")
-        return _empty(path, title, why)
+        raise NothingToDraw(why)
     groups = list(have.groupby(["benchmark", "site"], sort=True))
     fig, axes = _grid(len(groups), 4.5, 3.4)
     for ax, ((bench, site), g) in zip(axes, groups):
@@ -233,30 +202,75 @@ def plot_energy_to_solution(runs: pd.DataFrame, path) -> Path:
     return _finish(fig, path, title)
 
 
-PLOTS = ("scaling", "precision", "allreduce", "nodes", "energy")
+# Every picture a campaign can have, in the report's order (what it measured first), with its title.
+PLOTS = {"frameworks": "Frameworks side by side", "time_to_accuracy": "Time-to-accuracy curves",
+         "sweeps": "Sweeps", "step_times": "Step-time distributions", "scaling": "Scaling against ideal",
+         "precision": "Throughput by precision", "allreduce": "Allreduce bus bandwidth by message size",
+         "nodes": "Per-node distribution", "energy": "Energy to solution (MLPerf runs)"}
+INDEX = "index.json"  # the plots folder's list of pictures: file, or why it was not drawn
 
 
-def all_plots(runs: pd.DataFrame, records: list[dict], node_records: list[dict], out_dir) -> list[Path]:
+def all_plots(runs: pd.DataFrame, records: list[dict], node_records: list[dict], out_dir) -> list[dict]:
+    """Draw every picture the records support; one entry per picture of PLOTS: its name, title and
+    file, or (file None) why it was not drawn. No placeholder picture is written."""
+    from exabench.analysis import pictures
     from exabench.analysis.acceptance import node_outliers
     from exabench.analysis.compare import scaling_table
+    from exabench.analysis.frameworks import framework_table
+
+    drawers = {"frameworks": lambda p: pictures.plot_frameworks(framework_table(runs), records, p),
+               "time_to_accuracy": lambda p: pictures.plot_time_to_accuracy(records, p),
+               "sweeps": lambda p: pictures.plot_sweeps(records, p),
+               "step_times": lambda p: pictures.plot_step_times(records, p),
+               "scaling": lambda p: plot_scaling(scaling_table(runs), p),
+               "precision": lambda p: plot_precision(runs, p, records),
+               "allreduce": lambda p: plot_allreduce(records, p),
+               "nodes": lambda p: plot_nodes(node_outliers(node_records), p),
+               "energy": lambda p: plot_energy_to_solution(runs, p)}
     out_dir = Path(out_dir)
-    return [plot_scaling(scaling_table(runs), out_dir / "scaling.png"),
-            plot_precision(runs, out_dir / "precision.png"),
-            plot_allreduce(records, out_dir / "allreduce.png"),
-            plot_nodes(node_outliers(node_records), out_dir / "nodes.png"),
-            plot_energy_to_solution(runs, out_dir / "energy.png")]
+    return [draw(name, title, drawers[name], out_dir / f"{name}.png") for name, title in PLOTS.items()]
+
+
+def draw(name: str, title: str, draw_to, path: Path) -> dict:
+    """One picture's index entry: drawn by `draw_to(path)`, or why not (NothingToDraw)."""
+    try:
+        return {"name": name, "title": title, "file": draw_to(path).name, "why": ""}
+    except NothingToDraw as why:
+        return {"name": name, "title": title, "file": None, "why": str(why)}
+
+
+def write_index(entries: list[dict], path: str | Path) -> None:
+    """The pictures' index (for the campaign page), their files named relative to its folder."""
+    from exabench.io import atomic_write_text
+    atomic_write_text(path, json.dumps(entries, indent=1) + "\n")
+
+
+def index_markdown(entries: list[dict]) -> str:
+    """The plots folder's index: the pictures drawn, then one line per picture not drawn and why."""
+    lines = ["# Plots", ""] + [f"- [{e['title']}]({e['file']})" for e in entries if e["file"]]
+    skipped = [f"- {e['title']}: not drawn, {e['why']}" for e in entries if not e["file"]]
+    return "\n".join(lines + (["", "Not drawn:", ""] + skipped if skipped else [])) + "\n"
 
 
 def write_plots(records: list[str], nodes: list[str], plan: str | None, site: str | None, out_dir) -> str:
-    """Records (and per-node records) -> every plot in `out_dir`; returns a one-line summary."""
+    """Records (and per-node records) -> every picture they support in `out_dir`, with its index
+    (index.json, index.md); returns a one-line summary."""
     from exabench.analysis.runs import load_plan, run_table
+    from exabench.io import atomic_write_text
     from exabench.records.record import record_paths
     from exabench.records.tidy import load_records
 
     recs = load_records(record_paths(records))
     node_recs = load_records(record_paths(nodes)) if nodes else []
-    written = all_plots(run_table(recs, load_plan(plan), site), recs, node_recs, out_dir)
-    return f"{len(written)} plots -> {out_dir}"
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in PLOTS:  # an earlier campaign's picture this one may not support (no other file is touched)
+        (out_dir / f"{name}.png").unlink(missing_ok=True)
+    entries = all_plots(run_table(recs, load_plan(plan), site), recs, node_recs, out_dir)
+    write_index(entries, out_dir / INDEX)
+    atomic_write_text(out_dir / "index.md", index_markdown(entries))
+    drawn = [e["name"] for e in entries if e["file"]]
+    return f"{len(drawn)} plots -> {out_dir} ({', '.join(drawn) or 'none'}); not drawn: {len(entries) - len(drawn)}"
 
 
 MAX_HISTORY_PANELS = 12  # the series beyond these are named in the figure, not drawn
@@ -264,11 +278,15 @@ MAX_HISTORY_PANELS = 12  # the series beyond these are named in the figure, not 
 
 def plot_history(history: pd.DataFrame, current: list[str], path) -> Path:
     """The headline figure each stored campaign reported for each series (the median over its repeats),
-    the current campaign marked. `history`: analysis.history.samples() rows."""
+    the current campaign marked: the series that two or more campaigns ran (one point is no trend).
+    `history`: analysis.history.samples() rows."""
     title = "History: headline figure per campaign (current campaign marked)"
     if history.empty:
-        return _empty(path, title, "no stored campaign has an ok run of this site yet")
-    series = sorted(history.groupby(["series", "metric", "unit"]).groups)
+        raise NothingToDraw("no stored campaign has an ok run of this site yet")
+    campaigns = history.groupby(["series", "metric", "unit"])["campaign_id"].nunique()
+    series = sorted(key for key, n in campaigns.items() if n >= 2)
+    if not series:
+        raise NothingToDraw("no series was run by two or more stored campaigns of this site yet (`make rerun`)")
     drawn = series[:MAX_HISTORY_PANELS]
     fig, axes = _grid(len(drawn), 5.0, 3.0)
     for ax, (name, metric, unit) in zip(axes, drawn):

@@ -254,7 +254,8 @@ def test_snakemake_acceptance_passes_with_derived_references(tmp_path_factory, t
     res = snakemake(campaign, "acceptance", "--config", f"references={refs}")
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     assert (campaign / "results/local/acceptance/accepted").exists()
-    assert "2 pass" in (campaign / "results/local/acceptance/verdicts.md").read_text()
+    verdicts = (campaign / "results/local/acceptance/verdicts.md").read_text()
+    assert "2 pass" in verdicts and verdicts.rstrip().endswith("ACCEPTED: 2 of 2 runs judged, none fails.")
 
 
 # -- the every-node job ------------------------------------------------------------------------------

@@ -109,7 +109,10 @@ def test_corrupt_records_are_corrupt_cells_in_comparisons_and_plots_and_fail_acc
 
     proc = exabench("plots", "--out", tmp_path / "plots", "--plan", plan, "--site-name", "local", results / "records")
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "plots" / "scaling.png").stat().st_size > 0
+    # Only the 1-rank runs have a figure: no scaling series, no placeholder picture, a line saying so.
+    assert "- Scaling against ideal: not drawn, no workload was run at more than one size" in \
+        (tmp_path / "plots" / "index.md").read_text()
+    assert not list((tmp_path / "plots").glob("*.png"))
 
     refs = tmp_path / "references.yaml"
     refs.write_text("references:\n  - {benchmark: kmeans, metric: time, value: 1, lower: 0.5, upper: 0.5, unit: s}\n")

@@ -1,17 +1,23 @@
-"""Plots from the golden records (byte-stable, holes marked, never blank), and Snakemake's
-HTML report of a finished tiny campaign with the tables, plots and their captions."""
+"""Plots from the golden records and a real default campaign's (byte-stable, holes marked, each
+showing data, none drawn that the records do not support), and Snakemake's HTML report of a
+finished tiny campaign with the campaign page, the tables and their captions."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from exabench.analysis import plots, runs
+from exabench.analysis import pictures, plots, runs
 from exabench.analysis.acceptance import node_outliers
+from exabench.analysis.figures import NothingToDraw
+from exabench.analysis.frameworks import framework_table
 from exabench.records.tidy import load_records
 from helpers_compare import DATA, PLAN, finished_campaign, record_paths, scratch_copy, snakemake
-from helpers_png import drawn_in, not_blank, pixels
+from helpers_png import drawn_in, not_blank, pixels, shows_data
 
 PNG = b"\x89PNG\r\n\x1a\n"
+MEASURED = DATA / "measured" / "local"  # a real `make run` of the default campaign (README.md there)
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +31,47 @@ def test_all_plots_written_and_byte_stable(inputs, tmp_path):
     runs, records, nodes = inputs
     first = plots.all_plots(runs, records, nodes, tmp_path / "a")
     second = plots.all_plots(runs, records, nodes, tmp_path / "b")
-    assert [p.name for p in first] == [f"{n}.png" for n in plots.PLOTS]
-    for a, b in zip(first, second):
-        assert a.read_bytes()[:8] == PNG and a.stat().st_size > 5000
-        assert a.read_bytes() == b.read_bytes(), a.name
+    assert [e["name"] for e in first] == list(plots.PLOTS)
+    drawn = [e["file"] for e in first if e["file"]]
+    assert drawn == ["frameworks.png", "sweeps.png", "scaling.png", "precision.png", "allreduce.png", "nodes.png"]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(drawn)  # no placeholder for the others
+    for name in drawn:
+        a, b = tmp_path / "a" / name, tmp_path / "b" / name
+        assert a.read_bytes()[:8] == PNG and shows_data(pixels(a)), name
+        assert a.read_bytes() == b.read_bytes(), name
+
+
+def test_the_default_campaigns_pictures_show_what_it_measured(tmp_path):
+    # A real `make run` of config/config.yaml: PyTorch beside TensorFlow, time to accuracy, K-Means at
+    # three k. Those four pictures are drawn, each showing data; the five others are named with why not.
+    recs = load_records(sorted(str(p) for p in MEASURED.glob("*.json")))
+    summary = plots.write_plots(sorted(str(p) for p in MEASURED.glob("*.json")), [], None, "local", tmp_path)
+    assert summary.startswith("4 plots -> ") and summary.endswith("not drawn: 5")
+    index = (tmp_path / "index.md").read_text()
+    assert "- [Frameworks side by side](frameworks.png)" in index
+    assert "- Throughput by precision: not drawn, no workload was run at more than one precision" in index
+    assert "- Scaling against ideal: not drawn, no workload was run at more than one size (same" in index
+    for name in ("frameworks", "time_to_accuracy", "sweeps", "step_times"):
+        assert shows_data(pixels(tmp_path / f"{name}.png")), name
+    # Frameworks: the table's figure per stack with the range of its per-step samples around it.
+    table = framework_table(runs.run_table(recs))
+    panels = pictures.framework_panels(table, {r["run_id"]: r for r in recs})
+    resnet = next(p for p in panels if p["title"].startswith("resnet50 (tiny)") and "throughput" in p["ylabel"])
+    assert [b["label"] for b in resnet["bars"]] == ["pytorch+native", "tensorflow+native"]
+    for bar in resnet["bars"]:
+        assert bar["err"][0] > 0 and bar["err"][1] > 0  # six timed steps each: a spread, not a bare bar
+    assert any("time to accuracy 0.9" in p["ylabel"] for p in panels)
+    # Time to accuracy: each framework's accuracy per epoch, the last at the target.
+    curves = pictures.accuracy_curves(recs)
+    assert sorted(c["label"].split()[0] for c in curves) == ["pytorch", "tensorflow"]
+    assert all(c["accuracy"][-1] >= c["target"] == 0.9 and len(c["wall"]) == len(c["accuracy"]) for c in curves)
+    # The K-Means sweep as one line over k; step times of the six runs that time their steps.
+    [sweep] = pictures.sweep_series(recs)
+    assert (sweep["benchmark"], sweep["key"], [line["x"] for line in sweep["lines"]]) == ("kmeans", "k", [[2, 3, 4]])
+    steps = pictures.step_times(recs)  # six runs time their steps, the three K-Means runs their iterations
+    assert {k: len(v) for k, v in steps.items()} == {
+        ("local", "convnet_cifar10", "step_time"): 4, ("local", "resnet50", "step_time"): 2,
+        ("local", "kmeans", "time"): 3}
 
 
 def test_allreduce_points_from_records(inputs):
@@ -51,15 +94,22 @@ def test_the_history_plot_draws_each_campaign_and_marks_the_current(tmp_path):
     # The mark sits on the line's right end, above its left end (rows count down from the top).
     left = line[line[:, 1] < line[:, 1].min() + 5]
     assert current[:, 1].mean() > line[:, 1].mean() and current[:, 0].mean() < left[:, 0].mean()
-    # Without a stored campaign the figure says so, and draws no series.
-    empty = pixels(plots.plot_history(history.iloc[:0], [], tmp_path / "e.png"))
-    assert not_blank(empty) and len(drawn_in(empty, "C0")) == 0
+    # One campaign is no trend; without a stored campaign: no picture, the reason for the page instead.
+    with pytest.raises(NothingToDraw, match="no series was run by two or more stored campaigns"):
+        plots.plot_history(history[history["campaign_id"] == "c3"], ["c3"], tmp_path / "e.png")
+    with pytest.raises(NothingToDraw, match="no stored campaign has an ok run of this site yet"):
+        plots.plot_history(history.iloc[:0], [], tmp_path / "e.png")
+    assert not (tmp_path / "e.png").exists()
 
 
-def test_empty_inputs_still_give_a_figure(tmp_path):
-    assert plots.plot_scaling(runs.pd.DataFrame(), tmp_path / "s.png").read_bytes()[:8] == PNG
-    assert plots.plot_allreduce([], tmp_path / "a.png").read_bytes()[:8] == PNG
-    assert plots.plot_nodes(node_outliers([]), tmp_path / "n.png").read_bytes()[:8] == PNG
+def test_empty_inputs_draw_no_placeholder_but_say_why(tmp_path):
+    empty = runs.pd.DataFrame()
+    for draw in (lambda p: plots.plot_scaling(empty, p), lambda p: plots.plot_allreduce([], p),
+                 lambda p: plots.plot_nodes(node_outliers([]), p), lambda p: pictures.plot_sweeps([], p),
+                 lambda p: pictures.plot_time_to_accuracy([], p), lambda p: pictures.plot_step_times([], p)):
+        with pytest.raises(NothingToDraw, match=r"^no "):
+            draw(tmp_path / "x.png")
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.integration
@@ -69,12 +119,13 @@ def test_snakemake_html_report(tmp_path_factory, tmp_path):
     res = snakemake(campaign, "--report", "results/local/report.html")
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     html = (campaign / "results/local/report.html").read_text()
-    for caption in ("Scaling curves: the measured figure", "Per site: the headline figure",
-                    "Allreduce bus bandwidth", "Per-node distribution"):
+    for caption in ("The campaign on one page", "Per site: the headline figure"):
         assert caption in html, caption
-    for plot in plots.PLOTS:
-        assert f"{plot}.png" in html
     pages = report_pages(html)
+    assert "index.html" in pages  # the campaign page, its pictures inline: scaling (one campaign is no history)
+    page = (campaign / "results/local/report/index.html").read_text()
+    assert '<figure id="scaling">' in page and '<figure id="history">' not in page
+    assert "<li>History of each series: no series was run by two or more stored campaigns" in page
     # Tables are HTML tables in the report, not CSV downloads; the verdicts are among them.
     assert not [name for name in pages if name.endswith(".csv")]
     site_table = pages["site.html"][0]
@@ -148,7 +199,11 @@ def test_progress_line_and_final_summary(tmp_path):
         "exabench progress: b timeout; 2 of 4 runs finished (1 done, 1 failed), 2 remaining"
     text = final_summary(res, "local")
     assert text.splitlines()[0] == "exabench: 1 of 4 runs done, 1 failed, 2 remaining"
-    assert f"--report {res}/report.html" in text and "not judged yet" in text
+    assert f"--report {res}/report.html" in text and "not judged yet" in text and "page:" not in text
+    (res / "report").mkdir()
+    (res / "report" / "index.html").write_text("<html></html>")
+    assert f"  page:        {res}/report/index.html (summary, pictures, tables; opens offline)" in \
+        final_summary(res, "local")
     assert f"retry:       exabench retry --results {res}, then" in text  # a run failed
     (res / "acceptance").mkdir()
     (res / "acceptance" / "verdicts.md").write_text("# x\n\nFAILED: b\n")
@@ -213,3 +268,22 @@ def test_a_precision_bar_never_folds_two_workloads():
     assert [(title, list(bars["value"])) for title, _, bars in panels] == [
         ("convnet_cifar10 on local\nmode=throughput", [142.5]),
         ("convnet_cifar10 on local\nmode=time_to_accuracy", [193.0])]
+
+
+def test_a_picture_the_records_no_longer_support_is_removed_and_other_files_kept(tmp_path):
+    # The folder of an earlier campaign that had a precision sweep; this one has none.
+    (tmp_path / "precision.png").write_bytes(b"old")
+    (tmp_path / "mine.png").write_bytes(b"a user's own picture")
+    plots.write_plots(sorted(str(p) for p in MEASURED.glob("kmeans*.json")), [], None, "local", tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["mine.png", "step_times.png", "sweeps.png"]
+    assert json.loads((tmp_path / "index.json").read_text())[2] == {"name": "sweeps", "title": "Sweeps",
+                                                                     "file": "sweeps.png", "why": ""}
+
+
+def test_precision_bars_carry_the_range_of_their_samples(inputs, tmp_path):
+    # fp32 at n1r2 is two repeats (18 and 20 images/s): an error bar from 18 to 20 around the median 19.
+    runs_, records, _ = inputs
+    with_spread = pixels(plots.plot_precision(runs_, tmp_path / "a.png", records))
+    bare = pixels(plots.plot_precision(runs_, tmp_path / "b.png"))
+    black = [len(drawn_in(img, "black", 0.1)) for img in (with_spread, bare)]
+    assert shows_data(with_spread) and black[0] > black[1] + 20

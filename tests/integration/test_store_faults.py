@@ -114,12 +114,16 @@ def test_a_store_held_by_another_process_leaves_the_campaign_going(tmp_path, mon
         done = json.loads(receipt.read_text())
         assert "in use by another process" in done["not_ingested"] and done["campaigns"] == []
         assert f"exabench ingest {results} --store {db}" in (tmp_path / "ingest.log").read_text()
-        out = {k: tmp_path / f"r.{k}" for k in ("csv", "md", "png")}
+        out = {k: tmp_path / f"r.{k}" for k in ("csv", "md", "json")}
         from exabench.campaign.site import load_site
         site = load_site(Path(__file__).resolve().parents[2] / "profiles" / "local" / "site.yaml")
-        history_report(str(db), str(receipt), site, str(out["csv"]), str(out["md"]), str(out["png"]),
+        history_report(str(db), str(receipt), site, str(out["csv"]), str(out["md"]), str(out["json"]),
                        str(tmp_path / "h.log"))
-        assert "The campaign was not ingested" in out["md"].read_text() and out["png"].exists()
+        assert "The campaign was not ingested" in out["md"].read_text()
+        # No placeholder picture: the picture's index says why there is none.
+        [entry] = json.loads(out["json"].read_text())
+        assert entry["file"] is None and entry["why"].startswith("The campaign was not ingested")
+        assert not (tmp_path / "history.png").exists()
         res = exabench("history", "--store", db)  # a user's query waits, then says why
         assert res.returncode == 2 and "in use by another process" in res.stderr
     finally:

@@ -134,7 +134,6 @@ BASELINE = config.get("baseline_site") or ""
 COMPARE_TABLES = pipeline.compare_table_names(BASELINE)
 REPORT_TABLES = ["summary", *COMPARE_TABLES]  # as HTML pages in the report (report.smk)
 REFERENCES = config.get("references") or str(Path(config["site"]).parent / "references.yaml")
-PLOTS = pipeline.PLOTS
 
 
 def get_baseline_records(wildcards=None):
@@ -158,7 +157,7 @@ def get_compare_outputs(wildcards=None):
 
 def get_report_outputs(wildcards=None):
     # The report's pages; the acceptance verdicts where the site has references to judge against.
-    pages = [f"{RESULTS}/report/{name}.html" for name in REPORT_TABLES]
+    pages = [f"{RESULTS}/report/{name}.html" for name in ["index", *REPORT_TABLES]]
     pages += [f"{RESULTS}/report/regressions.html"] if HISTORY_STORE != "none" else []
     return pages + ([f"{RESULTS}/report/verdicts.html"] if Path(REFERENCES).exists() else [])
 
@@ -173,7 +172,8 @@ def get_node_groups_digest(wildcards=None):
 
 
 def get_plot_outputs(wildcards=None):
-    return [f"{RESULTS}/plots/{name}.png" for name in PLOTS]
+    # The plots' index (index.json first): the pictures the records support are drawn beside it.
+    return [f"{RESULTS}/plots/index.json", f"{RESULTS}/plots/index.md"]
 
 
 # --- results store (history.smk) --------------------------------------------------
@@ -194,7 +194,7 @@ def get_history_outputs(wildcards=None):
     if HISTORY_STORE == "none":
         return []
     return [
-        f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv", "history.png")
+        f"{RESULTS}/history/{name}" for name in ("ingested.json", "regressions.md", "regressions.csv", "pictures.json")
     ]
 
 

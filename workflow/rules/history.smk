@@ -25,14 +25,15 @@ rule ingest:
 
 
 # The campaign against its site's history (same system): regression verdicts and the metric over
-# time, in the HTML report beside the tables and plots.
+# time, in the HTML report beside the tables, and on the campaign page beside the other pictures.
 rule history_report:
     input:
         f"{RESULTS}/history/ingested.json",
     output:
         markdown=f"{RESULTS}/history/regressions.md",  # in the report as report/regressions.html
         csv=f"{RESULTS}/history/regressions.csv",
-        plot=report(f"{RESULTS}/history/history.png", caption="../report/plot_history.rst", category="History"),
+        # history.png's index: the picture is drawn beside it where the store has data for it
+        plot=f"{RESULTS}/history/pictures.json",
     log:
         f"{LOGS}/history_report.log",
     params:

@@ -1,13 +1,15 @@
 # Plots and pages for the HTML report. The report itself is Snakemake's:
 #   snakemake --profile profiles/<site> --report results/<site>/report.html
-# It collects every output marked report(): the plots, and the summary, comparison tables and
+# It collects every output marked report(): exabench's campaign page (summary, verdict, every picture
+# the records support, inline), and the summary, comparison tables and
 # acceptance verdicts as HTML pages (the report shows HTML in place; a CSV is only a download).
 # The verdicts are part of `all` when the site has references (the failing `acceptance` target is not).
-# PLOTS and REPORT_TABLES: common.smk.
+# REPORT_TABLES: common.smk; the pictures and their order: exabench.analysis.plots.PLOTS.
 
 
 localrules:
     plots,
+    campaign_page,
     report_tables,
     report_verdicts,
     report_regressions,
@@ -71,13 +73,37 @@ rule plots:
         nodes=get_node_records,
         plan=f"{RESULTS}/plan.json",
     output:
-        [
-            report(f"{RESULTS}/plots/{name}.png", caption=f"../report/plot_{name}.rst", category="Plots")
-            for name in PLOTS
-        ],
+        # The index, not the pictures: which ones the records support is known once they are read.
+        # The rule draws them beside it and removes the pictures an earlier campaign left there.
+        get_plot_outputs(),
     log:
         f"{LOGS}/plots.log",
     run:
         pipeline.write_plots(
             [*get_records(), *input.baseline], input.nodes, input.plan, SITE, f"{RESULTS}/plots", log[0]
+        )
+
+
+# exabench's own page of the campaign: summary and verdict, the pictures inline, the tables. One file
+# that opens without network; the Snakemake report shows it first.
+rule campaign_page:
+    input:
+        summary=f"{RESULTS}/tables/summary.md",
+        plots=get_plot_outputs()[0],
+        history=[f"{RESULTS}/history/pictures.json"] if HISTORY_STORE != "none" else [],
+        tables=[f"{RESULTS}/tables/{name}.md" for name in COMPARE_TABLES],
+        verdicts=[f"{ACCEPTANCE}/verdicts.md"] if Path(REFERENCES).exists() else [],
+    output:
+        report(f"{RESULTS}/report/index.html", caption="../report/campaign.rst", category="Campaign"),
+    log:
+        f"{LOGS}/campaign_page.log",
+    run:
+        pipeline.write_campaign_page(
+            SITE,
+            input.summary,
+            [input.plots, *input.history],
+            list(input.tables),
+            input.verdicts[0] if input.verdicts else None,
+            output[0],
+            log[0],
         )
