@@ -55,17 +55,48 @@ def write_shares(runs: list, site, root: Path, workers: int, write, helper: str)
                 helper.kill()
             raise
         failures = []
-        for helper, reply in zip(helpers, replies):
+        for number, (helper, reply, share) in enumerate(zip(helpers, replies, shares[1:]), start=2):
             out, err = reply.result()
             if helper.returncode == 0:
                 written += json.loads(out)["written"]
-            else:
-                said = json.loads(out) if out.startswith(b"{") else {}
-                crash = err.decode(errors="replace")[-2000:]
-                failures.append(said.get("error") or f"a render helper failed:\n{crash}")
+                continue
+            said = json.loads(out) if out.startswith(b"{") else {}
+            left = remove_temp_files(share, root, helper.pid)
+            failures.append(said.get("error") or _crash_text(helper, number, len(shares), share, err, left))
     if failures:
         raise ExabenchError(failures[0])
     return written
+
+
+def _crash_text(helper, number: int, shares: int, share: list, err: bytes, removed: int) -> str:
+    """Why a helper ended without writing its share: its signal or exit status (a helper killed by
+    SIGKILL, the OOM killer's signal, says nothing on stderr), what was cleaned up, what to do."""
+    code = helper.returncode
+    how = f"was killed by signal {-code} ({_signal_name(-code)})" if code < 0 else f"exited with status {code}"
+    said = err.decode(errors="replace").strip()[-2000:]
+    return (f"render helper {number} of {shares} (pid {helper.pid}, runs {share[0].run_id} .. {share[-1].run_id}) "
+            f"{how}: its share was not written ({removed} temp file(s) it left removed); render again"
+            + (f"\n{said}" if said else ""))
+
+
+def _signal_name(number: int) -> str:
+    import signal
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
+
+
+def remove_temp_files(share: list, root: Path, pid: int) -> int:
+    """The temp files a helper `pid` left in its share's run folders (io._write_temp names them
+    .<file>.<pid>-<n>.tmp); returns how many were removed."""
+    removed = 0
+    for run in share:
+        folder = Path(root) / "runs" / run.run_id
+        for tmp in folder.glob(f".*.{pid}-*.tmp") if folder.is_dir() else ():
+            tmp.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def serve(write) -> int:

@@ -76,6 +76,43 @@ def test_a_helpers_render_error_reaches_the_caller_with_its_message(tmp_path, tw
     assert not list(root.rglob("*.tmp")) and not list(root.rglob(".*.tmp"))
 
 
+KILLED_HELPER = """
+import os, signal, sys
+from pathlib import Path
+from exabench.campaign import render_workers
+from exabench.campaign.render import RunPaths, run_files
+from exabench.io import _write_temp
+
+def write(runs, site, root):  # half its share's temp files written, then killed as the OOM killer would
+    for run in runs[: max(1, len(runs) // 2)]:
+        for path, text, mode in run_files(run, site, RunPaths(root, run.run_id)):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            _write_temp(Path(path), text, mode, sync=False)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+sys.exit(render_workers.serve(write))
+"""
+
+
+def test_a_helper_killed_mid_render_is_named_and_leaves_no_temp_file(tmp_path, two_core_site, monkeypatch):
+    from exabench.campaign import render_workers
+    from exabench.campaign.render import write_runs_files_here
+    cfg = validate({"benchmarks": [{"name": "kmeans", "sweep": {"ranks_per_node": [1, 2], "k": [2, 3, 4]}}]},
+                   "config", "c.yaml")
+    runs = expand(cfg, two_core_site, "c.yaml")
+    (tmp_path / "killed_helper.py").write_text(KILLED_HELPER)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    root = tmp_path / "results" / "local"
+    with pytest.raises(ExabenchError) as caught:
+        render_workers.write_shares(runs, two_core_site, root, 2, write_runs_files_here, helper="killed_helper")
+    msg = str(caught.value)
+    assert "render helper 2 of 2" in msg and "was killed by signal 9 (SIGKILL)" in msg, msg
+    assert f"runs {runs[3].run_id} .. {runs[-1].run_id}" in msg and "render again" in msg, msg
+    assert "temp file(s) it left removed" in msg and not msg.endswith("(0 temp file(s) it left removed); render again")
+    assert not list(root.rglob(".*.tmp")), list(root.rglob(".*.tmp"))
+    assert all(RunPaths(root, r.run_id).spec.is_file() for r in runs[:3])  # this process's share is whole
+
+
 def test_run_to_dict_is_asdict_with_the_layouts_own_dict(two_core_site, kmeans_run):
     expected = dataclasses.asdict(kmeans_run)
     expected["layout"] = kmeans_run.layout.to_dict()
