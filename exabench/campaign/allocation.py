@@ -26,6 +26,7 @@ Allocation-wide, per scheduler:
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, fields
 
 from exabench.campaign import launchers
@@ -82,6 +83,20 @@ class AllocationRequest:
         if self.exclusive:
             words.append("exclusive")
         return " ".join(words) or "-"
+
+
+# The command that submits a batch script, per scheduler: the one table every submit line, submit
+# script and pending-job message is written from (submit_line). LSF reads #BSUB lines from a script
+# on standard input, `bsub < script` (IBM Spectrum LSF 10.1 command reference, bsub "command": "bsub
+# options can also be specified in the standard input if the line begins with #BSUB"); `bsub script`
+# parses them only where lsf.conf sets LSB_BSUB_PARSE_SCRIPT=Y (bsub "job_script"), so it is not used.
+# https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html
+SUBMIT = {"slurm": "sbatch", "lsf": "bsub <", "pbs": "qsub", "cobalt": "qsub", "none": "bash"}
+
+
+def submit_line(site: Site, script) -> str:
+    """The shell line that submits the batch script at `script` on `site` (the path quoted)."""
+    return f"{SUBMIT[site.scheduler]} {shlex.quote(str(script))}"
 
 
 # The share of a node's memory a job asks for (Slurm --mem, per node): the rest is the system's, and a

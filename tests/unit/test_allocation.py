@@ -335,3 +335,16 @@ def test_a_slurm_site_asks_ninety_percent_of_a_nodes_memory_in_header_and_execut
     assert job_resources(s, lambda wildcards: run)["mem_mb"] == 460800
     assert "--mem 460800" in _slurm_submit_command({k: v(None) if callable(v) else v
                                                     for k, v in job_resources(s, lambda w: run).items()})
+
+
+def test_every_scheduler_submits_from_one_table_and_lsf_reads_its_script_on_standard_input(tmp_path):
+    # Two tables disagreed: bundles said `bsub script`, node groups `bsub < script`. IBM LSF parses
+    # #BSUB lines of a script given as an argument only where lsf.conf sets LSB_BSUB_PARSE_SCRIPT=Y.
+    from exabench.campaign.bundles import pending_report
+    from exabench.config import load_yaml
+    schema = load_yaml(REPO / "workflow" / "schemas" / "site.schema.yaml")
+    assert set(allocation.SUBMIT) == set(schema["properties"]["scheduler"]["enum"]) == set(allocation.RENDERED)
+    s, _, bundles = _default("summitdev")
+    text = pending_report(bundles, s, tmp_path, "--profile profiles/summitdev")
+    assert f": bsub < {tmp_path}/bundles/{bundles[0].name}.sh" in text, text
+    assert allocation.submit_line(site("frontier"), "/a b/x.sh") == "sbatch '/a b/x.sh'"
