@@ -348,3 +348,12 @@ def test_every_scheduler_submits_from_one_table_and_lsf_reads_its_script_on_stan
     text = pending_report(bundles, s, tmp_path, "--profile profiles/summitdev")
     assert f": bsub < {tmp_path}/bundles/{bundles[0].name}.sh" in text, text
     assert allocation.submit_line(site("frontier"), "/a b/x.sh") == "sbatch '/a b/x.sh'"
+
+
+def test_frontiers_largest_job_is_olcfs_9472_nodes_of_9856():
+    # OLCF's Frontier User Guide: "a total of 9,856 AMD compute nodes"; bin 1 of "Job Priority by
+    # Node Count" takes 5,645-9,472 nodes for 12 h (9,408 was an older guide's).
+    s = site("frontier")
+    assert s.max_nodes == 9472 and max(q.max_nodes for q in s.queues) == 9472
+    assert pick_queue(s, 9472, 720) == "batch"
+    assert "9,856" in s.description and "9,856" in (REPO / "profiles/frontier/site.yaml").read_text()
