@@ -261,7 +261,7 @@ def _clock_minutes(spec: str) -> int:
     return _header_minutes(f"#SBATCH --time={spec}") if ":" in spec else int(spec)
 
 
-def _asked(opts: dict, sbatch_header: bool) -> dict:
+def _asked(opts: dict) -> dict:
     """What a set of sbatch options asks, in one form: tasks in total and per node, memory per node
     in MB (None: not asked), minutes, and the other allocation options as written."""
     nodes = int(opts["--nodes"])
@@ -301,8 +301,9 @@ def _default_plan_runs(name: str):
 
 @pytest.mark.parametrize("name", EXECUTOR_PROFILES)
 def test_every_profiles_headers_and_executor_ask_for_the_same_allocation(name):
-    # Stampede2 (ibrun) before: the header asked no CPUs per task and the executor 68 x 4; the
-    # executor asked 90% of a node's memory, the header none (TACC refuses --mem: now neither does).
+    # Stampede2 (ibrun) before: the header asked no CPUs per task, the executor --cpus-per-task=128 for
+    # a 32-core rank; every Slurm executor job asked 90% of a node's memory (or Snakemake's 1,000 MB),
+    # no header any (TACC refuses --mem: now neither asks there).
     import shlex
     s = site(name)
     runs = _default_plan_runs(name)
@@ -314,7 +315,7 @@ def test_every_profiles_headers_and_executor_ask_for_the_same_allocation(name):
             header = _sbatch_options(w for line in text.splitlines() if line.startswith("#SBATCH ")
                                      for w in shlex.split(line)[1:])
             executor = _sbatch_options(shlex.split(_slurm_submit_command(values)))
-            assert _asked(header, True) == _asked(executor, False), (name, run.run_id)
+            assert _asked(header) == _asked(executor), (name, run.run_id)
         else:  # LSF: the header's -nnodes, -W, -q, -P and allocation flags; no memory asked
             bsub = dict(re.findall(r"^#BSUB (-\S+) ?(.*)$", text, re.M))
             assert int(bsub["-nnodes"]) == values["nodes"] and _header_minutes(text) == values["runtime"]
