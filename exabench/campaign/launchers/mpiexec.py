@@ -29,12 +29,12 @@ from exabench.campaign.site import Layout, NodeSpec, Site
 from exabench.campaign.launchers.facts import LauncherFacts
 from exabench.campaign.launchers.mpirun import gpu_affinity_wrapper
 
-FACTS = LauncherFacts(name="mpiexec", schedulers=("pbs", "cobalt"), mpi=True, rank_sets=True,
-                      smt="--depth=D --cpu-bind depth, or --cpu-bind=list:...",
-                      on_nodes="--hostfile hosts.txt (the nodes one a line, written beside the line)")
 # The hostfile a run placed on named nodes starts from, written beside its launch line (the run's
 # folder, the job script's working directory) by launchers.place.
 HOSTFILE = "hosts.txt"
+FACTS = LauncherFacts(name="mpiexec", schedulers=("pbs", "cobalt"), mpi=True, rank_sets=True,
+                      smt="--depth=D --cpu-bind depth, or --cpu-bind=list:...",
+                      on_nodes=f"--hostfile {HOSTFILE} (the nodes one a line, written beside the line)")
 
 
 def on_nodes(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
