@@ -1,8 +1,8 @@
-"""A Frontier-wide acceptance plan: every node of Frontier (9,408) runs the ~20 single-node tests of
+"""A Frontier-wide acceptance plan: every node one Frontier job may have (9,472) runs the ~20 single-node tests of
 the acceptance suite, one job per node (`every_node` with `group: 1`): about 190,000 runs. Times and
 sizes what exabench does with it here, each stage a process of its own under /usr/bin/time:
 
-    PYTHONPATH=. python bench/frontier_acceptance.py [--nodes 9408] [--keep DIR]
+    PYTHONPATH=. python bench/frontier_acceptance.py [--nodes 9472] [--keep DIR]
 
 - plan: config and site validated, the campaign's runs expanded, the node groups made and checked
   (the package API, as the Snakefile calls it);
@@ -97,7 +97,7 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, float, float, str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=9408)
+    ap.add_argument("--nodes", type=int, default=9472)
     ap.add_argument("--keep", help="work in this folder (kept) instead of a temporary one")
     ap.add_argument("--stage-plan", nargs=2, metavar=("CONFIG", "SITE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -21,7 +21,6 @@ from exabench.analysis import studies as study_tables
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
 from exabench.campaign import allocation, studies
-from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.node_groups import check_groups, group_files, group_outputs, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import node_sweep_files, node_sweep_paths, sweep_jobs, sweep_nodes
 from exabench.campaign.bundles import over_user_limits, pending_report, plan_bundles  # noqa: F401 - the rule files' names
@@ -574,47 +573,48 @@ def stop_runs_on_signal(results: str, workflow=None) -> None:
 
 
 def job_resources(site, get_run) -> dict:
-    """Snakemake `resources` of a run job for the executor plugins (callables of wildcards)."""
+    """Snakemake `resources` of a run job for the executor plugins (callables of wildcards), read
+    from the run's allocation.job, the one its batch header is rendered from."""
     if site.scheduler not in ("slurm", "lsf"):
         return {}
 
     def lay(wildcards):
         return get_run(wildcards).layout
 
-    # Whole nodes, evenly: ranks per node where there are several (the plugin then asks for
-    # --ntasks-per-node), else the total (one per node). The plugin takes one or the other.
-    # Ranks sharing GPUs (srun --ntasks-per-gpu, which refuses --ntasks-per-node) ask for the total.
-    def by_node(layout):
-        return layout.ranks_per_node > 1 and not (site.launcher == "srun" and srun_arith.shares_gpus(layout))
+    def job(wildcards):
+        run = get_run(wildcards)
+        return allocation.job(site, run.layout, walltime_min(site, run.timeout_s, run.layout.nodes))
 
+    # The Slurm plugin takes tasks per node or the total, not both (its submit_string): tasks per
+    # node where there are several, else the total (one per node, or srun's --ntasks-per-gpu
+    # placement, which refuses --ntasks-per-node and so asks none: JobAllocation.tasks_per_node 0).
     def tasks(wildcards):
-        layout = lay(wildcards)
-        return 0 if by_node(layout) else layout.ranks
+        j = job(wildcards)
+        return 0 if j.tasks_per_node > 1 else j.tasks
 
     def tasks_per_node(wildcards):
-        layout = lay(wildcards)
-        return layout.ranks_per_node if by_node(layout) else 0
+        j = job(wildcards)
+        return j.tasks_per_node if j.tasks_per_node > 1 else 0
+
+    def cpus_per_task(wildcards):
+        # The plugin turns 0 into Snakemake's threads (--cpus-per-task=1); -1 is its documented
+        # "ask none", as the header does for ibrun (Stampede2).
+        return job(wildcards).cpus_per_task or -1
 
     def slurm_extra(wildcards):
-        # The run's allocation request (exabench.campaign.allocation), as its batch header says it:
-        # GPUs where the site makes them a requested resource (Perlmutter; the plugin's own `gpu`
-        # resource would add --ntasks-per-gpu in some versions, PLATFORM.md), SMT beyond Slurm's
-        # default (Frontier), core specialisation, CPU frequency, exclusive nodes.
-        return " ".join(allocation.slurm_flags(allocation.request(site, lay(wildcards))))
+        # The allocation-wide settings (exabench.campaign.allocation), as the batch header says
+        # them: GPUs where the site makes them a requested resource (Perlmutter; the plugin's own
+        # `gpu` resource would add --ntasks-per-gpu in some versions, PLATFORM.md), SMT beyond
+        # Slurm's default (Frontier), core specialisation, CPU frequency, exclusive nodes.
+        return " ".join(allocation.slurm_flags(job(wildcards).request))
 
     def lsf_extra(wildcards):
         # As the header says it (-alloc_flags "smt4 gpumps", -core_isolation): the executor passed no
         # core isolation before, so a Snakemake-submitted job kept the site's default.
-        return allocation.lsf_flags(allocation.request(site, lay(wildcards)))
+        return allocation.lsf_flags(job(wildcards).request)
 
     def constraint(wildcards):
-        return allocation.request(site, lay(wildcards)).constraint  # NVMe staging adds nvme (Frontier)
-
-    def cpus_per_task(wildcards):
-        return srun_arith.cpus_per_task(site, lay(wildcards))
-
-    def runtime(wildcards):
-        return walltime_min(site, get_run(wildcards).timeout_s, lay(wildcards).nodes)  # as the header asks
+        return job(wildcards).request.constraint  # NVMe staging adds nvme (Frontier)
 
     def mpi(wildcards):
         # The rule's own shell starts the ranks with the site's launcher: the plugin's documented
@@ -623,21 +623,20 @@ def job_resources(site, get_run) -> dict:
         return site.launcher if lay(wildcards).ranks > 1 else ""
 
     res = {
-        "nodes": lambda wildcards: lay(wildcards).nodes,
+        "nodes": lambda wildcards: job(wildcards).nodes,
         "tasks": tasks,
         "tasks_per_node": tasks_per_node,
         "cpus_per_task": cpus_per_task,
-        "runtime": runtime,
+        "runtime": lambda wildcards: job(wildcards).minutes,
         "mpi": mpi,
+        # Always given: 0 (none asked, as the header) replaces Snakemake's own default (1,000-8,000 MB),
+        # which the plugins would otherwise ask for (allocation.memory_mb).
+        "mem_mb": allocation.memory_mb(site),
     }
-    if site.node.memory_gb:
-        res["mem_mb"] = int(site.node.memory_gb * 1000 * 0.9)
     res.update(allocation_resources(site))
     if site.queues:  # each run's own queue, picked by its nodes and walltime (site.pick_queue)
-        def queue(wildcards):
-            return check_walltime(site, runtime(wildcards), lay(wildcards).nodes)
         key = "qos" if allocation.queue_key(site) == "qos" else "slurm_partition"
-        res[key if site.scheduler == "slurm" else "lsf_queue"] = queue
+        res[key if site.scheduler == "slurm" else "lsf_queue"] = lambda wildcards: job(wildcards).queue
     if site.scheduler == "slurm":
         res["slurm_extra"] = slurm_extra
         if allocation.request(site, Layout(1, 1, 1)).constraint:

@@ -45,6 +45,25 @@ class Reference:
     params: dict = field(default_factory=dict)
     expected_fail: bool = False
     note: str = ""
+    at: dict = field(default_factory=dict)      # where the figure was measured: nodes (or {min, max}), gpus, batch
+    scaled: dict = field(default_factory=dict)  # {nodes: {min, max}, how}: runs it also judges, and why it holds there
+
+    def measured_at(self) -> str:
+        """'170 nodes, 1020 GPUs' ('' where the entry says nothing of it)."""
+        nodes = self.at.get("nodes")
+        words = [f"{_span(nodes)} nodes"] if nodes else []
+        words += [f"{self.at['gpus']} GPUs"] if "gpus" in self.at else []
+        words += [f"global batch {self.at['batch']}"] if "batch" in self.at else []
+        return ", ".join(words)
+
+    def scope(self, rec: dict) -> str:
+        """How the figure reaches this run: 'measured' (at its configuration, or no `at`),
+        'scaled' (on scaled.nodes) or '' (out of its scope: the run is not judged by it)."""
+        if all(_within(_configuration(rec).get(k), v) for k, v in self.at.items()):
+            return "measured"
+        if self.scaled and _within(_configuration(rec)["nodes"], self.scaled["nodes"]):
+            return "scaled"
+        return ""
 
     @property
     def band(self) -> tuple[float, float]:
@@ -53,6 +72,26 @@ class Reference:
     def describe(self) -> str:
         lo, hi = self.band
         return f"{self.value:.4g} {self.unit} (-{self.lower:.0%}/+{self.upper:.0%}: {lo:.4g} .. {hi:.4g})"
+
+
+def _span(nodes) -> str:
+    return f"{nodes['min']}-{nodes['max']}" if isinstance(nodes, dict) else str(nodes)
+
+
+def _within(value, wanted) -> bool:
+    """A run's figure against an `at` value: equal, or within a {min, max} range."""
+    if isinstance(wanted, dict):
+        return value is not None and wanted["min"] <= value <= wanted["max"]
+    return value == wanted
+
+
+def _configuration(rec: dict) -> dict:
+    """What `at` compares: the run's nodes, GPUs in all, and global batch (batch_size per rank x ranks)."""
+    lay = rec.get("layout", {})
+    ranks = lay.get("nodes", 0) * lay.get("ranks_per_node", 0)
+    batch = (rec.get("params") or {}).get("batch_size")
+    return {"nodes": lay.get("nodes", 0), "gpus": ranks * lay.get("gpus_per_rank", 0),
+            "batch": batch * ranks if isinstance(batch, int) else None}
 
 
 def load_references(path: str | Path) -> list[Reference]:
@@ -80,10 +119,19 @@ def _pending(path, data: dict) -> list[dict]:
 
 def _references(path, data: dict) -> list[Reference]:
     refs = [Reference(**{k: e[k] for k in ("benchmark", "metric", "value", "lower", "upper", "unit", "params",
-                                           "expected_fail", "note")}) for e in data["references"]]
+                                           "expected_fail", "note", "at")}, scaled=e.get("scaled") or {})
+            for e in data["references"]]
     seen = {}
     for i, r in enumerate(refs):
-        key = (r.benchmark, r.metric, json.dumps(r.params, sort_keys=True))
+        for key, nodes in ((f"references[{i}].at.nodes", r.at.get("nodes")),
+                           (f"references[{i}].scaled.nodes", r.scaled.get("nodes"))):
+            if isinstance(nodes, dict) and nodes["min"] > nodes["max"]:
+                raise ConfigError(str(path), key, nodes, "a range whose min is at most its max", "is empty")
+        if r.scaled and not r.at:
+            raise ConfigError(str(path), f"references[{i}].scaled", r.scaled,
+                              "an entry that says where its figure was measured (at: {nodes: N})",
+                              "scales a figure measured nowhere")
+        key = (r.benchmark, r.metric, json.dumps(r.params, sort_keys=True), json.dumps(r.at, sort_keys=True))
         if key in seen:
             raise ConfigError(str(path), f"references[{i}]", dict(r.params), "one entry per benchmark, metric and "
                               f"params (also references[{seen[key]}])", "repeats an entry")
@@ -97,18 +145,34 @@ def _point(rec: dict) -> dict:
     return {**rec.get("params", {}), **{k: lay.get(k, 0) for k in LAYOUT}}
 
 
-def applicable(refs: list[Reference], rec: dict) -> dict[str, Reference]:
-    """Per metric, the most specific reference whose params all match the run."""
+def _matching(refs: list[Reference], rec: dict) -> list[Reference]:
+    """The references whose benchmark and params match the run, wherever they were measured."""
     point = _point(rec)
-    best: dict[str, Reference] = {}
-    for r in refs:
-        if r.benchmark != rec["benchmark"] or any(point.get(k) != v for k, v in r.params.items()):
+    return [r for r in refs if r.benchmark == rec["benchmark"] and all(point.get(k) == v for k, v in r.params.items())
+            and not (r.metric == EFFICIENCY and point.get("nodes", 0) <= 1)]  # one node is the baseline itself
+
+
+def applicable(refs: list[Reference], rec: dict) -> dict[str, Reference]:
+    """Per metric, the most specific reference that matches the run and reaches it (Reference.scope):
+    most params first, then one measured at the run's configuration, then one scaled to it."""
+    best: dict[str, tuple] = {}
+    for r in _matching(refs, rec):
+        scope = r.scope(rec)
+        if not scope:
             continue
-        if r.metric == EFFICIENCY and point.get("nodes", 0) <= 1:  # one node is the baseline itself
-            continue
-        if r.metric not in best or len(r.params) > len(best[r.metric].params):
-            best[r.metric] = r
-    return best
+        key = (len(r.params), {"measured": 2, "scaled": 1}[scope] if r.at else 0)
+        if r.metric not in best or key > best[r.metric][0]:
+            best[r.metric] = (key, r)
+    return {metric: r for metric, (_, r) in best.items()}
+
+
+def out_of_scope(refs: list[Reference], rec: dict, judged: dict[str, Reference]) -> dict[str, Reference]:
+    """Per metric no reference judges, one that would but for where it was measured (`at`)."""
+    return {r.metric: r for r in _matching(refs, rec) if r.metric not in judged and not r.scope(rec)}
+
+
+def not_judged(ref: Reference) -> str:
+    return f"not judged (reference measured at {ref.measured_at()})"
 
 
 def judge(rec: dict, ref: Reference) -> tuple[str, float, str]:
@@ -130,6 +194,9 @@ def judge(rec: dict, ref: Reference) -> tuple[str, float, str]:
         ok = lo <= value <= hi
         where = "within" if ok else ("below" if value < lo else "above")
         detail = f"{ref.metric} {value:.4g} {ref.unit} {where} {ref.describe()}"
+    if ref.scope(rec) == "scaled":
+        detail += f"; reference measured at {ref.measured_at()}, scaled to {_span(ref.scaled['nodes'])} nodes: " \
+                  + ref.scaled["how"]
     if ref.expected_fail:
         note = f"; note: {ref.note}" if ref.note else ""
         return ("unexpected-pass" if ok else "expected-fail"), value, detail + note
@@ -156,13 +223,18 @@ def verdicts(records: list[dict], refs: list[Reference], plan: list[dict] | None
         base = {"run_id": rec["run_id"], "benchmark": rec["benchmark"], "site": rec.get("site", site),
                 "status": rec["status"]}
         found = applicable(refs, rec)
-        if not found:
+        elsewhere = out_of_scope(refs, rec, found)
+        bad = rec["status"] != "ok"
+        if not found and (bad or not elsewhere):
             metric = headline_metric(rec) or ""
             m = (rec.get("metrics") or {}).get(metric, {})
-            bad = rec["status"] != "ok"
             rows.append({**base, "metric": metric, "value": float(m["value"]) if m and not bad else math.nan,
                          "unit": m.get("unit", ""), "reference": "", "verdict": "fail" if bad else "no-reference",
                          "detail": f"run {rec['status']}: {rec.get('error')}" if bad else _no_reference(rec, pending)})
+        for metric, ref in sorted(elsewhere.items()) if not bad else ():
+            m = (rec.get("metrics") or {}).get(metric) or {}
+            rows.append({**base, "metric": metric, "value": float(m["value"]) if m else math.nan, "unit": ref.unit,
+                         "reference": ref.describe(), "verdict": "no-reference", "detail": not_judged(ref)})
         for metric, ref in sorted(found.items()):
             verdict, value, detail = judge(rec, ref)
             rows.append({**base, "metric": metric, "value": value, "unit": ref.unit, "reference": ref.describe(),

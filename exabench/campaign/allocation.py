@@ -1,7 +1,10 @@
-"""One run's allocation request: every setting the scheduler applies to the whole allocation.
+"""One job's allocation: what the scheduler is asked for, computed once.
 
-A job script's header and the executor plugins' resources are both built from `request(site,
-layout)`, so that they can never disagree; a bundle (exabench.campaign.bundles) holds only runs
+`job(site, layout, minutes)` is the one source of a job's nodes, tasks, CPUs per task, GPUs,
+memory, queue and walltime: the batch header (render.batch_request) and the executor plugins'
+resources (pipeline.job_resources) both read its JobAllocation, so that they cannot disagree
+(tests/unit/test_allocation.py renders every profile's runs and compares the two). `request(site,
+layout)` is its allocation-wide part; a bundle (exabench.campaign.bundles) holds only runs
 whose requests are equal, because a bundle has one header for all its runs. What varies from one
 launch to the next inside an allocation (ranks, threads, binding, the launcher's -j/--depth) is
 the launch line's business and not part of the request.
@@ -23,8 +26,10 @@ Allocation-wide, per scheduler:
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, fields
 
+from exabench.campaign import launchers
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, queue_entry
 from exabench.errors import ConfigError
@@ -78,6 +83,67 @@ class AllocationRequest:
         if self.exclusive:
             words.append("exclusive")
         return " ".join(words) or "-"
+
+
+# The command that submits a batch script, per scheduler: the one table every submit line, submit
+# script and pending-job message is written from (submit_line). LSF reads #BSUB lines from a script
+# on standard input, `bsub < script` (IBM Spectrum LSF 10.1 command reference, bsub "command": "bsub
+# options can also be specified in the standard input if the line begins with #BSUB"); `bsub script`
+# parses them only where lsf.conf sets LSB_BSUB_PARSE_SCRIPT=Y (bsub "job_script"), so it is not used.
+# https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html
+SUBMIT = {"slurm": "sbatch", "lsf": "bsub <", "pbs": "qsub", "cobalt": "qsub", "none": "bash"}
+
+
+def submit_line(site: Site, script) -> str:
+    """The shell line that submits the batch script at `script` on `site` (the path quoted)."""
+    return f"{SUBMIT[site.scheduler]} {shlex.quote(str(script))}"
+
+
+# The share of a node's memory a job asks for (Slurm --mem, per node): the rest is the system's, and a
+# job asking more than a node's configured RealMemory never starts.
+MEMORY_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class JobAllocation:
+    """Everything one job asks the scheduler for; a 0 or "" is a value not asked (the scheduler's
+    default applies), in the header and the executor's resources alike."""
+
+    nodes: int
+    tasks: int
+    tasks_per_node: int      # 0: srun's --ntasks-per-gpu placement, which refuses --ntasks-per-node
+    cpus_per_task: int       # 0: the launcher sizes ranks from the task count alone (ibrun)
+    gpus_per_node: int       # 0: GPUs come with the nodes
+    mem_mb: int              # per node; 0: none asked (the site's scheduler refuses it, or no memory known)
+    queue: str               # the queue picked by nodes and walltime; "": the site's configured one
+    queue_key: str           # where `queue` goes: "partition" or "qos" (queue_key())
+    minutes: int
+    request: AllocationRequest
+
+
+def memory_mb(site: Site) -> int:
+    """The memory per node a job asks (Slurm --mem): MEMORY_SHARE of the node's, where the site's
+    Slurm takes a memory request. Without one, Snakemake would give the executor plugin its own
+    default mem_mb (1,000-8,000 MB, `snakemake --help`), a job limited to a few GB of a whole node;
+    TACC's Slurm refuses --mem outright (scheduler_options.request_memory: false)."""
+    if site.scheduler != "slurm" or not site.node.memory_gb or not site.scheduler_options.get("request_memory", True):
+        return 0
+    return int(site.node.memory_gb * 1000 * MEMORY_SHARE)
+
+
+def job(site: Site, layout: Layout, minutes: int, alloc: AllocationRequest | None = None) -> JobAllocation:
+    """The allocation of one job of `layout` for `minutes` (asked_minutes'): the header's and the
+    executor's one source. `alloc`: a bundle's common request, else the layout's own."""
+    alloc = alloc or request(site, layout)
+    # srun's --ntasks-per-gpu refuses --ntasks-per-node, from the job's environment too
+    per_node = 0 if site.launcher == "srun" and srun_arith.shares_gpus(layout) else layout.ranks_per_node
+    # ibrun takes -n alone and its threads from OMP_NUM_THREADS (TACC's guide): no CPUs per task
+    cpus = 0 if launchers.facts(site.launcher).sized_by_header else srun_arith.cpus_per_task(site, layout)
+    picked = check_walltime(site, minutes, layout.nodes)  # refuses a walltime no queue admits
+    queue = picked if site.queues else ""  # without queues: the request's (the site's partition)
+    return JobAllocation(nodes=layout.nodes, tasks=layout.ranks, tasks_per_node=per_node, cpus_per_task=cpus,
+                         gpus_per_node=alloc.gpus_per_node, mem_mb=memory_mb(site), queue=queue,
+                         queue_key=queue_key(site), minutes=minutes, request=alloc)
 
 
 def _smt(site: Site, layout: Layout) -> int:

@@ -233,10 +233,6 @@ def totals_line(bundles: list[Bundle], site: Site, campaign: str) -> str:
             f"{split}")
 
 
-# The command that submits a batch script, per scheduler (OLCF's `bsub script`, ALCF's `qsub script`).
-SUBMIT = {"slurm": "sbatch", "lsf": "bsub", "pbs": "qsub", "cobalt": "qsub", "none": "bash"}
-
-
 def pending_bundles(bundles: list[Bundle], records_dir) -> list[tuple[Bundle, int]]:
     """(bundle, runs without a record yet) for each bundle that still has such runs."""
     from pathlib import Path
@@ -262,7 +258,7 @@ def pending_report(bundles: list[Bundle], site: Site, results, profile_hint: str
         script = Path(results) / "bundles" / f"{b.name}.sh"
         unrendered |= not script.exists()
         lines.append(f"  {b.name}: {missing} of {len(b.runs)} run(s) pending, {b.nodes} node(s) x {b.minutes} min "
-                     f"in {b.queue or '-'}: {SUBMIT.get(site.scheduler, 'submit')} {script}"
+                     f"in {b.queue or '-'}: {allocation.submit_line(site, script)}"
                      + ("" if script.exists() else "   (not rendered yet)"))
     if unrendered:
         lines.append(f"render the scripts first: snakemake {profile_hint} bundle")

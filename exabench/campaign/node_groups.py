@@ -38,8 +38,6 @@ PIN_FLAGS = {
     "lsf": lambda nodes: [f"-m \"{' '.join(nodes)}\""],
     "none": lambda nodes: [],
 }
-# How each scheduler takes a batch script (submit.sh); none: the script runs here.
-SUBMIT = {"slurm": "sbatch", "lsf": "bsub <", "none": "bash"}
 HOSTLIST_VALID = "a list of node names, or a hostlist expression such as 'nid[001-128]' or 'n[1-4,7],gpu[01-02]'"
 _BRACKET = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\](.*)$")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -369,7 +367,7 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
               f"{campaign}, one per group (per allocation mode); runs recorded before are skipped inside each.",
               "set -euo pipefail"]
     real_out = out.resolve()  # once: the scripts are written into it, none is a link of its own
-    submit += [f"{SUBMIT[site.scheduler]} {shlex.quote(str(real_out / path.name))}" for path, _, _ in files]
+    submit += [allocation.submit_line(site, real_out / path.name) for path, _, _ in files]
     files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o755))
     return files
 

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from exabench.campaign import allocation, launchers
-from exabench.campaign.bundles import SUBMIT, longest_walltime, pack_runs
+from exabench.campaign.bundles import longest_walltime, pack_runs
 from exabench.campaign.site import LAYOUT_KEYS, WALLTIME_MARGIN_MIN, Layout, NodeSpec, candidate_queues
 from exabench.errors import ExabenchError
 
@@ -210,6 +210,6 @@ def node_sweep_files(runs, site, results: Path, nodes: int, out: Path) -> list[t
         lines = ["#!/usr/bin/env bash", f"# exabench: the every-node acceptance of site {site.name} as {len(jobs)} "
                  "jobs (runs that need different allocations, or more time than one job may have).",
                  "set -euo pipefail"]
-        lines += [f"{SUBMIT[site.scheduler]} {shlex.quote(str(Path(p).resolve()))}" for p in paths]
+        lines += [allocation.submit_line(site, Path(p).resolve()) for p in paths]
         files.append((Path(out), "\n".join(lines) + "\n", 0o755))
     return files

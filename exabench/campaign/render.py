@@ -27,10 +27,9 @@ from exabench.campaign.allocation import AllocationRequest
 from exabench.errors import ConfigError, LayoutError
 from exabench.campaign import launchers
 from exabench.campaign.launchers import launch_argv, thread_env
-from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.bundles import Bundle
 from exabench.campaign.plan import Run
-from exabench.campaign.site import Layout, Site, check_walltime
+from exabench.campaign.site import Layout, Site
 
 TEMPLATE_DIR = rendered.TEMPLATE_DIR
 # Thread-count variables every BLAS/OpenMP runtime reads, set so ranks never oversubscribe cores.
@@ -172,14 +171,12 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
     """Everything a batch header says, checked; the templates only format these values. The
     allocation-wide settings come from `alloc` (a bundle's common request), else from the run's own
     (exabench.campaign.allocation, the same request the executor's resources are built from)."""
-    alloc = alloc or allocation.request(site, layout)
     # `minutes` is allocation.asked_minutes' (the queue's shortest walltime applied), which the plan counts
-    queue = check_walltime(site, minutes, layout.nodes)  # the first of the site's queues that admits the job
+    job = allocation.job(site, layout, minutes, alloc)  # the executor's resources read the same values
+    alloc = job.request
     req = {
         "job_name": safe_token(site, "job name", job_name, allow_empty=False)[:64],
-        "nodes": layout.nodes, "ranks": layout.ranks,
-        # srun's --ntasks-per-gpu refuses --ntasks-per-node, from the job's environment too
-        "ranks_per_node": 0 if site.launcher == "srun" and srun_arith.shares_gpus(layout) else layout.ranks_per_node,
+        "nodes": job.nodes, "ranks": job.tasks, "ranks_per_node": job.tasks_per_node,
         "minutes": minutes, "hhmm": hhmm(minutes), "hhmmss": hhmmss(minutes),
         "account": safe_token(site, "account", alloc.account),
         "partition": safe_token(site, "partition", alloc.queue),
@@ -189,9 +186,10 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
         "log_dir": safe_path(site, "results directory", str(log_dir), allow_vars=False),
         "extra": [_check(site, "scheduler_options.extra", f, FLAG, "one --flag or --flag=value without spaces")
                   for f in alloc.extra],
-        "cpus_per_task": srun_arith.cpus_per_task(site, layout),
+        "cpus_per_task": job.cpus_per_task,
         "threads_per_core": alloc.smt if site.scheduler == "slurm" else 0,
-        "gpus_per_node": alloc.gpus_per_node,
+        "gpus_per_node": job.gpus_per_node,
+        "mem_mb": job.mem_mb,
         "alloc_flags": [safe_token(site, "scheduler_options.alloc_flags", w, allow_empty=False)
                         for w in alloc.alloc_flags],
         "core_spec": alloc.core_spec,
@@ -207,11 +205,8 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
         "cobalt_attrs": _check(site, "scheduler_options.cobalt_attrs", site.scheduler_options.get("cobalt_attrs", ""),
                                ATTRS, "key=value[:key=value]", allow_empty=True),
     }
-    if site.queues:  # the queue picked by size, as --partition or (NERSC) --qos
-        key = allocation.queue_key(site)
-        req[key] = safe_token(site, key, queue)
-    if launchers.facts(site.launcher).sized_by_header:  # ibrun: -n alone; threads from OMP_NUM_THREADS
-        req["cpus_per_task"] = 0
+    if job.queue:  # the queue picked by size, as --partition or (NERSC) --qos
+        req[job.queue_key] = safe_token(site, job.queue_key, job.queue)
     return req
 
 

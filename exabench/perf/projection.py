@@ -69,7 +69,7 @@ def projection_plot(table: pd.DataFrame, path: str | Path) -> None:
         ax.text(0.5, 0.5, "PROJECTED", transform=ax.transAxes, fontsize=40, color="grey", alpha=0.15,
                 ha="center", va="center", rotation=20)
     axes[1].legend(fontsize=7, loc="lower left")
-    fig.suptitle(f"Whole-machine projection (Summit 4,608 / Frontier 9,408 nodes): {PROJECTED_BANNER}", fontsize=10)
+    fig.suptitle(f"Whole-machine projection (Summit 4,608 / Frontier 9,472 nodes): {PROJECTED_BANNER}", fontsize=10)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -4,6 +4,7 @@
 #SBATCH --ntasks=16
 #SBATCH --ntasks-per-node=8
 #SBATCH --cpus-per-task=7
+#SBATCH --mem=460800M
 #SBATCH --time=01:00:00
 #SBATCH --account=ABC123
 #SBATCH --partition=batch

@@ -183,7 +183,7 @@ def test_projection_reaches_whole_machines_and_is_labelled(tmp_path):
                             tmp_path / "p.md", tmp_path / "p.png")
     table = pd.read_csv(tmp_path / "p.csv")
     assert (table["status"] == "PROJECTED").all()
-    assert table.groupby("machine")["nodes"].max().to_dict() == {"frontier": 9408, "summit": 4608}
+    assert table.groupby("machine")["nodes"].max().to_dict() == {"frontier": 9472, "summit": 4608}
     assert text.count("(PROJECTED)") == table.groupby(["workload", "machine", "mode"]).ngroups
     assert "overlap: 50%" in text and (tmp_path / "p.png").stat().st_size > 10_000
 

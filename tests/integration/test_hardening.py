@@ -214,7 +214,7 @@ def test_a_campaign_over_the_node_hour_budget_is_refused_and_config_keeps_the_pr
                             text=True, timeout=300)
     out = raised.stdout + raised.stderr
     assert raised.returncode == 0, out[-2000:]
-    assert "bsub results/summit/bundles/acceptance-summit-01-of-61.sh" in out, out[-2000:]  # summit's, not local's plan
+    assert "bsub < results/summit/bundles/acceptance-summit-01-of-61.sh" in out, out[-2000:]  # summit's, not local's plan
     low = subprocess.run(base + ["--config", "node_hours_budget=50000"], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert low.returncode != 0 and "--config: key 'node_hours_budget' = 50000 is below the 87,591.2" in low.stderr

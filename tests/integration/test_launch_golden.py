@@ -475,6 +475,18 @@ def test_name_placed_launchers_need_no_index(site_name, request_, node, ours):
     assert (shlex.join(p.argv), p.files, p.env) == (ours, (), ())
 
 
+def test_polaris_every_node_run_goes_to_its_nodes_through_a_hostfile():
+    # ALCF Polaris "Running Jobs": "--hostfile indicate file with hostnames (the default is --hostfile
+    # $PBS_NODEFILE)"; argonne-lcf/GettingStarted Examples/Polaris/ensemble ("Users can use multiple
+    # hostfiles to run different applications across different nodes within a single job"):
+    # `mpiexec -n ${NTOTRANKS} --ppn ${NRANKS_PER_NODE} --hostfile ${lh} --depth=${NDEPTH} --cpu-bind depth`.
+    # Before: `--host x3001c0s13b0n0:4`, Open MPI's form, which PALS's mpiexec is not documented to take.
+    p = placed("polaris", ("x3001c0s13b0n0", "x3001c0s13b1n0"), None, nodes=2, ranks_per_node=4)
+    assert p.argv[:3] == ["mpiexec", "--hostfile", "hosts.txt"] and "--host" not in p.argv and p.env == ()
+    assert p.files == (("hosts.txt", "x3001c0s13b0n0\nx3001c0s13b1n0\n"),)
+    assert p.argv[3:7] == ["-n", "8", "--ppn", "4"]  # the line's own ranks per node place them on each
+
+
 def test_index_placed_launchers_refuse_a_node_without_its_place():
     with pytest.raises(ExabenchError, match=r"launcher 'jsrun' places a run by the node's place in the allocation "
                                             r".*came without one; valid: `exabench node-run ... --index N`"):

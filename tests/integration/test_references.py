@@ -235,3 +235,80 @@ def test_a_from_history_entry_naming_no_benchmark_is_refused(tmp_path):
         text = str(err.value)
         assert text.startswith(f"{published}: key 'from_history[1].benchmark' = 'resnet5O' is not a known "
                                "benchmark; valid: one of ") and "resnet50," in text
+
+
+# --- references keyed to the configuration they were measured at ----------------------------------
+
+def _efficiency_rows(refs, nodes=(1, 2, 170, 256)):
+    # weak scaling at 0.75 on every node count: each multi-node run's efficiency is 0.75
+    recs = [record(f"r.n{n}", n, 4000.0 * n * (0.75 if n > 1 else 1.0), rpn=6) for n in nodes]
+    return {r["run_id"]: r for r in acc.verdicts(recs, refs)}
+
+
+def test_a_figure_measured_at_170_nodes_judges_only_the_runs_made_so():
+    # Summit's CosmoFlow 72% at 170 nodes judged every multi-node run, 2 to 4,096 nodes.
+    eff = ref(metric="scaling_efficiency", value=0.72, unit="1", at={"nodes": 170, "gpus": 1020})
+    rows = _efficiency_rows([eff])
+    assert rows["r.n170"]["verdict"] == "pass" and "scaled" not in rows["r.n170"]["detail"]
+    for run in ("r.n2", "r.n256"):
+        assert rows[run]["verdict"] == "no-reference", rows[run]
+        assert rows[run]["detail"] == "not judged (reference measured at 170 nodes, 1020 GPUs)"
+        assert rows[run]["metric"] == "scaling_efficiency" and rows[run]["value"] == pytest.approx(0.75)
+    # 170 nodes with 4 GPUs each is not how it was measured
+    assert _efficiency_rows([eff], (1, 170))["r.n170"]["verdict"] == "pass"
+    four = {r["run_id"]: r for r in acc.verdicts([record("r.n1", 1, 4000.0), record("r.n170", 170, 4000.0 * 170)],
+                                                   [eff])}
+    assert four["r.n170"]["detail"].startswith("not judged (reference measured at 170 nodes")
+
+
+def test_a_scaled_use_judges_its_range_and_says_how_it_was_scaled():
+    how = "efficiency falls with nodes, so fewer nodes are held to at least it"
+    eff = ref(metric="scaling_efficiency", value=0.72, unit="1", at={"nodes": 170},
+              scaled={"nodes": {"min": 2, "max": 128}, "how": how})
+    rows = _efficiency_rows([eff])
+    assert rows["r.n2"]["verdict"] == "pass"
+    assert rows["r.n2"]["detail"].endswith(f"; reference measured at 170 nodes, scaled to 2-128 nodes: {how}")
+    assert rows["r.n170"]["verdict"] == "pass" and "scaled" not in rows["r.n170"]["detail"]
+    assert rows["r.n256"]["detail"] == "not judged (reference measured at 170 nodes)"
+
+
+def test_at_takes_a_node_range_and_a_global_batch():
+    wide = ref(metric="scaling_efficiency", value=0.72, unit="1", at={"nodes": {"min": 2, "max": 170}})
+    rows = _efficiency_rows([wide])
+    assert [rows[r]["verdict"] for r in ("r.n2", "r.n170", "r.n256")] == ["pass", "pass", "no-reference"]
+    per_gpu = ref(at={"batch": 32 * 4})  # record(): batch_size 32 per rank, 4 ranks a node
+    rows = acc.verdicts([record("r.n1", 1, 4000.0), record("r.n2", 2, 8000.0)], [per_gpu])
+    assert [r["verdict"] for r in rows] == ["pass", "no-reference"]
+    assert rows[1]["detail"] == "not judged (reference measured at global batch 128)"
+
+
+def test_summits_cosmoflow_efficiency_judges_its_campaigns_runs_up_to_170_nodes_only():
+    refs = acc.load_references(REPO / "profiles" / "summit" / "references.yaml")
+    runs = [r.to_dict() for r in default_runs("summit") if r.benchmark == "cosmoflow"]
+    judged = {p["layout"]["nodes"] for p in runs
+              if "scaling_efficiency" in acc.applicable(refs, {**p, "status": "ok"})}
+    assert judged == {2, 4, 8, 16, 32, 64, 128, 170}
+    [eff] = [r for r in refs if r.benchmark == "cosmoflow"]
+    assert [p["layout"]["nodes"] for p in runs if acc.out_of_scope(refs, {**p, "status": "ok"}, {})] == \
+        [256, 512, 1024, 2048, 4096] and eff.measured_at() == "170 nodes, 1020 GPUs"
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"scaled": {"nodes": {"min": 2, "max": 64}, "how": "fewer nodes"}},
+     "key 'references[0].scaled' = {'how': 'fewer nodes', 'nodes': {'max': 64, 'min': 2}} scales a figure measured "
+     "nowhere; valid: an entry that says where its figure was measured (at: {nodes: N})"),
+    ({"at": {"nodes": 170}, "scaled": {"nodes": {"min": 2, "max": 64}}}, "references[0].scaled"),
+    ({"at": {"nodes": {"min": 64, "max": 2}}},
+     "key 'references[0].at.nodes' = {'max': 2, 'min': 64} is empty; valid: a range whose min is at most its max"),
+    ({"at": {"node": 170}}, "references[0].at"),
+])
+def test_a_bad_at_or_scaled_is_refused_naming_the_key(tmp_path, entry, message):
+    path = tmp_path / "references.yaml"
+    base = {"benchmark": "cosmoflow", "metric": "scaling_efficiency", "value": 0.72, "lower": 0.2, "upper": 0.5,
+            "unit": "1"}
+    path.write_text(yaml.safe_dump({"references": [{**base, **entry}]}))
+    with pytest.raises(ConfigError) as err:
+        acc.load_references(path)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(str(path)) and message in text, text
+    print(text)

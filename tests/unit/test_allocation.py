@@ -230,3 +230,131 @@ def test_the_plans_node_hours_are_what_the_rendered_headers_ask(name):
     assert sum(node_hours(r, s) for r in runs) == pytest.approx(sum(_header_node_hours(t) for t in scripts))
     executor = job_resources(s, lambda wildcards: runs[-1])  # what a Snakemake executor plugin asks (Slurm, LSF)
     assert "runtime" not in executor or executor["runtime"](None) == _header_minutes(scripts[-1])
+
+
+# --- the header and the executor ask for one allocation --------------------------------------------
+
+# Every profile whose runs an executor plugin can submit (Slurm, LSF), read as a Snakemake run does.
+EXECUTOR_PROFILES = tuple(p for p in PROFILES if site(p).scheduler in ("slurm", "lsf"))
+# sbatch options written apart from their value (the Slurm plugin's command line), and short names.
+TAKES_VALUE = {"--job-name", "--output", "--comment", "-A", "-p", "-t", "-C", "--mem", "--mem-per-cpu", "-D",
+               "--clusters"}
+LONG_NAME = {"-A": "--account", "-p": "--partition", "-t": "--time", "-C": "--constraint", "-N": "--nodes",
+             "-n": "--ntasks", "-c": "--cpus-per-task"}
+ASKED = ("--nodes", "--cpus-per-task", "--gpus-per-node", "--threads-per-core", "--partition", "--qos",
+         "--account", "--constraint", "--core-spec", "--cpu-freq", "--exclusive")
+
+
+def _sbatch_options(words) -> dict:
+    out, it = {}, iter(words)
+    for word in it:
+        if not word.startswith("-"):
+            continue
+        name, eq, value = word.partition("=")
+        if not eq:
+            value = next(it) if name in TAKES_VALUE else True
+        out[LONG_NAME.get(name, name)] = value
+    return out
+
+
+def _clock_minutes(spec: str) -> int:
+    return _header_minutes(f"#SBATCH --time={spec}") if ":" in spec else int(spec)
+
+
+def _asked(opts: dict) -> dict:
+    """What a set of sbatch options asks, in one form: tasks in total and per node, memory per node
+    in MB (None: not asked), minutes, and the other allocation options as written."""
+    nodes = int(opts["--nodes"])
+    tasks = int(opts["--ntasks"]) if "--ntasks" in opts else nodes * int(opts["--ntasks-per-node"])
+    mem = opts.get("--mem")
+    return {**{k: str(opts[k]) for k in ASKED if k in opts},
+            "tasks": tasks, "tasks_per_node": int(opts.get("--ntasks-per-node", tasks // nodes)),
+            "mem_mb": int(str(mem).removesuffix("M")) if mem else None,
+            "minutes": _clock_minutes(opts["--time"])}
+
+
+class _Resources(dict):
+    __getattr__ = dict.__getitem__
+
+
+def _slurm_submit_command(res: dict) -> str:
+    """The sbatch command line snakemake-executor-plugin-slurm builds from a job's resources
+    (its own submit_string), after Snakemake's default mem_mb where the rule gives none."""
+    from types import SimpleNamespace
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    resources = _Resources({"mem_mb": 1000, **res})  # `snakemake --help`: mem_mb=min(max(2*input.size_mb, 1000), 8000)
+    job = SimpleNamespace(resources=resources, threads=1)
+    params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": "c", "workdir": "",
+              "account": f"-A {res['slurm_account']}" if res.get("slurm_account") else "",
+              "partition": f"-p {res['slurm_partition']}" if res.get("slurm_partition") else ""}
+    return get_submit_command(job, params)
+
+
+def _default_plan_runs(name: str):
+    """One run per distinct layout and time limit of the profile's default campaign (its configfile)."""
+    import yaml
+    profile = yaml.safe_load((REPO / "profiles" / name / "config.yaml").read_text())
+    config_file = profile["configfile"]
+    runs = expand(load_and_validate(REPO / config_file, "config"), site(name), config_file)
+    return list({(r.layout, r.timeout_s): r for r in runs}.values())
+
+
+@pytest.mark.parametrize("name", EXECUTOR_PROFILES)
+def test_every_profiles_headers_and_executor_ask_for_the_same_allocation(name):
+    # Stampede2 (ibrun) before: the header asked no CPUs per task, the executor --cpus-per-task=128 for
+    # a 32-core rank; every Slurm executor job asked 90% of a node's memory (or Snakemake's 1,000 MB),
+    # no header any (TACC refuses --mem: now neither asks there).
+    import shlex
+    s = site(name)
+    runs = _default_plan_runs(name)
+    res = job_resources(s, lambda wildcards: wildcards)  # the wildcards stand for the run they name
+    for run in runs:
+        text, _ = render_script(run, s, RunPaths(Path(FIXED_ROOT) / s.name, run.run_id))
+        values = {k: v(run) if callable(v) else v for k, v in res.items()}
+        if s.scheduler == "slurm":
+            header = _sbatch_options(w for line in text.splitlines() if line.startswith("#SBATCH ")
+                                     for w in shlex.split(line)[1:])
+            executor = _sbatch_options(shlex.split(_slurm_submit_command(values)))
+            assert _asked(header) == _asked(executor), (name, run.run_id)
+        else:  # LSF: the header's -nnodes, -W, -q, -P and allocation flags; no memory asked
+            bsub = dict(re.findall(r"^#BSUB (-\S+) ?(.*)$", text, re.M))
+            assert int(bsub["-nnodes"]) == values["nodes"] and _header_minutes(text) == values["runtime"]
+            assert (bsub.get("-q"), bsub.get("-P")) == (values.get("lsf_queue"), values.get("lsf_project"))
+            flags = " ".join(f"{k} {bsub[k]}" for k in ("-alloc_flags", "-core_isolation") if k in bsub)
+            assert flags == values["lsf_extra"] and values["mem_mb"] == 0, (name, run.run_id)
+    if name == "stampede2":  # ibrun sizes ranks from -n alone; TACC's Slurm refuses --mem
+        assert "--cpus-per-task" not in text and "--mem" not in text
+        assert values["cpus_per_task"] == -1 and values["mem_mb"] == 0
+
+
+def test_a_slurm_site_asks_ninety_percent_of_a_nodes_memory_in_header_and_executor_alike():
+    s = site("frontier")
+    cfg = validate({"timeout_s": 600, "benchmarks": [{"name": "kmeans"}]}, "config", "c.yaml")
+    run = expand(cfg, s, "c.yaml")[0]
+    text, _ = render_script(run, s, RunPaths(Path(FIXED_ROOT) / s.name, run.run_id))
+    assert "#SBATCH --mem=460800M\n" in text  # 512 GB x 0.9
+    assert job_resources(s, lambda wildcards: run)["mem_mb"] == 460800
+    assert "--mem 460800" in _slurm_submit_command({k: v(None) if callable(v) else v
+                                                    for k, v in job_resources(s, lambda w: run).items()})
+
+
+def test_every_scheduler_submits_from_one_table_and_lsf_reads_its_script_on_standard_input(tmp_path):
+    # Two tables disagreed: bundles said `bsub script`, node groups `bsub < script`. IBM LSF parses
+    # #BSUB lines of a script given as an argument only where lsf.conf sets LSB_BSUB_PARSE_SCRIPT=Y.
+    from exabench.campaign.bundles import pending_report
+    from exabench.config import load_yaml
+    schema = load_yaml(REPO / "workflow" / "schemas" / "site.schema.yaml")
+    assert set(allocation.SUBMIT) == set(schema["properties"]["scheduler"]["enum"]) == set(allocation.RENDERED)
+    s, _, bundles = _default("summitdev")
+    text = pending_report(bundles, s, tmp_path, "--profile profiles/summitdev")
+    assert f": bsub < {tmp_path}/bundles/{bundles[0].name}.sh" in text, text
+    assert allocation.submit_line(site("frontier"), "/a b/x.sh") == "sbatch '/a b/x.sh'"
+
+
+def test_frontiers_largest_job_is_olcfs_9472_nodes_of_9856():
+    # OLCF's Frontier User Guide: "a total of 9,856 AMD compute nodes"; bin 1 of "Job Priority by
+    # Node Count" takes 5,645-9,472 nodes for 12 h (9,408 was an older guide's).
+    s = site("frontier")
+    assert s.max_nodes == 9472 and max(q.max_nodes for q in s.queues) == 9472
+    assert pick_queue(s, 9472, 720) == "batch"
+    assert "9,856" in s.description and "9,856" in (REPO / "profiles/frontier/site.yaml").read_text()

@@ -73,7 +73,7 @@ rule every_node_script:
 # run planned on that many nodes; a run recorded before is skipped, so resubmitting runs what is missing:
 #   snakemake --profile profiles/<site> every_node_groups   -> results/<site>/nodes/groups/<group>.sh, submit.sh
 #                                                              (<group>-NN-of-MM.sh where runs need several allocation modes)
-#   bash results/<site>/nodes/groups/submit.sh              (sbatch/bsub each group's script; bash on no scheduler)
+#   bash results/<site>/nodes/groups/submit.sh              (sbatch/bsub < each group's script; bash on no scheduler)
 #   snakemake --profile profiles/<site> node_check
 rule every_node_groups:
     input:

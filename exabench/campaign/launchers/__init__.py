@@ -99,7 +99,8 @@ def place(argv: list[str], nodes: tuple[str, ...], layout: Layout, index: int | 
                                 f"({module.FACTS.on_nodes}); node(s) '{','.join(nodes)}' came without one; valid: "
                                 "`exabench node-run ... --index N` (the every-node job script passes it)")
         return module.at_index(list(argv), index, tuple(nodes), layout, node)
-    return Placement(on_nodes(argv, nodes, layout.ranks_per_node))
+    beside = getattr(module, "hostfile_beside", None)  # told the nodes in a file (mpiexec --hostfile)
+    return Placement(on_nodes(argv, nodes, layout.ranks_per_node), beside(tuple(nodes)) if beside else ())
 
 
 def launch_argv(site: Site, layout: Layout, program: list[str], exports: tuple[str, ...] = ()) -> list[str]:

@@ -5,7 +5,8 @@ those that start one process per node) is derived from the modules, as benchmark
 A launcher is one module in exabench/campaign/launchers/ with `FACTS = LauncherFacts(...)`,
 `argv(site, layout, program, exports=())` and, where it can place a run on named nodes (every-node
 acceptance), one of:
-- `on_nodes(argv, nodes, ranks_per_node) -> argv`: it is told the nodes by name (srun, aprun, mpirun);
+- `on_nodes(argv, nodes, ranks_per_node) -> argv`: it is told the nodes by name (srun, aprun, mpirun),
+  or in a file beside its line that `hostfile_beside(nodes) -> ((name, text),)` gives (mpiexec);
 - `at_index(argv, index, nodes, layout, node) -> Placement`: it is told where the nodes sit in the
   allocation's list of compute nodes (jsrun's ERF host index, ibrun's task offset), and may need a
   file or a variable beside its line; `node` is the node's usable cores per socket and GPUs

@@ -29,14 +29,29 @@ from exabench.campaign.site import Layout, NodeSpec, Site
 from exabench.campaign.launchers.facts import LauncherFacts
 from exabench.campaign.launchers.mpirun import gpu_affinity_wrapper
 
+# The hostfile a run placed on named nodes starts from, written beside its launch line (the run's
+# folder, the job script's working directory) by launchers.place.
+HOSTFILE = "hosts.txt"
 FACTS = LauncherFacts(name="mpiexec", schedulers=("pbs", "cobalt"), mpi=True, rank_sets=True,
                       smt="--depth=D --cpu-bind depth, or --cpu-bind=list:...",
-                      on_nodes="--host a:R,b:R")
+                      on_nodes=f"--hostfile {HOSTFILE} (the nodes one a line, written beside the line)")
 
 
 def on_nodes(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
-    """`--host a:R,b:R`, as for mpirun (the form exabench's every-node runs have used on PBS)."""
-    return [argv[0], "--host", ",".join(f"{n}:{ranks_per_node}" for n in nodes), *argv[1:]]
+    """`--hostfile hosts.txt`, the nodes one a line (hostfile_beside writes it); the line's own
+    --ppn places the ranks on each. ALCF documents PALS mpiexec's nodes as a hostfile: Polaris
+    "Running Jobs" (docs.alcf.anl.gov/polaris/running-jobs/): "--hostfile indicate file with
+    hostnames (the default is --hostfile $PBS_NODEFILE)"; its Getting Started examples run an
+    application on a subset of a job's nodes from one hostfile each ("Users can use multiple
+    hostfiles to run different applications across different nodes within a single job":
+    split $PBS_NODEFILE, `mpiexec -n N --ppn R --hostfile ${lh} ...`, argonne-lcf/GettingStarted
+    Examples/Polaris/ensemble/README.md). Open MPI's `--host a:R` is not PALS's syntax."""
+    return [argv[0], "--hostfile", HOSTFILE, *argv[1:]]
+
+
+def hostfile_beside(nodes: tuple[str, ...]) -> tuple:
+    """(file name, text) of the hostfile on_nodes names: $PBS_NODEFILE's form, one name a line."""
+    return ((HOSTFILE, "".join(f"{n}\n" for n in nodes)),)
 
 
 def usable_cores_by_socket(node: NodeSpec) -> list[list[int]]:
