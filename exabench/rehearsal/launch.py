@@ -140,7 +140,8 @@ def check_mpiexec_pals(site: Site, launch: Launch) -> int:
     ranks, depth = v.get("ranks", 1), v.get("depth", 1)
     per_node = v.get("ranks_per_node", min(ranks, logical // depth))
     if per_node * depth > logical:
-        raise refuse("mpiexec-pals", "node_fits", f"--ppn {per_node} x --depth {depth} on {n.cores} cores x SMT {n.smt}")
+        raise refuse("mpiexec-pals", "node_fits",
+                     f"--ppn {per_node} x --depth {depth} on {n.cores} cores x SMT {n.smt}")
     _fits_job("mpiexec-pals", ranks, per_node, nodes, "--ppn")
     bind = v.get("bind", "depth")
     if bind.startswith("list:"):

@@ -33,8 +33,8 @@ def write_bin(folder: Path, python: str = sys.executable) -> Path:
 
 def environment(site_file: str, state: Path, bin_dir: Path, ranks: int) -> dict:
     """The variables a rehearsal runs its commands with: the stand-ins first on PATH."""
-    return {ENV + "SITE": str(Path(site_file).resolve()), ENV + "STATE": str(state), ENV + "LOG": str(state / "decisions.jsonl"),
-            ENV + "BIN": str(bin_dir), ENV + "RANKS": str(ranks),
+    return {ENV + "SITE": str(Path(site_file).resolve()), ENV + "STATE": str(state),
+            ENV + "LOG": str(state / "decisions.jsonl"), ENV + "BIN": str(bin_dir), ENV + "RANKS": str(ranks),
             "PATH": str(bin_dir) + os.pathsep + os.environ.get("PATH", "")}
 
 

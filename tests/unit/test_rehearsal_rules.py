@@ -96,7 +96,7 @@ def test_bsub_refuses_a_job_without_a_project_and_beyond_the_users_queued_jobs(t
     ("titan", TITAN_HEADER.replace("#PBS -A ABC123\n", ""), "", "torque-olcf", "required"),
     ("theta", THETA_HEADER, "#COBALT --attrs mcdram=fast\n", "cobalt-alcf", "attrs"),
     ("theta", THETA_HEADER, "#COBALT -n 9\n", "cobalt-alcf", "queue"),               # debug: 1-8 nodes
-    ("theta", THETA_HEADER, "#COBALT -q default\n#COBALT -n 128\n#COBALT -t 20\n", "cobalt-alcf", "queue"),  # 30 min least
+    ("theta", THETA_HEADER, "#COBALT -q default\n#COBALT -n 128\n#COBALT -t 20\n", "cobalt-alcf", "queue"),  # >= 30 min
     ("theta", THETA_HEADER, "#COBALT --mode script\n", "cobalt-alcf", "known_option"),
 ])
 def test_qsub_refuses_lines_that_break_the_centres_rules(tmp_path, site, header, extra, book_name, rule_name):
@@ -183,3 +183,22 @@ def test_an_accepted_launch_runs_its_ranks_with_mpirun_scaled_down(tmp_path, mon
     assert sorted(p.name for p in out.iterdir()) == ["rank0", "rank1"]
     decision = json.loads((tmp_path / "decisions.jsonl").read_text().splitlines()[-1])
     assert (decision["ranks"], decision["ranks_here"], decision["exit"]) == (12, 2, 0)
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--profile", "profiles/frontier"], "exabench: error: --profile profiles/frontier: site frontier submits each run "
+     "through its executor (submit: jobs); valid here: a bundle site (submit: bundles): summit, summitdev, titan, "
+     "theta, polaris, aurora"),
+    (["--profile", "profiles/nowhere"], "exabench: error: --profile profiles/nowhere: no site.yaml there; valid: a "
+     "site profile folder such as profiles/summit"),
+    (["--profile", "profiles/summit", "--config", "scale"], "exabench: error: --config scale: not valid; valid: "
+     "KEY=VALUE, e.g. scale=node"),
+    (["--profile", "profiles/summit", "--ranks", "0"], "exabench: error: --ranks 0: not valid; valid: a count of "
+     "ranks >= 1"),
+])
+def test_rehearse_refuses_what_it_cannot_rehearse_in_one_line(tmp_path, monkeypatch, capsys, argv, line):
+    from exabench.cli import main
+    monkeypatch.chdir(REPO)
+    assert main(["rehearse", *argv, "--work", str(tmp_path / "w")]) == 2
+    assert capsys.readouterr().err.strip() == line
+    assert not (tmp_path / "w").exists()

@@ -1,0 +1,59 @@
+"""`exabench rehearse --profile profiles/<site>` runs a bundle site's documented path here, end to end:
+`snakemake --profile ... bundle`, each bundle script through the stand-in submit command (bsub on
+Summit's LSF, qsub on Polaris' PBS Pro), the ranks through the stand-in launcher (jsrun, PALS
+mpiexec) and mpirun, then the aggregate and acceptance; every planned run comes back with a record.
+
+The campaign is a small subset of the sites' own (two GEMM runs, on 1 and 2 nodes: two bundles, so
+two submissions), not the rack-scale default campaign (132 runs on Summit): a tiny ResNet-50 run
+takes a minute on this shared machine, and the suite cannot spend hours per site."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers_compare import env
+from helpers_sites import REPO
+
+SMALL_CAMPAIGN = """\
+campaign: rehearsal-small
+preset: tiny
+repeats: 1
+timeout_s: 600
+benchmarks:
+  - name: gemm
+    sweep:
+      nodes: [1, 2]
+      ranks_per_node: [1]
+      precision: [fp32]
+"""
+
+
+@pytest.mark.parametrize("name, submit, launcher", [("summit", "bsub", "jsrun"), ("polaris", "qsub", "mpiexec")])
+def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_planned_run(tmp_path, name, submit,
+                                                                                         launcher):
+    campaign = tmp_path / "small.yaml"
+    campaign.write_text(SMALL_CAMPAIGN)
+    work = tmp_path / "rehearsal"
+    res = subprocess.run([sys.executable, "-m", "exabench", "rehearse", "--profile", f"profiles/{name}",
+                          "--configfile", str(campaign), "--work", str(work)],
+                         cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    assert f"exabench rehearse {name}: rehearsed: 2 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
+    records = sorted((work / "results" / name / "records").glob("*.json"))
+    assert [p.stem for p in records] == ["gemm.tiny.fp32.n1r1t42g1" if name == "summit" else "gemm.tiny.fp32.n1r1t32g1",
+                                         "gemm.tiny.fp32.n2r1t42g1" if name == "summit" else "gemm.tiny.fp32.n2r1t32g1"]
+    assert all(json.loads(p.read_text())["status"] == "ok" for p in records)
+    decisions = [json.loads(line) for line in (work / "state" / "decisions.jsonl").read_text().splitlines()]
+    submits = [d for d in decisions if d["tool"] == submit]
+    launches = [d for d in decisions if d["tool"] == launcher]
+    assert [(d["verdict"], d["nodes"], d["exit"]) for d in submits] == [("accepted", 1, 0), ("accepted", 2, 0)]
+    assert [(d["verdict"], d["ranks"], d["exit"]) for d in launches] == [("accepted", 1, 0), ("accepted", 2, 0)]
+    report = (work / "rehearsal.md").read_text()
+    for part in ("Verdict: **rehearsed**", f"`{submit} results/{name}/bundles/rehearsal-small-01-of-02.sh`",
+                 "## Runs and their records", "node-hours the real campaign would request", "## Verdicts"):
+        assert part in report, part
+    assert (work / "results" / name / "acceptance" / "verdicts.md").is_file()   # the aggregate and acceptance ran
