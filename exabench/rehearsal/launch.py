@@ -79,16 +79,16 @@ def parse(book_name: str, argv: list[str]) -> Launch:
     return launch
 
 
-def _job_nodes(book_name: str) -> int:
+def job_nodes(book_name: str) -> int:
+    """The nodes of the batch job the launcher runs in (its header's count, not this machine's)."""
     inside = book(book_name).get("inside")
     if inside and not os.environ.get(inside):
         raise refuse(book_name, "inside", f"no {inside} in the environment")
     return int(setting("NODES", "1"))
 
 
-def check_jsrun(site: Site, launch: Launch) -> int:
+def check_jsrun(site: Site, launch: Launch, nodes: int) -> int:
     v, n = launch.values, site.node
-    nodes = _job_nodes("jsrun")
     if "--erf_input" in launch.options or "-U" in launch.options:
         return nodes   # an explicit resource file places its ranks itself
     cores, gpus, per_node = v.get("cores_per_set", 1), v.get("gpus_per_set", 0), v.get("sets_per_node")
@@ -117,9 +117,8 @@ def _fits_job(book_name: str, ranks: int, per_node: int, nodes: int, flag: str) 
         raise refuse(book_name, "ranks_fit_job", f"-n {ranks} at {flag} {per_node} on {nodes} node(s)")
 
 
-def check_aprun(site: Site, launch: Launch) -> int:
+def check_aprun(site: Site, launch: Launch, nodes: int) -> int:
     v, n = launch.values, site.node
-    nodes = _job_nodes("aprun")
     ranks, j, depth = v.get("ranks", 1), v.get("threads_per_core", 1), v.get("depth", 1)
     if not 1 <= j <= n.smt:
         raise refuse("aprun", "threads_per_core", f"-j {j} on a {site.name} node of SMT {n.smt}")
@@ -133,9 +132,8 @@ def check_aprun(site: Site, launch: Launch) -> int:
     return ranks
 
 
-def check_mpiexec_pals(site: Site, launch: Launch) -> int:
+def check_mpiexec_pals(site: Site, launch: Launch, nodes: int) -> int:
     v, n = launch.values, site.node
-    nodes = _job_nodes("mpiexec-pals")
     logical = n.cores * n.smt
     ranks, depth = v.get("ranks", 1), v.get("depth", 1)
     per_node = v.get("ranks_per_node", min(ranks, logical // depth))
@@ -155,7 +153,7 @@ def check_mpiexec_pals(site: Site, launch: Launch) -> int:
     return ranks
 
 
-def check_mpiexec_hydra(site: Site, launch: Launch) -> int:
+def check_mpiexec_hydra(site: Site, launch: Launch, nodes: int) -> int:
     v, n = launch.values, site.node
     ranks = v.get("ranks", 1)
     per_node = v.get("ranks_per_node", ranks)
@@ -168,8 +166,7 @@ def check_mpiexec_hydra(site: Site, launch: Launch) -> int:
     return ranks
 
 
-def check_ibrun(site: Site, launch: Launch) -> int:
-    _job_nodes("ibrun")
+def check_ibrun(site: Site, launch: Launch, nodes: int) -> int:
     tasks = int(os.environ.get("SLURM_NTASKS", "0") or 0)
     ranks, offset = launch.values.get("ranks", tasks or 1), launch.values.get("offset", 0)
     if tasks and offset + ranks > tasks:

@@ -9,6 +9,7 @@ refuse the job; every decision goes to the rehearsal's log.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -80,7 +81,7 @@ def submit(tool: str, argv: list[str], site: Site) -> int:
 def start(tool: str, argv: list[str], site: Site) -> int:
     name = launcher_book(tool, site)
     line = launch.parse(name, argv)
-    ranks = launch.CHECKS[name](site, line)
+    ranks = launch.CHECKS[name](site, line, launch.job_nodes(name))
     cmd, here = launch.mpirun_argv(ranks, line)
     env = {**os.environ, **line.env}
     if os.geteuid() == 0:   # Open MPI refuses root unless told (this container runs as root)
@@ -131,3 +132,23 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def check_rendered(site: Site, results: Path) -> tuple[int, list[str]]:
+    """Every bundle script's directives and every run's launch line under `results` checked as the
+    stand-ins would at submission and launch, nothing run: (lines checked, refusals)."""
+    submit_name = submit_book("bsub" if site.scheduler == "lsf" else "qsub", site)
+    launch_name, prefix = launcher_book(site.launcher, site), book(submit_name)["directive"]
+    checked, refused = 0, []
+    for script in [*sorted((results / "bundles").glob("*.sh")), *sorted((results / "runs").glob("*/job.sh"))]:
+        text = script.read_text()
+        try:
+            checked += 1
+            job = batch.job_of(submit_name, batch.parse_options(submit_name, batch.directives(text, prefix)), site)
+            batch.check_queue(submit_name, job, site)
+            for line in (x for x in text.splitlines() if x.startswith(site.launcher + " ")):
+                checked += 1
+                launch.CHECKS[launch_name](site, launch.parse(launch_name, shlex.split(line)[1:]), job.nodes)
+        except Refused as exc:
+            refused.append(f"{script.relative_to(results)}: {exc}")
+    return checked, refused

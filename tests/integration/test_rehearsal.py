@@ -57,3 +57,23 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
                  "## Runs and their records", "node-hours the real campaign would request", "## Verdicts"):
         assert part in report, part
     assert (work / "results" / name / "acceptance" / "verdicts.md").is_file()   # the aggregate and acceptance ran
+
+
+@pytest.mark.parametrize("name", ["summit", "summitdev", "titan", "theta", "polaris", "aurora"])
+def test_every_bundle_sites_default_campaign_passes_the_stand_ins_checks(tmp_path, name):
+    # The rehearsal's default campaign (the site's own at scale=rack, preset=tiny) rendered as the
+    # site file says, then every bundle script's directives and every run's launch line checked as
+    # the stand-ins check them at submission and launch (nothing run: 30 to 132 runs a site).
+    from exabench.campaign.site import load_site
+    from exabench.rehearsal.standins import check_rendered
+    from helpers_compare import copy_workflow
+
+    work = copy_workflow(tmp_path / "w")
+    cmd = [sys.executable, "-m", "snakemake", "--profile", f"profiles/{name}", "bundle",
+           "--config", f"site=profiles/{name}/site.yaml", "scale=rack", "preset=tiny"]
+    res = subprocess.run(cmd, cwd=work, env=env(), capture_output=True, text=True, timeout=500)
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = work / "results" / name
+    checked, refused = check_rendered(load_site(work / "profiles" / name / "site.yaml"), results)
+    scripts = len(list((results / "bundles").glob("*.sh"))) + len(list((results / "runs").glob("*/job.sh")))
+    assert refused == [] and checked > scripts > 30, (checked, scripts, refused[:3])
