@@ -746,7 +746,7 @@ def cmd_rehearse(args) -> int:
     for d in s.refused:
         print(f"  {d['why']}")
     for step in r.steps:   # a step that failed (acceptance verdicts aside): its command and last line
-        if step.returncode and step is not r.acceptance:
+        if step.returncode and step not in r.verdicts:
             last = (step.output.strip().splitlines() or ["(no output)"])[-1]
             print(f"  failed (exit {step.returncode}): {shown(step.command)}: {last}")
     return 0 if s.ok else 1

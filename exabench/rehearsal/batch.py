@@ -232,7 +232,7 @@ def run_job(book_name: str, job: Job, queue_entry: str, script: Path) -> tuple[i
     job_id = _next_id()
     host = socket.gethostname()
     hostfile = state / f"{job_id}.hosts"
-    hostfile.write_text(("\n".join([host, host]) if spec.get("hostfile_batch_node") else host) + "\n")
+    hostfile.write_text("".join(f"{h}\n" for h in (spec.get("hostfile_batch_node"), host) if h))
     values = {"id": job_id, "name": job.name, "queue": job.queue, "hostfile": hostfile, "nodes": job.nodes,
               "workdir": os.getcwd(), "account": job.account}
     env = {**os.environ, **{k: str(v).format(**values) for k, v in spec["job_env"].items()},

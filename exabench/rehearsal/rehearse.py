@@ -3,7 +3,8 @@
 In a scratch copy of the workflow, with the stand-ins first on PATH: `snakemake --profile
 profiles/<site> bundle`, then each bundle script submitted as the site file says (`bsub script`,
 `qsub script`), then the plain `snakemake --profile profiles/<site>` that aggregates the records,
-then its `acceptance` target. The campaign is the site's own (profiles/<site>/campaign.yaml) at
+then its `acceptance` target; then `every_node_script`, its every-node.sh submitted the same way, and
+`node_check`. The campaign is the site's own (profiles/<site>/campaign.yaml) at
 scale=rack, preset=tiny unless told otherwise. The report (rehearsal.md) says what was submitted,
 what each stand-in accepted or refused and why, the runs and their records, the node-hours the real
 campaign would request, and the verdicts.
@@ -47,7 +48,7 @@ class Rehearsal:
     ranks: int   # the most ranks a launch starts here
     steps: list = field(default_factory=list)
     submitted: list = field(default_factory=list)    # (script, Step)
-    acceptance: Step | None = None
+    verdicts: list = field(default_factory=list)     # the steps that judge (acceptance, node_check)
     summary: object = None
 
     @property
@@ -111,7 +112,14 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
             command = [SUBMIT[site.scheduler], str(script.relative_to(work))]
             r.submitted.append((script, _run(r, command, env, timeout)))
         _run(r, [*snakemake, *config], env, timeout)
-        r.acceptance = _run(r, [*snakemake, "acceptance", *config], env, timeout)
+        r.verdicts.append(_run(r, [*snakemake, "acceptance", *config], env, timeout))
+        # Every-node acceptance: the one script (jobs) that runs each single-node run on every node of
+        # the allocation, here on this one; then the nodes' verdict.
+        if _run(r, [*snakemake, "every_node_script", *config], env, timeout).returncode == 0:
+            script = r.results / "nodes" / "every-node.sh"
+            r.submitted.append((script, _run(r, [SUBMIT[site.scheduler], str(script.relative_to(work))], env,
+                                             timeout)))
+            r.verdicts.append(_run(r, [*snakemake, "node_check", *config], env, timeout))
     r.summary = write_report(r, work / "rehearsal.md")
     return r
 
@@ -135,7 +143,7 @@ class Summary:
     def rehearsed(self, r: Rehearsal) -> bool:
         """Every step ran (a failing acceptance verdict is a finding, not a broken path), nothing was
         refused, and every planned run has its record."""
-        steps = [s for s in r.steps if s is not r.acceptance]
+        steps = [s for s in r.steps if s not in r.verdicts]
         return bool(self.planned) and all(s.returncode == 0 for s in steps) and not self.refused and not self.missing
 
 

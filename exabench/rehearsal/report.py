@@ -49,7 +49,9 @@ def render(r, s) -> str:
                   for d in decisions])
     out += ["", "## Runs and their records", ""]
     out += table(["run", "record"], [[run, records.get(run, "**no record**")] for run in planned])
-    verdicts = r.results / "acceptance" / "verdicts.md"
-    shown_verdicts = verdicts.read_text().strip() if verdicts.exists() else "(no verdicts written)"
-    out += ["", "## Verdicts", "", shown_verdicts.removeprefix("# ").replace("\n# ", "\n### "), ""]
+    out += ["", "## Verdicts", ""]
+    for name in ("verdicts.md", "nodes.md"):   # acceptance against the references; every-node check
+        path = r.results / "acceptance" / name
+        text = path.read_text().strip() if path.exists() else f"(no {name} written)"
+        out += [text.removeprefix("# ").replace("\n# ", "\n### "), ""]
     return "\n".join(out)

@@ -34,6 +34,7 @@ def write_bin(folder: Path, python: str = sys.executable) -> Path:
 
 def environment(site_file: str, state: Path, bin_dir: Path, ranks: int) -> dict:
     """The variables a rehearsal runs its commands with: the stand-ins first on PATH."""
+    state, bin_dir = Path(state).resolve(), Path(bin_dir).resolve()
     return {ENV + "SITE": str(Path(site_file).resolve()), ENV + "STATE": str(state),
             ENV + "LOG": str(state / "decisions.jsonl"), ENV + "BIN": str(bin_dir), ENV + "RANKS": str(ranks),
             "PATH": str(bin_dir) + os.pathsep + os.environ.get("PATH", "")}
@@ -107,6 +108,8 @@ def container(tool: str, argv: list[str]) -> int:
             i += 1
         i += 1
     image, program = argv[i], argv[i + 1:]
+    if program and program[0] in ("python", "python3"):   # the image's Python: here, the rehearsal's own
+        program = [sys.executable, *program[1:]]
     log_event(tool, "ran natively", image, note="no image here: the program ran on this machine's Python")
     return subprocess.call(program, env=env)
 
