@@ -188,7 +188,7 @@ def check_queue(book_name: str, job: Job, site: Site) -> str:
     return entry.name
 
 
-def _state() -> Path:
+def state_dir() -> Path:
     path = Path(setting("STATE") or Path.home() / ".exabench-rehearsal")
     (path / "jobs").mkdir(parents=True, exist_ok=True)
     return path
@@ -197,7 +197,7 @@ def _state() -> Path:
 def jobs_in_flight(queue: str) -> list[dict]:
     """The rehearsal's jobs still running in `queue` (a job file whose process is alive)."""
     found = []
-    for path in (_state() / "jobs").glob("*.json"):
+    for path in (state_dir() / "jobs").glob("*.json"):
         try:
             held = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -208,7 +208,7 @@ def jobs_in_flight(queue: str) -> list[dict]:
 
 
 def _next_id() -> int:
-    counter = _state() / "last_job_id"
+    counter = state_dir() / "last_job_id"
     number = int(counter.read_text()) + 1 if counter.exists() else 1
     counter.write_text(str(number))
     return number
@@ -228,7 +228,7 @@ def _output(book_name: str, job: Job, job_id: int, script: Path) -> tuple[Path, 
 
 def run_job(book_name: str, job: Job, queue_entry: str, script: Path) -> tuple[int, int]:
     """Run the accepted script now, as its batch job: (job id, the script's exit status)."""
-    spec, state = book(book_name), _state()
+    spec, state = book(book_name), state_dir()
     job_id = _next_id()
     host = socket.gethostname()
     hostfile = state / f"{job_id}.hosts"

@@ -61,8 +61,11 @@ def submit(tool: str, argv: list[str], site: Site) -> int:
     words = list(argv)
     script_arg = words.pop() if words and not words[-1].startswith("-") and Path(words[-1]).is_file() else None
     if script_arg is None:   # `bsub < script`: the script on stdin, kept as a file to run
+        if sys.stdin is None or sys.stdin.isatty():
+            raise ExabenchError(f"no job script: give one as the last argument ({tool} job.sh) or on stdin "
+                                f"({tool} < job.sh)")
         text = sys.stdin.read()
-        script = Path(setting("STATE") or ".") / f"stdin-{os.getpid()}.sh"
+        script = batch.state_dir() / f"stdin-{os.getpid()}.sh"
         script.write_text(text)
     else:
         script = Path(script_arg).resolve()
@@ -122,7 +125,10 @@ def main(argv: list[str]) -> int:
     try:
         if tool in ("singularity", "apptainer"):
             return container(tool, args)
-        site = load_site(setting("SITE") or "profiles/local/site.yaml")
+        if not setting("SITE"):
+            raise ExabenchError(f"exabench's rehearsal stand-in for {tool} runs under `exabench rehearse`; valid: "
+                                f"{ENV}SITE naming the site file whose rules it checks")
+        site = load_site(setting("SITE"))
         return submit(tool, args, site) if tool in ("bsub", "qsub") else start(tool, args, site)
     except Refused as exc:
         log_event(tool, "refused", " ".join(args)[:300], rule=exc.rule.name, source=exc.rule.source, why=str(exc))

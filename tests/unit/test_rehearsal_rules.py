@@ -8,6 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -202,3 +205,16 @@ def test_rehearse_refuses_what_it_cannot_rehearse_in_one_line(tmp_path, monkeypa
     assert main(["rehearse", *argv, "--work", str(tmp_path / "w")]) == 2
     assert capsys.readouterr().err.strip() == line
     assert not (tmp_path / "w").exists()
+
+
+def test_bsub_takes_the_script_on_stdin_and_lists_a_batch_node_before_the_compute_node(tmp_path):
+    # `bsub < job.sh` as OLCF's examples submit; LSB_DJOB_HOSTFILE names the launch node first, so a
+    # script taking the compute nodes as the lines after the first finds this machine's one node.
+    script = _script(tmp_path, SUMMIT_HEADER + 'echo "$LSB_JOBID $(tail -n +2 $LSB_DJOB_HOSTFILE)" > '
+                     f'{tmp_path}/seen.txt\n')
+    res = subprocess.run([sys.executable, "-m", "exabench.rehearsal.standins", "bsub"], stdin=script.open(),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO),
+                              "EXABENCH_REHEARSAL_SITE": str(REPO / "profiles" / "summit" / "site.yaml")})
+    assert res.returncode == 0 and res.stdout.strip() == "Job <1> is submitted to queue <batch-bin5>.", res.stderr
+    assert (tmp_path / "seen.txt").read_text().split() == ["1", socket.gethostname()]
