@@ -741,7 +741,8 @@ def cmd_rehearse(args) -> int:
     s = r.summary
     print(f"exabench rehearse {r.site.name}: {'rehearsed' if s.ok else 'NOT rehearsed'}: {len(r.submitted)} "
           f"script(s) submitted, {len(s.refused)} refused, {len(s.planned) - len(s.missing)} of {len(s.planned)} "
-          f"planned run(s) with a record, {s.node_hours:,.1f} node-hours on the real machine; "
+          f"planned run(s) with a record, {s.node_hours:,.1f} node-hours on the real machine, "
+          f"{sum(step.seconds for step in r.steps):,.0f} s here; "
           f"report {work / 'rehearsal.md'}")
     for d in s.refused:
         print(f"  {d['why']}")

@@ -218,3 +218,17 @@ def test_bsub_takes_the_script_on_stdin_and_lists_a_batch_node_before_the_comput
                               "EXABENCH_REHEARSAL_SITE": str(REPO / "profiles" / "summit" / "site.yaml")})
     assert res.returncode == 0 and res.stdout.strip() == "Job <1> is submitted to queue <batch-bin5>.", res.stderr
     assert (tmp_path / "seen.txt").read_text().split() == ["1", socket.gethostname()]
+
+
+def test_check_rendered_names_each_script_and_launch_line_the_stand_ins_would_refuse(tmp_path):
+    results = tmp_path / "results" / "summit"
+    (results / "bundles").mkdir(parents=True)
+    (results / "runs" / "r1").mkdir(parents=True)
+    (results / "bundles" / "ok.sh").write_text("#!/usr/bin/env bash\n" + SUMMIT_HEADER + "true\n")
+    (results / "bundles" / "long.sh").write_text("#!/usr/bin/env bash\n" + SUMMIT_HEADER + "#BSUB -W 03:00\ntrue\n")
+    (results / "runs" / "r1" / "job.sh").write_text("#!/usr/bin/env bash\n" + SUMMIT_HEADER
+                                                   + "jsrun -n1 -a1 -c44 -g1 true\n")
+    checked, refused = standins.check_rendered(SITES["summit"], results)
+    assert checked == 4 and len(refused) == 2, refused
+    assert refused[0].startswith("bundles/long.sh: bsub: refused: 1 node(s) for 180 min in queue 'batch'")
+    assert refused[1].startswith("runs/r1/job.sh: jsrun: refused: -c 44 -g 1 on a summit node of 42 usable cores")
