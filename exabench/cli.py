@@ -410,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_plan, _add_launch_lines, _add_run, _add_execute, _add_aggregate, _add_model_fit, _add_comm_fit,
         _add_model_validate, _add_model_project, _add_model_local_check, _add_compare, _add_accept,
         _add_accept_check, _add_references, _add_nodes, _add_plots, _add_archive, _add_reproduce, _add_node_run,
-        _add_node_sweep, _add_ingest, _add_history, _add_retry, _add_restore, _add_list,
+        _add_node_sweep, _add_ingest, _add_history, _add_retry, _add_restore, _add_rehearse, _add_list,
     ):
         add(sub)  # in this order: the order of `exabench --help`
     _inherit_shadowed_options(ap)
@@ -727,6 +727,44 @@ def _add_restore(sub) -> None:
     p.add_argument("--archive", help="a campaign archive (results/archives/<site>.tar.gz) holding the record")
     p.add_argument("--list", action="store_true", help="list the kept records of the run")
     p.set_defaults(fn=cmd_restore)
+
+
+def _add_rehearse(sub) -> None:
+    p = sub.add_parser("rehearse", help="run a bundle site's documented path here, its submit commands and "
+                       "launchers replaced by stand-ins that check the centre's rules (docs/clusters.md)")
+    p.add_argument("--profile", required=True, help="the site profile, e.g. profiles/summit")
+    p.add_argument("--configfile", default=None, help="a campaign of your own instead of the site's campaign.yaml")
+    p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="overrides after scale=rack preset=tiny, as snakemake --config takes them")
+    p.add_argument("--work", default=None, help="scratch folder, emptied first (default: results/rehearsal/<site>)")
+    p.add_argument("--ranks", type=int, default=2, help="most ranks a launch starts here (default %(default)s)")
+    p.set_defaults(fn=cmd_rehearse)
+
+
+def cmd_rehearse(args) -> int:
+    from pathlib import Path
+    from exabench.rehearsal.rehearse import rehearse
+    from exabench.rehearsal.report import shown
+    if args.ranks < 1:
+        raise ExabenchError(f"--ranks {args.ranks}: not valid; valid: a count of ranks >= 1")
+    bad = [kv for kv in args.config if "=" not in kv]
+    if bad:
+        raise ExabenchError(f"--config {bad[0]}: not valid; valid: KEY=VALUE, e.g. scale=node")
+    work = Path(args.work or f"results/rehearsal/{Path(args.profile).name}")
+    r = rehearse(args.profile, work.resolve(), Path.cwd(), args.configfile, args.config, args.ranks)
+    s = r.summary
+    print(f"exabench rehearse {r.site.name}: {'rehearsed' if s.ok else 'NOT rehearsed'}: {len(r.submitted)} "
+          f"script(s) submitted, {len(s.refused)} refused, {len(s.planned) - len(s.missing)} of {len(s.planned)} "
+          f"planned run(s) with a record, {s.node_hours:,.1f} node-hours on the real machine, "
+          f"{sum(step.seconds for step in r.steps):,.0f} s here; "
+          f"report {work / 'rehearsal.md'}")
+    for d in s.refused:
+        print(f"  {d['why']}")
+    for step in r.steps:   # a step that failed (acceptance verdicts aside): its command and last line
+        if step.returncode and step not in r.verdicts:
+            last = (step.output.strip().splitlines() or ["(no output)"])[-1]
+            print(f"  failed (exit {step.returncode}): {shown(step.command)}: {last}")
+    return 0 if s.ok else 1
 
 
 def _add_list(sub) -> None:

@@ -29,7 +29,7 @@ STAGES = [
     ("perf",),
     ("runner",),
     ("execute",),
-    ("pipeline", "gpucheck"),
+    ("pipeline", "gpucheck", "rehearsal"),
     ("cli",),
     ("__main__",),
 ]

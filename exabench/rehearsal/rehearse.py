@@ -1,0 +1,174 @@
+"""`exabench rehearse --profile profiles/<site>`: a bundle site's documented path, run here.
+
+In a scratch copy of the workflow, with the stand-ins first on PATH: `snakemake --profile
+profiles/<site> bundle`, then each bundle script submitted as the site file says (`bsub script`,
+`qsub script`), then the plain `snakemake --profile profiles/<site>` that aggregates the records,
+then its `acceptance` target; then `every_node_script`, its every-node.sh submitted the same way, and
+`node_check`. The campaign is the site's own (profiles/<site>/campaign.yaml) at
+scale=rack, preset=tiny unless told otherwise. The report (rehearsal.md) says what was submitted,
+what each stand-in accepted or refused and why, the runs and their records, the node-hours the real
+campaign would request, and the verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from exabench.campaign.bundles import SUBMIT
+from exabench.campaign.site import Site, load_site
+from exabench.errors import ExabenchError
+from exabench.rehearsal.report import render
+from exabench.rehearsal.standins import environment, write_bin
+
+WORKFLOW = ("Snakefile", "workflow", "profiles", "config", "requirements.txt", "requirements.lock")
+DEFAULTS = ("scale=rack", "preset=tiny")
+SPEC = re.compile(r"--spec (\S+)/spec\.json")
+
+
+@dataclass
+class Step:
+    command: list
+    returncode: int
+    seconds: float
+    output: str
+
+
+@dataclass
+class Rehearsal:
+    site: Site
+    work: Path
+    ranks: int   # the most ranks a launch starts here
+    steps: list = field(default_factory=list)
+    submitted: list = field(default_factory=list)    # (script, Step)
+    verdicts: list = field(default_factory=list)     # the steps that judge (acceptance, node_check)
+    summary: object = None
+
+    @property
+    def results(self) -> Path:
+        return self.work / "results" / self.site.name
+
+
+def _site(profile: str) -> Site:
+    site_file = Path(profile) / "site.yaml"
+    if not site_file.is_file():
+        raise ExabenchError(f"--profile {profile}: no site.yaml there; valid: a site profile folder such as "
+                            "profiles/summit")
+    site = load_site(site_file)
+    if site.submit != "bundles":
+        raise ExabenchError(f"--profile {profile}: site {site.name} submits each run through its executor "
+                            f"(submit: {site.submit}); valid here: a bundle site (submit: bundles): "
+                            "summit, summitdev, titan, theta, polaris, aurora")
+    return site
+
+
+def copy_workflow(checkout: Path, work: Path) -> None:
+    if not (checkout / "Snakefile").is_file():
+        raise ExabenchError(f"{checkout}: no Snakefile; valid: run `exabench rehearse` from the exabench checkout")
+    work.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW:
+        src = checkout / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, dirs_exist_ok=True)
+        elif src.exists():
+            shutil.copy2(src, work / name)
+
+
+def _run(r: Rehearsal, command: list, env: dict, timeout: int) -> Step:
+    start = time.monotonic()
+    proc = subprocess.run(command, cwd=r.work, env=env, capture_output=True, text=True, timeout=timeout)
+    step = Step(command, proc.returncode, time.monotonic() - start, proc.stdout + proc.stderr)
+    r.steps.append(step)
+    return step
+
+
+def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = None, overrides=(),
+             ranks: int = 2, timeout: int = 3600) -> Rehearsal:
+    """Run the site's path in `work` (a fresh copy of `checkout`'s workflow) and write its report."""
+    site = _site(profile)
+    if work.exists():
+        shutil.rmtree(work)
+    copy_workflow(checkout, work)
+    r = Rehearsal(site, work, ranks)
+    state = work / "state"
+    state.mkdir()
+    env = {**os.environ, **environment(str(work / "profiles" / Path(profile).name / "site.yaml"), state,
+                                       write_bin(work / "bin"), ranks)}
+    package_root = str(Path(__file__).resolve().parents[2])   # the jobs import this same exabench
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+    prof = f"profiles/{Path(profile).name}"
+    config = ["--config", f"site={prof}/site.yaml", *DEFAULTS, *overrides]
+    config += ["--configfile", str(Path(configfile).resolve())] if configfile else []
+    snakemake = [sys.executable, "-m", "snakemake", "--profile", prof]
+    if _run(r, [*snakemake, "bundle", *config], env, timeout).returncode == 0:
+        for script in sorted((r.results / "bundles").glob("*.sh")):
+            command = [SUBMIT[site.scheduler], str(script.relative_to(work))]
+            r.submitted.append((script, _run(r, command, env, timeout)))
+        _run(r, [*snakemake, *config], env, timeout)
+        r.verdicts.append(_run(r, [*snakemake, "acceptance", *config], env, timeout))
+        # Every-node acceptance: the one script (jobs) that runs each single-node run on every node of
+        # the allocation, here on this one; then the nodes' verdict.
+        if _run(r, [*snakemake, "every_node_script", *config], env, timeout).returncode == 0:
+            script = r.results / "nodes" / "every-node.sh"
+            r.submitted.append((script, _run(r, [SUBMIT[site.scheduler], str(script.relative_to(work))], env,
+                                             timeout)))
+            r.verdicts.append(_run(r, [*snakemake, "node_check", *config], env, timeout))
+    r.summary = write_report(r, work / "rehearsal.md")
+    return r
+
+
+@dataclass
+class Summary:
+    decisions: list        # every stand-in's decision, in order
+    planned: list          # the run ids the submitted scripts execute
+    records: dict          # run id -> status of its record
+    node_hours: float      # what the accepted submissions would ask of the real machine
+    ok: bool = False       # rehearsed: see rehearsed()
+
+    @property
+    def refused(self) -> list:
+        return [d for d in self.decisions if d["verdict"] == "refused"]
+
+    @property
+    def missing(self) -> list:
+        return [run for run in self.planned if run not in self.records]
+
+    def rehearsed(self, r: Rehearsal) -> bool:
+        """Every step ran (a failing acceptance verdict is a finding, not a broken path), nothing was
+        refused, and every planned run has its record."""
+        steps = [s for s in r.steps if s not in r.verdicts]
+        return bool(self.planned) and all(s.returncode == 0 for s in steps) and not self.refused and not self.missing
+
+
+def summarize(r: Rehearsal) -> Summary:
+    path = r.work / "state" / "decisions.jsonl"
+    decisions = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    planned = sorted({Path(m).name for script, _ in r.submitted for m in SPEC.findall(script.read_text())})
+    records = {}
+    for rec in sorted((r.results / "records").glob("*.json")):
+        try:
+            records[rec.stem] = json.loads(rec.read_text()).get("status", "?")
+        except ValueError:
+            records[rec.stem] = "corrupt"
+    queues = {q.name: q for q in r.site.queues}
+    hours = 0.0
+    for d in decisions:   # the nodes a queue charges (Theta's default: 128 at least) x the walltime asked
+        if d["tool"] in ("bsub", "qsub") and d["verdict"] == "accepted":
+            q = queues.get(d["queue"])
+            hours += (q.charged_nodes(d["nodes"]) if q else d["nodes"]) * d["minutes"] / 60
+    summary = Summary(decisions, planned, records, hours)
+    summary.ok = summary.rehearsed(r)
+    return summary
+
+
+def write_report(r: Rehearsal, path: Path) -> Summary:
+    summary = summarize(r)
+    path.write_text(render(r, summary))
+    return summary

@@ -1,0 +1,57 @@
+"""The rehearsal's report (rehearsal.md): per site, each script submitted, what each stand-in
+accepted or refused and why, the runs and their records, the node-hours the real campaign would
+request, the verdicts, and the scaling to this machine made visible."""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+
+from exabench.markdown import table
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "/").replace("\n", " ")
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    return " / ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+
+def shown(command: list) -> str:
+    """A step's command as the user types it (`snakemake ...`, not `python -m snakemake ...`)."""
+    return shlex.join(command[2:] if command[1:2] == ["-m"] else command)
+
+
+def render(r, s) -> str:
+    """The report of rehearsal `r` with its summary `s` (exabench.rehearsal.rehearse.Summary)."""
+    decisions, planned, records = s.decisions, s.planned, s.records
+    statuses = Counter(records.get(run, "no record") for run in planned)
+    seconds = sum(step.seconds for step in r.steps)
+    out = [f"# Rehearsal of site {r.site.name}", "",
+           f"Verdict: **{'rehearsed' if s.ok else 'NOT rehearsed'}**: {len(r.submitted)} script(s) submitted, "
+           f"{len(s.refused)} refusal(s), {len(planned)} run(s) planned, {len(planned) - len(s.missing)} with a record "
+           f"({', '.join(f'{n} {s}' for s, n in sorted(statuses.items())) or 'none'}); "
+           f"{s.node_hours:,.1f} node-hours the real campaign would request; {seconds:,.0f} s here.", "",
+           "Scaled to this machine: each batch job runs here at once on this one host (its header's node count "
+           "is checked, and kept in EXABENCH_REHEARSAL_NODES); each launch starts at most "
+           f"{r.ranks} rank(s) of those it asks for (the table's ranks vs ranks_here), "
+           "through mpirun; container images are not built here, so programs run on this machine's Python.", "",
+           "## Commands", ""]
+    out += table(["command", "exit", "seconds", "last lines"],
+                 [[f"`{_cell(shown(st.command))}`", st.returncode,
+                   f"{st.seconds:.0f}", _cell(_tail(st.output))] for st in r.steps])
+    out += ["", "## Submit and launch stand-ins", ""]
+    out += table(["tool", "verdict", "what", "details"],
+                 [[d["tool"], d["verdict"], _cell(d["what"])[:160],
+                   _cell(d.get("why") or ", ".join(f"{k} {d[k]}" for k in ("job", "queue", "nodes", "minutes", "ranks",
+                                                                         "ranks_here", "exit", "note") if k in d))]
+                  for d in decisions])
+    out += ["", "## Runs and their records", ""]
+    out += table(["run", "record"], [[run, records.get(run, "**no record**")] for run in planned])
+    out += ["", "## Verdicts", ""]
+    for name in ("verdicts.md", "nodes.md"):   # acceptance against the references; every-node check
+        path = r.results / "acceptance" / name
+        text = path.read_text().strip() if path.exists() else f"(no {name} written)"
+        out += [text.removeprefix("# ").replace("\n# ", "\n### "), ""]
+    return "\n".join(out)
