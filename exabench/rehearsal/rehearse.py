@@ -22,14 +22,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exabench.campaign.bundles import SUBMIT
+from exabench.campaign.allocation import submit_line
 from exabench.campaign.site import Site, load_site
 from exabench.errors import ExabenchError
 from exabench.rehearsal.report import render
 from exabench.rehearsal.standins import environment, write_bin
 
 WORKFLOW = ("Snakefile", "workflow", "profiles", "config", "requirements.txt", "requirements.lock")
-DEFAULTS = ("scale=rack", "preset=tiny")
+# node_hours_budget=0: a rehearsal charges nothing; the report gives what the real campaign would ask.
+DEFAULTS = ("scale=rack", "preset=tiny", "node_hours_budget=0")
 SPEC = re.compile(r"--spec (\S+)/spec\.json")
 
 
@@ -109,7 +110,7 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
     snakemake = [sys.executable, "-m", "snakemake", "--profile", prof]
     if _run(r, [*snakemake, "bundle", *config], env, timeout).returncode == 0:
         for script in sorted((r.results / "bundles").glob("*.sh")):
-            command = [SUBMIT[site.scheduler], str(script.relative_to(work))]
+            command = ["bash", "-c", submit_line(site, script.relative_to(work))]  # as typed: `bsub < x.sh`
             r.submitted.append((script, _run(r, command, env, timeout)))
         _run(r, [*snakemake, *config], env, timeout)
         r.verdicts.append(_run(r, [*snakemake, "acceptance", *config], env, timeout))
@@ -117,7 +118,7 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
         # the allocation, here on this one; then the nodes' verdict.
         if _run(r, [*snakemake, "every_node_script", *config], env, timeout).returncode == 0:
             script = r.results / "nodes" / "every-node.sh"
-            r.submitted.append((script, _run(r, [SUBMIT[site.scheduler], str(script.relative_to(work))], env,
+            r.submitted.append((script, _run(r, ["bash", "-c", submit_line(site, script.relative_to(work))], env,
                                              timeout)))
             r.verdicts.append(_run(r, [*snakemake, "node_check", *config], env, timeout))
     r.summary = write_report(r, work / "rehearsal.md")

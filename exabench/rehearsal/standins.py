@@ -56,6 +56,16 @@ def launcher_book(tool: str, site: Site) -> str:
     return tool
 
 
+def _stdin_origin() -> str | None:
+    """The file a `bsub < job.sh` redirected to standard input, as the log names scripts (relative to
+    the working directory), or None (a pipe)."""
+    try:
+        origin = os.readlink("/proc/self/fd/0")
+    except OSError:
+        return None
+    return os.path.relpath(origin) if os.path.isfile(origin) else None
+
+
 def submit(tool: str, argv: list[str], site: Site) -> int:
     name = submit_book(tool, site)
     words = list(argv)
@@ -67,9 +77,13 @@ def submit(tool: str, argv: list[str], site: Site) -> int:
         text = sys.stdin.read()
         script = batch.state_dir() / f"stdin-{os.getpid()}.sh"
         script.write_text(text)
+        script_arg = _stdin_origin()
     else:
         script = Path(script_arg).resolve()
         text = script.read_text()
+        if tool == "bsub" and book(name)["directive"] in text:
+            raise refuse(name, "script_on_stdin", f"bsub {script_arg}: its #BSUB lines would be ignored; "
+                                                  f"submit it as bsub < {script_arg}")
         if name == "cobalt-alcf" and not os.access(script, os.X_OK):
             raise refuse(name, "executable", f"{script_arg} is not executable")
     opts = batch.parse_options(name, batch.directives(text, book(name)["directive"]) + words)

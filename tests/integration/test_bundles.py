@@ -290,6 +290,11 @@ def test_the_documented_bundle_and_every_node_commands_run_for_real_on_every_bun
         assert [p.name for p in written] == sorted(bundle_path(Path("."), b).name for b in bundles), extra
         assert all(subprocess.run(["bash", "-n", str(p)]).returncode == 0 for p in written)
         assert (work / "results" / name / "nodes" / "every-node.sh").is_file(), extra
+    # Every bundle script's directives and every run's launch line, as the rehearsal's stand-ins check
+    # them at submission and launch (the centre's documented rules, exabench/rehearsal/rules/).
+    from exabench.rehearsal.standins import check_rendered
+    checked, refused = check_rendered(load_site(work / "profiles" / name / "site.yaml"), work / "results" / name)
+    assert refused == [] and checked > len(written), (checked, refused[:3])
     # Then the plain command, as the user types it: it lists the pending bundles with the command that
     # submits each (the bundles now rendered), naming the user's own profile, and stops with exit 0.
     res = subprocess.run([sys.executable, "-m", "snakemake", "--profile", f"profiles/{name}", "--config",

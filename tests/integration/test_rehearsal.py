@@ -68,21 +68,5 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
         assert (work / "results" / name / "acceptance" / judged).is_file(), judged
 
 
-@pytest.mark.parametrize("name", ["summit", "summitdev", "titan", "theta", "polaris", "aurora"])
-def test_every_bundle_sites_default_campaign_passes_the_stand_ins_checks(tmp_path, name):
-    # The rehearsal's default campaign (the site's own at scale=rack, preset=tiny) rendered as the
-    # site file says, then every bundle script's directives and every run's launch line checked as
-    # the stand-ins check them at submission and launch (nothing run: 30 to 132 runs a site).
-    from exabench.campaign.site import load_site
-    from exabench.rehearsal.standins import check_rendered
-    from helpers_compare import copy_workflow
-
-    work = copy_workflow(tmp_path / "w")
-    cmd = [sys.executable, "-m", "snakemake", "--profile", f"profiles/{name}", "bundle",
-           "--config", f"site=profiles/{name}/site.yaml", "scale=rack", "preset=tiny"]
-    res = subprocess.run(cmd, cwd=work, env=env(), capture_output=True, text=True, timeout=500)
-    assert res.returncode == 0, res.stderr[-3000:]
-    results = work / "results" / name
-    checked, refused = check_rendered(load_site(work / "profiles" / name / "site.yaml"), results)
-    scripts = len(list((results / "bundles").glob("*.sh"))) + len(list((results / "runs").glob("*/job.sh")))
-    assert refused == [] and checked > scripts > 30, (checked, scripts, refused[:3])
+# Every bundle site's default campaign through the stand-ins' checks (directives and launch lines, nothing
+# run): test_bundles.py::test_the_documented_bundle_and_every_node_commands_run_for_real_on_every_bundle_site.

@@ -70,21 +70,34 @@ def test_every_rule_in_every_book_has_words_and_a_source():
     ("#BSUB -W 07:00\n", "queue"),                       # bin 5 (1-45 nodes) allows 2 h
     ("#BSUB -nnodes two\n", "value_form"),
 ])
-def test_bsub_refuses_lines_that_break_summits_rules(tmp_path, extra, rule_name):
+def test_bsub_refuses_lines_that_break_summits_rules(tmp_path, extra, rule_name, monkeypatch):
     script = _script(tmp_path, SUMMIT_HEADER + extra)
-    message = _refusal(lambda: standins.submit("bsub", [str(script)], SITES["summit"]))
+    message = _refusal(lambda: _bsub(monkeypatch, script))
     _assert_cites(message, "lsf-olcf", rule_name)
 
 
-def test_bsub_refuses_a_job_without_a_project_and_beyond_the_users_queued_jobs(tmp_path):
+def _bsub(monkeypatch, script):
+    """`bsub < script`, as LSF reads a script's #BSUB lines."""
+    monkeypatch.setattr(sys, "stdin", script.open())
+    return standins.submit("bsub", [], SITES["summit"])
+
+
+def test_bsub_refuses_a_script_given_as_an_argument_whose_directives_lsf_would_ignore(tmp_path):
+    script = _script(tmp_path, SUMMIT_HEADER)
+    message = _refusal(lambda: standins.submit("bsub", [str(script)], SITES["summit"]))
+    _assert_cites(message, "lsf-olcf", "script_on_stdin")
+    assert f"submit it as bsub < {script}" in message
+
+
+def test_bsub_refuses_a_job_without_a_project_and_beyond_the_users_queued_jobs(tmp_path, monkeypatch):
     script = _script(tmp_path, "#BSUB -nnodes 1\n#BSUB -W 00:30\n")
-    _assert_cites(_refusal(lambda: standins.submit("bsub", [str(script)], SITES["summit"])), "lsf-olcf", "required")
+    _assert_cites(_refusal(lambda: _bsub(monkeypatch, script)), "lsf-olcf", "required")
     jobs = tmp_path / "state" / "jobs"
-    jobs.mkdir(parents=True)
+    jobs.mkdir(parents=True, exist_ok=True)  # the refused submission above kept its script in state/
     for i in range(100):   # Summit's batch queue: 100 jobs queued per user, any state
         (jobs / f"{i}.json").write_text(json.dumps({"pid": os.getpid(), "queue": "batch-bin5"}))
     script = _script(tmp_path, SUMMIT_HEADER)
-    message = _refusal(lambda: standins.submit("bsub", [str(script)], SITES["summit"]))
+    message = _refusal(lambda: _bsub(monkeypatch, script))
     assert "rule 'per_user'" in message and "summit_user_guide.html#batch-queue-policy" in message
 
 
