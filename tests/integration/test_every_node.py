@@ -170,35 +170,81 @@ def _sweep(site_name: str, tmp_path, nodes: int | None = None):
     return s, runs, {p.name: text for p, text, _ in files}
 
 
-@pytest.mark.parametrize("site_name", REAL_SITES)
+# The sites whose launcher has one launch step across every node (launchers.facts(...).node_step).
+STEP_SITES = ["perlmutter", "frontier", "cori-knl"]
+
+
+@pytest.mark.parametrize("site_name", STEP_SITES)
 def test_every_real_site_renders_its_every_node_jobs_and_bash_parses_them(site_name, tmp_path):
     s, runs, files = _sweep(site_name, tmp_path)
     for name in files:
         check = subprocess.run(["bash", "-n", str(tmp_path / "nodes" / name)], capture_output=True, text=True)
         assert check.returncode == 0, (name, check.stderr)
     jobs = [t for n, t in files.items() if n != "every-node.sh" or len(files) == 1]
-    # Every single-node run of the campaign, each in exactly one job; no multi-node run.
-    called = sorted(re.findall(r"node-run --spec \S+/runs/([^/\s]+)/spec.json", "".join(jobs)))
+    # Every single-node run of the campaign, each in exactly one job, one agent step each; no multi-node run.
+    called = sorted(re.findall(r"node-agent --spec \S+/runs/([^/\s]+)/spec.json", "".join(jobs)))
     assert called == sorted(r.run_id for r in runs if r.layout.nodes == 1)
-    assert all('--index "$i"' in t for t in jobs)
+    assert all(t.count("-m exabench node-prepare ") == 1 for t in jobs)
 
 
-def test_summit_every_node_jobs_are_one_per_smt_mode_each_asking_the_whole_node(tmp_path):
-    # Summit's default campaign has smt1 and smt4 single-node runs: an LSF allocation has one SMT mode
-    # (-alloc_flags), so they go to two jobs, every-node.sh submitting both; each job's header is the
-    # node's own request in that mode (all 4,608 nodes: the largest queue's), never a run's own.
-    from exabench.campaign import allocation
-    s, runs, files = _sweep("summit", tmp_path)
-    assert sorted(files) == ["every-node-01-of-02.sh", "every-node-02-of-02.sh", "every-node.sh"]
-    assert files["every-node.sh"].count("\nbsub ") == 2
-    by_id = {r.run_id: r for r in runs}
-    for name, flags in (("every-node-01-of-02.sh", "smt1"), ("every-node-02-of-02.sh", "smt4")):
-        text = files[name]
-        assert f'#BSUB -alloc_flags "{flags}"\n' in text and "#BSUB -nnodes 4608\n" in text
-        ids = re.findall(r"/runs/([^/\s]+)/spec.json", text)
-        assert {allocation.request(s, by_id[i].layout).alloc_flags for i in ids} == {(flags,)}
-    # The node list: the job's host file, each host once, without the launch (batch) node.
-    assert "awk '!seen[$0]++' \"$LSB_DJOB_HOSTFILE\" | tail -n +2" in files["every-node-01-of-02.sh"]
+@pytest.mark.parametrize("site_name", sorted(set(REAL_SITES) - set(STEP_SITES)))
+def test_sites_whose_launcher_starts_from_the_batch_node_only_are_refused_with_the_reason(site_name, tmp_path):
+    from exabench.errors import ExabenchError
+    launcher = site(site_name).launcher
+    with pytest.raises(ExabenchError, match=rf"^site '{site_name}': launcher '{launcher}' is started from the batch "
+                                            r"node only, .*valid for every_node_script: launcher srun; on this site: "
+                                            r"every_node_groups"):
+        _sweep(site_name, tmp_path)
+
+
+def test_frontier_every_node_job_is_one_launch_step_per_run_over_all_its_nodes(tmp_path):
+    # 9,408 nodes (the largest queue's) x the default campaign's single-node runs: the batch node runs
+    # one preparation and, per run, one srun across every node; no loop over the nodes, nothing in
+    # the background; the walltime holds the runs and the preparation's budget.
+    from exabench.campaign.node_sweep import prepare_budget_s
+    s, runs, files = _sweep("frontier", tmp_path)
+    [text] = files.values()
+    single = [r for r in runs if r.layout.nodes == 1]
+    assert "#SBATCH --nodes=9408\n" in text
+    assert "for " not in text and "&\n" not in text and "wait" not in text
+    steps = re.findall(r"^srun --nodes=\"\$count\" --ntasks=\"\$count\" --ntasks-per-node=1 "
+                       r"--nodelist=\"\$nodelist\" --overlap --cpu-bind=none --kill-on-bad-exit=0 \S+ -m exabench "
+                       r"node-agent --spec (\S+) \|\| status=1$", text, re.M)
+    assert len(steps) == len(single) and text.count("srun ") == len(single)
+    assert text.index("node-prepare") < text.index("node-agent")
+    hours, minutes = map(int, re.search(r"^#SBATCH --time=(\d+):(\d+):00$", text, re.M).groups())
+    runs_min = sum(r.timeout_s for r in single) / 60
+    prepare_min = prepare_budget_s(9408, len(single)) / 60
+    assert 60 * hours + minutes >= runs_min + prepare_min
+    assert f"({runs_min:.0f} min) plus the preparation's budget ({prepare_min:.0f} min: 9408 nodes x " in text
+    print(f"\nFrontier every-node job: {len(single)} runs on 9,408 nodes, walltime {hours}:{minutes:02d} "
+          f"(the runs {runs_min:.0f} min + preparation budget {prepare_min:.0f} min)")
+
+
+def test_node_prepare_writes_10000_nodes_in_one_pass_and_prints_the_time(tmp_path):
+    import time
+    from exabench.campaign.node_sweep import PREPARE_S_PER_NODE_SPEC, prepare_nodes
+    run_dir, _ = _node_run("frontier", tmp_path, 0, nodes=1, ranks_per_node=8, gpus_per_rank=1)
+    nodes = [f"frontier{i:05d}" for i in range(10_000)]
+    t0 = time.monotonic()
+    assert prepare_nodes([tmp_path / "runs" / "kmeans.tiny.n1" / "spec.json"], nodes) == 10_000
+    took = time.monotonic() - t0
+    print(f"\nnode-prepare: 10,000 simulated nodes in {took:.1f} s ({1000 * took / 10_000:.2f} ms a node; "
+          f"budget {1000 * PREPARE_S_PER_NODE_SPEC:.0f} ms)")
+    last = json.loads((tmp_path / "nodes" / "kmeans.tiny.n1" / "frontier09999" / "spec.json").read_text())
+    assert last["launch_line"].startswith("srun --nodes=1 --nodelist=frontier09999 ")
+    assert took < 10_000 * PREPARE_S_PER_NODE_SPEC
+
+
+def test_node_prepare_refuses_an_empty_node_list_and_a_bad_name(tmp_path):
+    from exabench.campaign.node_sweep import prepare_nodes
+    from exabench.errors import ExabenchError
+    _node_run("frontier", tmp_path, 0, nodes=1, ranks_per_node=8, gpus_per_rank=1)
+    spec = tmp_path / "runs" / "kmeans.tiny.n1" / "spec.json"
+    with pytest.raises(ExabenchError, match="^node-prepare: the node list is empty; valid: the allocation's compute"):
+        prepare_nodes([spec], [])
+    with pytest.raises(ExabenchError, match="^node name 'a b' is not valid"):
+        prepare_nodes([spec], ["a b"])
 
 
 def test_perlmutter_every_node_header_is_the_nodes_own_whatever_gpus_each_run_uses(tmp_path):
@@ -208,19 +254,10 @@ def test_perlmutter_every_node_header_is_the_nodes_own_whatever_gpus_each_run_us
     assert {r.layout.gpus_per_node for r in runs if r.layout.nodes == 1} == {0, 1, 4}
 
 
-def test_summitdev_every_node_runs_are_split_into_jobs_its_walltime_limit_admits(tmp_path):
-    s, runs, files = _sweep("summitdev", tmp_path)
-    jobs = {n: t for n, t in files.items() if n != "every-node.sh"}
-    assert len(jobs) > 1 and files["every-node.sh"].count("\nbsub ") == len(jobs)
-    for text in jobs.values():
-        hours, minutes = map(int, re.search(r"^#BSUB -W (\d+):(\d+)$", text, re.M).groups())
-        assert 60 * hours + minutes <= s.max_walltime_min
-
-
-def test_theta_and_polaris_every_node_jobs_ask_at_most_their_largest_queue(tmp_path):
+def test_theta_and_polaris_every_node_jobs_would_ask_at_most_their_largest_queue():
     # Theta's 4,392 nodes and Polaris's 560 exceed their largest queues (4,100 and 496 nodes).
-    assert "#COBALT -n 4100\n" in "".join(_sweep("theta", tmp_path / "t")[2].values())
-    assert "#PBS -l select=496:" in "".join(_sweep("polaris", tmp_path / "p")[2].values())
+    from exabench.campaign.node_sweep import sweep_nodes
+    assert (sweep_nodes(site("theta")), sweep_nodes(site("polaris"))) == (4100, 496)
 
 
 def _node_run(site_name: str, tmp_path, index, group=None, **request):
