@@ -88,7 +88,7 @@ def test_slurm_group_scripts_are_pinned_sequential_and_skip_recorded_runs(tmp_pa
     assert "--node n2 --group-nodes n2" in n2
     # The allocation holds the group's runs' time limits summed, plus the margin.
     assert "#SBATCH --time=00:09:00\n" in n2
-    assert files["submit.sh"].count("\nsbatch ") == 2
+    assert files["submit.sh"].count("\nsubmit ") == 2 and 'send() { sbatch "$1"; }' in files["submit.sh"]
     pairs = {p.name: text for p, text, _ in group_files(runs, s, tmp_path, node_groups(
         {"every_node": {"nodes": ["n1", "n2"], "group": 2}}, s, "c.yaml"), "acc")}
     assert "#SBATCH --nodes=2\n" in pairs["n1..n2.sh"] and "#SBATCH --nodelist=n1,n2\n" in pairs["n1..n2.sh"]
@@ -145,7 +145,7 @@ def test_lsf_groups_pin_hosts_and_pbs_is_refused(tmp_path):
     files = {p.name: t for p, t, _ in group_files(expand(config, summit, "acc.yaml"), summit, tmp_path,
                                                    node_groups(config, summit, "acc.yaml"), "acc")}
     assert '#BSUB -m "h3 h4"\n' in files["h3..h4.sh"] and "#BSUB -nnodes 2\n" in files["h3..h4.sh"]
-    assert "\nbsub < " in files["submit.sh"]
+    assert 'send() { bsub < "$1"; }' in files["submit.sh"]
     with pytest.raises(ConfigError, match=r"key 'scheduler' = 'pbs' cannot pin a job to named nodes; valid: slurm, "
                                           r"lsf or none .*every_node_script"):
         node_groups(config, site("polaris"), "acc.yaml")
@@ -313,6 +313,101 @@ def test_lsf_group_runs_of_two_smt_modes_get_a_job_each_asking_the_whole_node(tm
         [run_id] = re.findall(r"^run_on_group \S+/runs/([^/\s]+)/spec.json ", text, re.M)
         assert next(r for r in runs if r.run_id == run_id).layout.smt == smt
         assert f"node-h2.json" in text  # records keep the group's name, whichever job runs them
-    assert files["submit.sh"].count("\nbsub < ") == 4
+    assert files["submit.sh"].count("\nsubmit ") == 4
     from exabench.campaign.node_groups import group_outputs
     assert sorted(p.name for p in group_outputs(runs, summit, tmp_path, groups)) == sorted(files)[:-1]
+
+
+# -- node groups split by walltime, sent within each queue's per-user limit ---------------------------
+
+def _default_groups(site_name: str, nodes: str, tmp_path, **config):
+    from exabench.campaign.site import default_config_file
+    from exabench.io import atomic_write_many
+    from exabench.config import load_and_validate
+    s = site(site_name)
+    config_file = default_config_file(str(REPO / "profiles" / site_name / "site.yaml"))
+    loaded = {**load_and_validate(config_file, "config"), "every_node": {"nodes": nodes, "group": 1}, **config}
+    runs = expand(loaded, s, config_file)
+    groups = node_groups(loaded, s, config_file)
+    files = group_files(runs, s, tmp_path, groups, "acc")
+    atomic_write_many(files)
+    return s, runs, groups, {p.name: t for p, t, _ in files}
+
+
+@pytest.mark.parametrize("site_name, minutes", [("summit", 725), ("frontier", 635)])
+def test_default_campaign_node_groups_are_split_into_jobs_their_queues_admit(site_name, minutes, tmp_path):
+    # One node's share of the site's own default campaign needs `minutes` in a row; no queue gives one
+    # node that long, so each group's runs go to several jobs, each within the longest walltime.
+    from exabench.campaign.bundles import longest_walltime
+    s, runs, groups, files = _default_groups(site_name, "x[1-2]", tmp_path)
+    single = sorted(r.run_id for r in runs if r.layout.nodes == 1)
+    longest = longest_walltime(s, 1)
+    directive = r"^#BSUB -W (\d+):(\d+)$" if s.scheduler == "lsf" else r"^#SBATCH --time=(\d+):(\d+):00$"
+    for g in groups:
+        jobs = {n: t for n, t in files.items() if n.startswith(f"{g.name}-")}
+        assert len(jobs) > 1
+        ran = sorted(re.findall(rf"^run_on_group \S+/runs/([^/\s]+)/spec.json \S+node-{g.name}.json$",
+                                "".join(jobs.values()), re.M))
+        assert ran == single  # every single-node run once per group, across its jobs
+        for text in jobs.values():
+            hours, mins = map(int, re.search(directive, text, re.M).groups())
+            assert 60 * hours + mins <= longest
+    assert sum(r.timeout_s for r in runs if r.layout.nodes == 1) / 60 + 5 >= minutes
+    assert files["submit.sh"].count("\nsubmit ") == len(files) - 1
+
+
+STAND_IN_SBATCH = """#!/usr/bin/env bash
+# A queue that takes one job per user: a second submission is refused while the first is in it.
+if [[ -e "$QUEUE/job" ]]; then echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1; fi
+echo "$1" >> "$QUEUE/sent"; echo "$1" > "$QUEUE/job"; echo "Submitted batch job $(wc -l < "$QUEUE/sent")"
+"""
+STAND_IN_SQUEUE = """#!/usr/bin/env bash
+# The user's job in the queue, until it has been looked at three times (then it ended).
+[[ -e "$QUEUE/job" ]] || exit 0
+echo "$*" >> "$QUEUE/asked"; echo 1
+if (( $(wc -l < "$QUEUE/asked") % 3 == 0 )); then rm "$QUEUE/job"; fi
+"""
+
+
+def test_stampede2_five_groups_go_through_its_one_job_per_user_development_queue(tmp_path):
+    # Stampede2's development queue takes one job per user (max_queued_per_user: 1): submit.sh sends the
+    # next group only once the previous one left the queue, and never stops with groups unsent. The
+    # stand-ins refuse a second queued job as that queue would.
+    s, runs, groups, files = _default_groups(
+        "stampede2", "c[1-5]", tmp_path, preset="tiny", timeout_s=120,
+        benchmarks=[{"name": "kmeans", "sweep": {"ranks_per_node": [1]}}])
+    submit = files["submit.sh"]
+    assert submit.count("\nsubmit development 1 ") == 5 and "set -e" not in submit
+    bin_dir, queue = tmp_path / "bin", tmp_path / "queue"
+    bin_dir.mkdir(), queue.mkdir()
+    for name, text in (("sbatch", STAND_IN_SBATCH), ("squeue", STAND_IN_SQUEUE)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(queue), "EXABENCH_SUBMIT_WAIT_S": "0", "USER": "me"}
+    res = subprocess.run(["bash", str(tmp_path / "nodes" / "groups" / "submit.sh")], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "all 5 every-node group job(s) sent" in res.stdout
+    sent = (queue / "sent").read_text().split()
+    assert [p.rsplit("/", 1)[1] for p in sent] == [f"c{i}.sh" for i in range(1, 6)]
+    assert "-p development" in (queue / "asked").read_text()
+    # Before, the same queue with `set -e` and one sbatch per group: the second one failed and the rest never went.
+
+
+def test_a_group_job_that_cannot_be_sent_is_reported_after_every_other_was_sent(tmp_path):
+    s, runs, groups, files = _default_groups(
+        "stampede2", "c[1-3]", tmp_path, preset="tiny", timeout_s=120,
+        benchmarks=[{"name": "kmeans", "sweep": {"ranks_per_node": [1]}}])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text('#!/usr/bin/env bash\n[[ $1 == */c2.sh ]] && { echo "sbatch: error: bad" >&2; '
+                                    'exit 1; }\necho "$1" >> "$QUEUE/sent"\n')
+    (bin_dir / "squeue").write_text("#!/usr/bin/env bash\nexit 0\n")
+    for p in bin_dir.iterdir():
+        p.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(tmp_path), "EXABENCH_SUBMIT_WAIT_S": "0", "USER": "me"}
+    res = subprocess.run(["bash", str(tmp_path / "nodes" / "groups" / "submit.sh")], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 1
+    assert [p.rsplit("/", 1)[1] for p in (tmp_path / "sent").read_text().split()] == ["c1.sh", "c3.sh"]
+    assert re.search(r"exabench: 2 job\(s\) sent; not sent: \S+/c2.sh$", res.stderr.strip())
