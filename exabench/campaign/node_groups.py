@@ -33,12 +33,32 @@ from exabench.campaign.render import RunPaths, batch_request, batch_script, real
 from exabench.campaign.site import WALLTIME_MARGIN_MIN, Site, check_walltime
 
 KEY = "every_node"
-# Header flags that pin a job to named hosts, per scheduler (PBS and Cobalt select nodes otherwise).
+# How a job is pinned to named hosts, per scheduler, with the page that documents it (PBS and Cobalt
+# select nodes otherwise: refused).
+# - slurm: `#SBATCH --nodelist=a,b` (Slurm sbatch(1), "-w, --nodelist": "Request a specific list of hosts").
+# - lsf (IBM CSM, Summit): in expert mode only. IBM LSF bsub -csm "Enables expert mode for the CSM job
+#   submission, which allows you to specify a full resource requirement string for CSM resources"
+#   (www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.csm.1.html), and -nnodes, the easy mode's node
+#   count, "Do not use with the -csm y option" (.../bsub.nnodes.1.html): so no `-nnodes` and no `-m host`
+#   beside it (-m names candidate hosts, it does not place a CSM allocation). The resource string
+#   asks one launch node and each named compute node's usable cores, as jobs on Summit write it:
+#   `-R "1*{select[LN]span[hosts=1]} + 84*{select[CN && (hname == 'a01n01' || hname == 'a01n02')]
+#   order[!-slots:maxslots]span[ptile=42]}"` (lsf_resources).
+# - none: the host the script runs on.
 PIN_FLAGS = {
-    "slurm": lambda nodes: [f"--nodelist={','.join(nodes)}"],
-    "lsf": lambda nodes: [f"-m \"{' '.join(nodes)}\""],
-    "none": lambda nodes: [],
+    "slurm": lambda site, nodes: [f"--nodelist={','.join(nodes)}"],
+    "lsf": lambda site, nodes: [],  # the header's expert-mode resource string instead (lsf_resources)
+    "none": lambda site, nodes: [],
 }
+
+
+def lsf_resources(site: Site, nodes: tuple[str, ...]) -> str:
+    """The CSM expert-mode resource requirement (bsub -csm y -R) placing a job on exactly `nodes`:
+    the launch node, then every usable core (LSF's slots) of each named compute node."""
+    cores = site.node.usable_cores
+    hosts = " || ".join(f"hname == '{n}'" for n in nodes)
+    return (f"1*{{select[LN]span[hosts=1]}} + {cores * len(nodes)}*{{select[CN && ({hosts})]"
+            f"order[!-slots:maxslots]span[ptile={cores}]}}")
 HOSTLIST_VALID = "a list of node names, or a hostlist expression such as 'nid[001-128]' or 'n[1-4,7],gpu[01-02]'"
 _BRACKET = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\](.*)$")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -307,7 +327,9 @@ def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, camp
     request = batch_request(site, layout, f"exabench-node-{job or group.name}", minutes, out_dir, alloc)
     # Slot licenses cap the ranks running at once by the run with the most ranks.
     most_ranks = max(runs, key=lambda r: r.layout.ranks)
-    request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes) + slot_licenses(site, most_ranks)
+    request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](site, group.nodes) + slot_licenses(site, most_ranks)
+    if site.scheduler == "lsf":
+        request["lsf_resources"] = lsf_resources(site, group.nodes)
     # The bundle's header comment: a template of its own would be an edit that re-renders every run.
     return batch_script(site, request, f"{campaign} (every-node group {group.name})", len(runs), out_dir,
                         _group_body(site, runs, group, folders, spec_args or _spec_args(runs, folders)))

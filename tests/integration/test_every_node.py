@@ -144,7 +144,10 @@ def test_lsf_groups_pin_hosts_and_pbs_is_refused(tmp_path):
                       "config", "acc.yaml")
     files = {p.name: t for p, t, _ in group_files(expand(config, summit, "acc.yaml"), summit, tmp_path,
                                                    node_groups(config, summit, "acc.yaml"), "acc")}
-    assert '#BSUB -m "h3 h4"\n' in files["h3..h4.sh"] and "#BSUB -nnodes 2\n" in files["h3..h4.sh"]
+    # IBM CSM expert mode (bsub -csm y), which takes no -nnodes: the launch node and each named node's 42 cores.
+    assert ('#BSUB -csm y\n#BSUB -R "1*{select[LN]span[hosts=1]} + 84*{select[CN && (hname == \'h3\' || hname == '
+            '\'h4\')]order[!-slots:maxslots]span[ptile=42]}"\n') in files["h3..h4.sh"]
+    assert "-nnodes" not in files["h3..h4.sh"] and "#BSUB -m " not in files["h3..h4.sh"]
     assert 'send() { bsub < "$1"; }' in files["submit.sh"]
     with pytest.raises(ConfigError, match=r"key 'scheduler' = 'pbs' cannot pin a job to named nodes; valid: slurm, "
                                           r"lsf or none .*every_node_script"):
@@ -288,7 +291,7 @@ def test_node_run_places_an_ibrun_run_by_task_offset(tmp_path):
 
 
 def test_a_node_group_job_keeps_the_line_of_a_launcher_placed_by_index(tmp_path):
-    # A group job is pinned by its header (#BSUB -m): its allocation is the group, whose order LSF
+    # A group job is pinned by its header (#BSUB -csm y -R): its allocation is the group, whose order LSF
     # chooses, so jsrun keeps its own resource sets and no ERF is written.
     run_dir, node = _node_run("summit", tmp_path, None, group=("h1", "h2"), nodes=2, ranks_per_node=6,
                               gpus_per_rank=1)
@@ -309,7 +312,7 @@ def test_lsf_group_runs_of_two_smt_modes_get_a_job_each_asking_the_whole_node(tm
     assert sorted(files) == ["h1-01-of-02.sh", "h1-02-of-02.sh", "h2-01-of-02.sh", "h2-02-of-02.sh", "submit.sh"]
     for name, smt in (("h2-01-of-02.sh", 1), ("h2-02-of-02.sh", 4)):
         text = files[name]
-        assert f'#BSUB -alloc_flags "smt{smt}"\n' in text and '#BSUB -m "h2"\n' in text
+        assert f'#BSUB -alloc_flags "smt{smt}"\n' in text and "(hname == 'h2')" in text and "-nnodes" not in text
         [run_id] = re.findall(r"^run_on_group \S+/runs/([^/\s]+)/spec.json ", text, re.M)
         assert next(r for r in runs if r.run_id == run_id).layout.smt == smt
         assert f"node-h2.json" in text  # records keep the group's name, whichever job runs them

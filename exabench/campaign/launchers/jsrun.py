@@ -23,7 +23,7 @@ c is {c*k .. c*k+k-1} whatever the socket. Ranks of one resource set (-a k) each
 -b packed cores and the set's GPUs, which the ERF allows with `overlapping_rs` and
 `oversubscribe_gpu`. Not run on a Summit here: OLCF's guide lists jsrun bugs with ERFs ("Failed to
 bind process to ERF smt array"; "a known bug is currently preventing execution of most ERF use
-cases"), so where they bite, every_node_groups (one job per node, pinned by `#BSUB -m`, no ERF)
+cases"), so where they bite, every_node_groups (one job per node, pinned in CSM expert mode, `#BSUB -csm y` with `-R`, no ERF)
 is the way (docs/clusters.md).
 
 Sources: OLCF Summit User Guide, "Job Launcher (jsrun)" (docs.olcf.ornl.gov/systems/
