@@ -36,6 +36,9 @@ def cmd_plan(args) -> int:
         print()
     _print_bundles(bundles, site, config["campaign"], args.bundle)
     _print_budget(config, site, runs, bundles, args.config)
+    if any(r.layout.nodes == 1 for r in runs):
+        from exabench.campaign.node_sweep import sweep_nodes, sweep_plan_lines
+        print("\n" + "\n".join(sweep_plan_lines(runs, site, sweep_nodes(site))))
     return 0
 
 
@@ -334,9 +337,14 @@ def cmd_node_prepare(args) -> int:
     import sys
     import time
     from exabench.campaign.node_sweep import prepare_nodes
-    source = sys.stdin if args.nodes_file == "-" else open(args.nodes_file)
-    with source:
-        nodes = [line.strip() for line in source if line.strip()]
+    from exabench.errors import ExabenchError
+    try:
+        source = sys.stdin if args.nodes_file == "-" else open(args.nodes_file)
+        with source:
+            nodes = [line.strip() for line in source if line.strip()]
+    except OSError as exc:
+        raise ExabenchError(f"node-prepare: --nodes-file {args.nodes_file}: cannot be read ({exc.strerror}); valid: "
+                            "a file of node names, one a line, or '-' (standard input)") from None
     t0 = time.monotonic()
     written = prepare_nodes(args.spec, nodes)
     print(f"node-prepare: {written} node spec(s) ({len(nodes)} node(s) x {len(args.spec)} run(s)) in "

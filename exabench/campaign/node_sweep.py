@@ -271,6 +271,24 @@ def render_node_sweep(runs, site, results: Path, nodes: int, name: str = "every-
     return text.replace(line, budget + sweep_body(specs, site, site.python_executable))
 
 
+def sweep_plan_lines(runs, site, nodes: int) -> list[str]:
+    """What `exabench plan` says of the every-node job(s) on `nodes` nodes: per job its walltime,
+    split into the runs' time limits and the preparation's budget; or why there is none."""
+    from exabench.campaign.render import walltime_min
+    try:
+        jobs = sweep_jobs(runs, site, nodes)
+    except ExabenchError as exc:
+        return [f"every-node job: none ({exc})"]
+    out = []
+    for i, job in enumerate(jobs, 1):
+        runs_s, prepare_s = sum(r.timeout_s for r in job), prepare_budget_s(nodes, len(job))
+        minutes = walltime_min(site, runs_s + prepare_s, nodes)
+        out.append(f"every-node job {i} of {len(jobs)}: {len(job)} run(s) on {nodes} nodes, walltime {minutes} min "
+                   f"(runs {runs_s / 60:.0f} min + preparation budget {prepare_s / 60:.0f} min for {nodes} x "
+                   f"{len(job)} node specs, and the margin)")
+    return out
+
+
 def node_sweep_paths(out: Path, jobs: int) -> list[Path]:
     """Where the jobs' scripts go: `out` itself for one job; else out-01-of-NN.sh ... beside it,
     `out` then submitting them all."""

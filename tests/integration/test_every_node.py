@@ -414,3 +414,33 @@ def test_a_group_job_that_cannot_be_sent_is_reported_after_every_other_was_sent(
     assert res.returncode == 1
     assert [p.rsplit("/", 1)[1] for p in (tmp_path / "sent").read_text().split()] == ["c1.sh", "c3.sh"]
     assert re.search(r"exabench: 2 job\(s\) sent; not sent: \S+/c2.sh$", res.stderr.strip())
+
+
+def _exabench(*args, cwd=None):
+    import sys
+    return subprocess.run([sys.executable, "-m", "exabench", *args], capture_output=True, text=True, timeout=240,
+                          cwd=cwd or REPO, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": "/tmp"})
+
+
+def test_plan_shows_the_every_node_walltime_with_its_preparation_budget_or_why_there_is_none():
+    frontier = _exabench("plan", "--site", "profiles/frontier/site.yaml")
+    assert frontier.returncode == 0, frontier.stderr[-2000:]
+    assert re.search(r"^every-node job 1 of 1: 21 run\(s\) on 9408 nodes, walltime \d+ min \(runs 630 min \+ "
+                     r"preparation budget 33 min for 9408 x 21 node specs, and the margin\)$", frontier.stdout, re.M)
+    summit = _exabench("plan", "--site", "profiles/summit/site.yaml")
+    assert "every-node job: none (site 'summit': launcher 'jsrun' is started from the batch node only" in summit.stdout
+
+
+def test_node_prepare_and_node_agent_refuse_bad_input_in_one_line(tmp_path):
+    _node_run("frontier", tmp_path, 0, nodes=1, ranks_per_node=8, gpus_per_rank=1)
+    spec = str(tmp_path / "runs" / "kmeans.tiny.n1" / "spec.json")
+    missing = _exabench("node-prepare", "--nodes-file", str(tmp_path / "none.txt"), "--spec", spec)
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines()[-1].endswith(
+        f"node-prepare: --nodes-file {tmp_path}/none.txt: cannot be read (No such file or directory); valid: a file "
+        "of node names, one a line, or '-' (standard input)")
+    agent = _exabench("node-agent", "--spec", spec)
+    assert agent.returncode != 0 and "Traceback" not in agent.stderr
+    assert re.search(r"node-agent: run 'kmeans.tiny.n1' has no spec prepared for node '\S+' \(looked in "
+                     rf"{tmp_path}/nodes/kmeans.tiny.n1\); valid: a node of the list given to exabench node-prepare$",
+                     agent.stderr.strip())
