@@ -444,3 +444,38 @@ def test_node_prepare_and_node_agent_refuse_bad_input_in_one_line(tmp_path):
     assert re.search(r"node-agent: run 'kmeans.tiny.n1' has no spec prepared for node '\S+' \(looked in "
                      rf"{tmp_path}/nodes/kmeans.tiny.n1\); valid: a node of the list given to exabench node-prepare$",
                      agent.stderr.strip())
+
+
+STAND_IN_SCONTROL = """#!/usr/bin/env bash
+# `scontrol show job ID`: the queued job runs for two looks, then ends (and leaves the queue).
+if [[ -e "$QUEUE/job" && $(cat "$QUEUE/job") == "$3" ]]; then
+  echo "$3" >> "$QUEUE/looked"
+  if (( $(grep -c "^$3$" "$QUEUE/looked") >= 2 )); then rm "$QUEUE/job"; echo "JobState=COMPLETED"; exit 0; fi
+  echo "JobState=RUNNING"; exit 0
+fi
+echo "JobState=COMPLETED"
+"""
+
+
+def test_node_acceptance_submits_every_group_through_a_one_job_per_user_queue(tmp_path):
+    # node_acceptance sends the group jobs itself: where the queue refuses a second job of the user it
+    # sent the first and stopped with an error, the other groups never sent; now they wait for room.
+    from exabench.campaign.node_jobs import run_groups
+    bin_dir, queue = tmp_path / "bin", tmp_path / "queue"
+    bin_dir.mkdir(), queue.mkdir()
+    sbatch = ('#!/usr/bin/env bash\nif [[ -e "$QUEUE/job" ]]; then echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" '
+              '>&2; exit 1; fi\necho "$2" >> "$QUEUE/sent"; n=$(wc -l < "$QUEUE/sent"); echo "$n" > "$QUEUE/job"; '
+              'echo "$n"\n')
+    for name, text in (("sbatch", sbatch), ("scontrol", STAND_IN_SCONTROL),
+                       ("sinfo", "#!/usr/bin/env bash\nfor n in c1 c2 c3; do echo \"$n idle\"; done\n")):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    planned = [{"group": g, "nodes": [g], "record": str(tmp_path / f"{g}.json")} for g in ("c1", "c2", "c3")]
+    scripts = {g: tmp_path / f"{g}.sh" for g in ("c1", "c2", "c3")}
+    said = []
+    result = run_groups(planned, scripts, {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(queue)}, said.append,
+                        poll_s=0.01, max_wait_s=60)
+    assert [p.rsplit("/", 1)[1] for p in (queue / "sent").read_text().split()] == ["c1.sh", "c2.sh", "c3.sh"]
+    assert {g: j["state"] for g, j in result["jobs"].items()} == {"c1": "COMPLETED", "c2": "COMPLETED",
+                                                                  "c3": "COMPLETED"}
+    assert "submitted 1 group job(s), 2 waiting for room in their queue" in said[0]
