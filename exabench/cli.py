@@ -353,8 +353,16 @@ def cmd_node_prepare(args) -> int:
 
 
 def cmd_node_agent(args) -> int:
-    from exabench.campaign.node_agent import run_here, run_node
-    return run_here(args.spec, args.here) if args.here else run_node(args.spec)
+    from exabench.campaign.node_agent import node_spec_path, run_here, this_node
+    if args.here:
+        return run_here(args.spec, args.here)
+    # this node's spec, run as `exabench execute` runs a spec: 0 once its record exists, whatever its status
+    from exabench.execute import execute_logged
+    from exabench.records.progress import status_lines
+    path = node_spec_path(args.spec, this_node())
+    rec = execute_logged(path, path.parent / "agent.log")
+    print("\n".join(status_lines(path, rec)), flush=True)
+    return 0
 
 
 def cmd_node_sweep(args) -> int:

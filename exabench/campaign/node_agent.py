@@ -1,6 +1,7 @@
 """The every-node job's agent (`exabench node-agent`): one per node, started by the job's one launch
-step across every node (exabench.campaign.node_sweep), it runs the spec `node-prepare` wrote for
-its own node and leaves that node's record, failed where the run crashed or hung.
+step across every node (exabench.campaign.node_sweep), it finds the spec `node-prepare` wrote for
+its own node; the command (exabench.cli) then executes it, leaving that node's record, failed where
+the run crashed or hung.
 """
 
 from __future__ import annotations
@@ -33,16 +34,6 @@ def node_spec_path(run_spec: str | Path, names: tuple[str, ...]) -> Path:
             return path
     raise ExabenchError(f"node-agent: run '{spec['run_id']}' has no spec prepared for node '{names[0]}' (looked in "
                         f"{node_dir(spec, names[0]).parent}); valid: a node of the list given to exabench node-prepare")
-
-
-def run_node(run_spec: str | Path) -> int:
-    """Run this node's spec of the run; 0 once its record exists, whatever the run's status."""
-    from exabench.execute import execute_logged
-    from exabench.records.progress import status_lines
-    path = node_spec_path(run_spec, this_node())
-    rec = execute_logged(path, path.parent / "agent.log")
-    print("\n".join(status_lines(path, rec)), flush=True)
-    return 0
 
 
 def run_here(run_spec: str | Path, nodes: list[str]) -> int:
