@@ -36,6 +36,9 @@ def cmd_plan(args) -> int:
         print()
     _print_bundles(bundles, site, config["campaign"], args.bundle)
     _print_budget(config, site, runs, bundles, args.config)
+    if any(r.layout.nodes == 1 for r in runs):
+        from exabench.campaign.node_sweep import sweep_nodes, sweep_plan_lines
+        print("\n" + "\n".join(sweep_plan_lines(runs, site, sweep_nodes(site))))
     return 0
 
 
@@ -330,6 +333,38 @@ def cmd_node_run(args) -> int:
     return 0
 
 
+def cmd_node_prepare(args) -> int:
+    import sys
+    import time
+    from exabench.campaign.node_sweep import prepare_nodes
+    from exabench.errors import ExabenchError
+    try:
+        source = sys.stdin if args.nodes_file == "-" else open(args.nodes_file)
+        with source:
+            nodes = [line.strip() for line in source if line.strip()]
+    except OSError as exc:
+        raise ExabenchError(f"node-prepare: --nodes-file {args.nodes_file}: cannot be read ({exc.strerror}); valid: "
+                            "a file of node names, one a line, or '-' (standard input)") from None
+    t0 = time.monotonic()
+    written = prepare_nodes(args.spec, nodes)
+    print(f"node-prepare: {written} node spec(s) ({len(nodes)} node(s) x {len(args.spec)} run(s)) in "
+          f"{time.monotonic() - t0:.1f} s", flush=True)
+    return 0
+
+
+def cmd_node_agent(args) -> int:
+    from exabench.campaign.node_agent import node_spec_path, run_here, this_node
+    if args.here:
+        return run_here(args.spec, args.here)
+    # this node's spec, run as `exabench execute` runs a spec: 0 once its record exists, whatever its status
+    from exabench.execute import execute_logged
+    from exabench.records.progress import status_lines
+    path = node_spec_path(args.spec, this_node())
+    rec = execute_logged(path, path.parent / "agent.log")
+    print("\n".join(status_lines(path, rec)), flush=True)
+    return 0
+
+
 def cmd_node_sweep(args) -> int:
     from pathlib import Path
     from exabench.campaign.node_sweep import node_sweep_files, sweep_nodes
@@ -410,7 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_plan, _add_launch_lines, _add_run, _add_execute, _add_aggregate, _add_model_fit, _add_comm_fit,
         _add_model_validate, _add_model_project, _add_model_local_check, _add_compare, _add_accept,
         _add_accept_check, _add_references, _add_nodes, _add_plots, _add_archive, _add_reproduce, _add_node_run,
-        _add_node_sweep, _add_ingest, _add_history, _add_retry, _add_restore, _add_rehearse, _add_list,
+        _add_node_sweep, _add_node_prepare, _add_node_agent, _add_ingest, _add_history, _add_retry, _add_restore,
+        _add_rehearse, _add_list,
     ):
         add(sub)  # in this order: the order of `exabench --help`
     _inherit_shadowed_options(ap)
@@ -643,6 +679,24 @@ def _add_node_run(sub) -> None:
     p.add_argument("--index", type=int, default=None, help="the node's place in the allocation's node list, 0 "
                    "first (jsrun and ibrun place runs by it)")
     p.set_defaults(fn=cmd_node_run)
+
+
+def _add_node_prepare(sub) -> None:
+    p = sub.add_parser("node-prepare", help="write every node's spec and job script of every single-node run, in "
+                                            "one pass (the every-node job calls it once, before its runs)")
+    p.add_argument("--spec", action="append", required=True, help="a single-node run's spec (repeat per run)")
+    p.add_argument("--nodes-file", required=True, help="the allocation's compute nodes, one a line, in its order "
+                   "('-': standard input)")
+    p.set_defaults(fn=cmd_node_prepare)
+
+
+def _add_node_agent(sub) -> None:
+    p = sub.add_parser("node-agent", help="run this node's prepared spec of a run (one task per node of the "
+                                          "every-node job's launch step)")
+    p.add_argument("--spec", required=True, help="the single-node run's own spec")
+    p.add_argument("--here", nargs="+", default=None, help="without a scheduler: run these prepared nodes' specs "
+                   "here, all at once")
+    p.set_defaults(fn=cmd_node_agent)
 
 
 def _add_node_sweep(sub) -> None:

@@ -26,18 +26,39 @@ from pathlib import Path
 
 from exabench.errors import ConfigError
 from exabench.campaign import allocation
+from exabench.campaign.bundles import longest_walltime, pack_runs
 from exabench.campaign.node_sweep import NODE_NAME, allocation_modes, node_layout, node_sweep_paths
 from exabench.campaign.plan import Run
 from exabench.campaign.render import RunPaths, batch_request, batch_script, real_folders, runs_walltime_min
-from exabench.campaign.site import Site
+from exabench.campaign.site import WALLTIME_MARGIN_MIN, Site, check_walltime
 
 KEY = "every_node"
-# Header flags that pin a job to named hosts, per scheduler (PBS and Cobalt select nodes otherwise).
+# How a job is pinned to named hosts, per scheduler, with the page that documents it (PBS and Cobalt
+# select nodes otherwise: refused).
+# - slurm: `#SBATCH --nodelist=a,b` (Slurm sbatch(1), "-w, --nodelist": "Request a specific list of hosts").
+# - lsf (IBM CSM, Summit): in expert mode only. IBM LSF bsub -csm "Enables expert mode for the CSM job
+#   submission, which allows you to specify a full resource requirement string for CSM resources"
+#   (www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.csm.1.html), and -nnodes, the easy mode's node
+#   count, "Do not use with the -csm y option" (.../bsub.nnodes.1.html): so no `-nnodes` and no `-m host`
+#   beside it (-m names candidate hosts, it does not place a CSM allocation). The resource string
+#   asks one launch node and each named compute node's usable cores, as jobs on Summit write it:
+#   `-R "1*{select[LN]span[hosts=1]} + 84*{select[CN && (hname == 'a01n01' || hname == 'a01n02')]
+#   order[!-slots:maxslots]span[ptile=42]}"` (lsf_resources).
+# - none: the host the script runs on.
 PIN_FLAGS = {
-    "slurm": lambda nodes: [f"--nodelist={','.join(nodes)}"],
-    "lsf": lambda nodes: [f"-m \"{' '.join(nodes)}\""],
-    "none": lambda nodes: [],
+    "slurm": lambda site, nodes: [f"--nodelist={','.join(nodes)}"],
+    "lsf": lambda site, nodes: [],  # the header's expert-mode resource string instead (lsf_resources)
+    "none": lambda site, nodes: [],
 }
+
+
+def lsf_resources(site: Site, nodes: tuple[str, ...]) -> str:
+    """The CSM expert-mode resource requirement (bsub -csm y -R) placing a job on exactly `nodes`:
+    the launch node, then every usable core (LSF's slots) of each named compute node."""
+    cores = site.node.usable_cores
+    hosts = " || ".join(f"hname == '{n}'" for n in nodes)
+    return (f"1*{{select[LN]span[hosts=1]}} + {cores * len(nodes)}*{{select[CN && ({hosts})]"
+            f"order[!-slots:maxslots]span[ptile={cores}]}}")
 HOSTLIST_VALID = "a list of node names, or a hostlist expression such as 'nid[001-128]' or 'n[1-4,7],gpu[01-02]'"
 _BRACKET = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\](.*)$")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -306,7 +327,9 @@ def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, camp
     request = batch_request(site, layout, f"exabench-node-{job or group.name}", minutes, out_dir, alloc)
     # Slot licenses cap the ranks running at once by the run with the most ranks.
     most_ranks = max(runs, key=lambda r: r.layout.ranks)
-    request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](group.nodes) + slot_licenses(site, most_ranks)
+    request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](site, group.nodes) + slot_licenses(site, most_ranks)
+    if site.scheduler == "lsf":
+        request["lsf_resources"] = lsf_resources(site, group.nodes)
     # The bundle's header comment: a template of its own would be an edit that re-renders every run.
     return batch_script(site, request, f"{campaign} (every-node group {group.name})", len(runs), out_dir,
                         _group_body(site, runs, group, folders, spec_args or _spec_args(runs, folders)))
@@ -358,32 +381,81 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
     out = Path(root) / "nodes" / "groups"
     folders = real_folders(root)
     spec_args = _spec_args(runs, folders)
-    files, requests = [], {}
+    files, requests, queued = [], {}, []
     for g, modes in group_jobs(runs, site, groups):
         for path, job in zip(node_sweep_paths(out / f"{g.name}.sh", len(modes)), modes):
             files.append((path, group_script(job, site, root, g, campaign, path.stem, folders, spec_args, requests),
                           0o755))
-    submit = ["#!/usr/bin/env bash", f"# exabench: submit the {len(files)} every-node group job(s) of campaign "
-              f"{campaign}, one per group (per allocation mode); runs recorded before are skipped inside each.",
-              "set -euo pipefail"]
+            minutes = requests[(len(g.nodes), tuple(r.run_id for r in job))][0]
+            queued.append((path, check_walltime(site, minutes, len(g.nodes))))
     real_out = out.resolve()  # once: the scripts are written into it, none is a link of its own
-    submit += [allocation.submit_line(site, real_out / path.name) for path, _, _ in files]
-    files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o755))
+    files.append((out / "submit.sh", submit_script(site, campaign, queued, real_out), 0o755))
     return files
+
+
+# The user's jobs in one queue (its name: $1), one line each, per scheduler; squeue's -p or, where the
+# queues are QOS (NERSC), -q.
+_MINE = {
+    "slurm": 'squeue -h -u "$me" -{flag} "$1" -o %i 2>/dev/null',
+    "lsf": 'bjobs -noheader -o jobid -u "$me" -q "$1" 2>/dev/null',
+    "none": "true",
+}
+# How each scheduler takes a batch script ($1); none: the script runs here.
+
+
+def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: Path) -> str:
+    """submit.sh: every group job (path, its queue), each sent only while the user's jobs in its queue
+    are fewer than the queue's declared per-user limit (queues[].max_queued_per_user: Stampede2's
+    development queue takes one), waiting for room otherwise; a refused submission is tried again while
+    the user still has jobs in that queue (room may come). No `set -e`: a job that cannot be sent at
+    all is reported at the end, after every other one was sent, never leaving half the groups unsent."""
+    limits = {q.name: q.max_queued_per_user for q in site.queues}
+    flag = "q" if allocation.queue_key(site) == "qos" else "p"
+    lines = ["#!/usr/bin/env bash",
+             f"# exabench: submit the {len(jobs)} every-node group job(s) of campaign {campaign}, one per group (per "
+             "allocation mode and walltime); runs recorded before are skipped inside each.",
+             "# Each queue's per-user limit is kept: a job waits here until you have fewer jobs in its queue than "
+             "it takes.",
+             "set -uo pipefail",
+             'wait_s=${EXABENCH_SUBMIT_WAIT_S:-60}; me=${USER:-$(id -un)}; sent=0; unsent=()',
+             f"mine() {{ {_MINE[site.scheduler].format(flag=flag)} | wc -l; }}  # your jobs in queue $1",
+             f"send() {{ {allocation.SUBMIT[site.scheduler]} \"$1\"; }}",  # the one submit table
+             "submit() {  # queue, its per-user limit (0: none declared), script",
+             '  while [[ -n $1 && $2 -gt 0 && $(mine "$1") -ge $2 ]]; do sleep "$wait_s"; done',
+             '  until send "$3"; do',
+             '    if [[ -z $1 || $(mine "$1") -eq 0 ]]; then unsent+=("$3"); return 0; fi',
+             '    echo "exabench: $(basename "$3") refused while you have jobs in queue $1; trying again in ${wait_s} s"',
+             '    sleep "$wait_s"',
+             "  done",
+             "  sent=$((sent + 1))",
+             "}"]
+    lines += [f"submit {shlex.quote(queue or '')} {limits.get(queue, 0)} {shlex.quote(str(out / path.name))}"
+              for path, queue in jobs]
+    lines += ['if (( ${#unsent[@]} )); then echo "exabench: $sent job(s) sent; not sent: ${unsent[*]}" >&2; exit 1; fi',
+              f'echo "exabench: all {len(jobs)} every-node group job(s) sent"']
+    return "\n".join(lines) + "\n"
 
 
 def group_jobs(runs: list[Run], site: Site, groups: list[NodeGroup]) -> list[tuple[NodeGroup, list[list[Run]]]]:
     """Each group with its jobs: its runs (group_runs) split by allocation mode (Summit's smt1 and
-    smt4 runs cannot share an allocation), [[]] for a group without runs (group_script refuses it).
+    smt4 runs cannot share an allocation), then by walltime (their time limits summed, packed as a
+    bundle's: Summit's default campaign needs 725 min on one node, its queues give 120), [[]] for a
+    group without runs (group_script refuses it).
     A group's runs, so its jobs, depend on its size alone: worked out once per size."""
     by_size: dict[int, list[list[Run]]] = {}
     for g in groups:
-        if len(g.nodes) not in by_size:
-            by_size[len(g.nodes)] = allocation_modes(group_runs(runs, g), site) or [[]]
+        size = len(g.nodes)
+        if size not in by_size:
+            # each mode's runs packed into jobs the longest walltime a queue gives `size` nodes admits
+            longest = longest_walltime(site, size)
+            room = longest - WALLTIME_MARGIN_MIN if longest else 0
+            by_size[size] = [job for mode in allocation_modes(group_runs(runs, g), site)
+                             for job in pack_runs(mode, room)] or [[]]
     return [(g, by_size[len(g.nodes)]) for g in groups]
 
 
 def group_outputs(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]) -> list[Path]:
-    """The every_node_groups rule's scripts: <group>.sh, or <group>-NN-of-MM.sh per allocation mode."""
+    """The every_node_groups rule's scripts: <group>.sh, or <group>-NN-of-MM.sh per job (allocation mode
+    and walltime)."""
     out = Path(root) / "nodes" / "groups"
     return [p for g, modes in group_jobs(runs, site, groups) for p in node_sweep_paths(out / f"{g.name}.sh", len(modes))]

@@ -2,7 +2,9 @@
 whose runs are not all recorded, follow them, and note which runs a dead node kept from running.
 
 Slurm schedules: every missing group job is submitted at once, in the order single nodes, pair
-rounds, whole allocation (Slurm starts them in that order as licenses and nodes free up). A job
+rounds, whole allocation (Slurm starts them in that order as licenses and nodes free up); where
+the queue refuses more jobs of the user (a per-user limit), the rest are submitted as earlier ones
+end, never dropped. A job
 whose node goes down (not responding, down, drained, failed) is cancelled: pinned to that node it
 would wait for ever. Its runs are then "not run: node down", not failed benchmarks, and leave no
 record, so the next acceptance (after the node is back) submits only them.
@@ -86,19 +88,39 @@ def run_groups(planned: list[dict], scripts: dict[str, Path], env: dict, say, po
                 down[node] = state
                 say(f"node {node} is {state}: its runs are not run")
 
+    unsent = list(want)
+
+    def submit() -> None:
+        """Send the groups not sent yet, in order, while the scheduler takes them: a refusal with our
+        jobs still queued is a per-user limit (Stampede2's development queue: one job), so the rest
+        wait for one of them to end; a refusal with none queued is final for that group alone."""
+        while unsent:
+            group = unsent[0]
+            dead = [n for n in nodes_of[group] if n in down]
+            if dead:
+                jobs[unsent.pop(0)] = {"job": "", "state": "NOT_SUBMITTED", "down": dead}
+                continue
+            try:
+                job = _slurm(["sbatch", "--parsable", str(scripts[group])], env).strip().split(";")[0]
+            except ExabenchError as exc:
+                if any(j["job"] and j["state"] not in FINISHED for j in jobs.values()):
+                    return
+                jobs[unsent.pop(0)] = {"job": "", "state": "NOT_SUBMITTED", "down": [], "error": str(exc)}
+                say(f"group {group}: not submitted: {exc}")
+                continue
+            jobs[unsent.pop(0)] = {"job": job, "state": "PENDING", "down": []}
+
     note_down(node_states(env))
-    for group in want:
-        dead = [n for n in nodes_of[group] if n in down]
-        if dead:
-            jobs[group] = {"job": "", "state": "NOT_SUBMITTED", "down": dead}
-            continue
-        job = _slurm(["sbatch", "--parsable", str(scripts[group])], env).strip().split(";")[0]
-        jobs[group] = {"job": job, "state": "PENDING", "down": []}
-    say(f"submitted {sum(1 for j in jobs.values() if j['job'])} group job(s) "
-        f"({len(planned) - len(missing)} of {len(planned)} runs recorded before)")
+    submit()
+    say(f"submitted {sum(1 for j in jobs.values() if j['job'])} group job(s)"
+        + (f", {len(unsent)} waiting for room in their queue" if unsent else "")
+        + f" ({len(planned) - len(missing)} of {len(planned)} runs recorded before)")
     deadline = time.monotonic() + max_wait_s
     while True:
         active = {g: j for g, j in jobs.items() if j["job"] and j["state"] not in FINISHED}
+        if not active and unsent:
+            submit()  # the last of our jobs ended: room for the next
+            continue
         if not active:
             break
         if time.monotonic() > deadline:
@@ -115,6 +137,8 @@ def run_groups(planned: list[dict], scripts: dict[str, Path], env: dict, say, po
                 _slurm(["scancel", jobs[g]["job"]], env)
                 jobs[g].update(state="CANCELLED", down=dead)
                 say(f"group {g}: cancelled (node {' '.join(dead)} down)")
+        if unsent and any(jobs[g]["state"] in FINISHED for g in active):
+            submit()
     return {"planned": [{**p, "status": _status(p, jobs.get(p["group"]), down)} for p in planned],
             "jobs": jobs, "down": down}
 
@@ -125,6 +149,8 @@ def _status(p: dict, job: dict | None, down: dict[str, str]) -> str:
     dead = [n for n in p["nodes"] if n in down]
     if dead:
         return f"{NOT_RUN_DOWN} ({' '.join(dead)}: {' '.join(down[n] for n in dead)})"
+    if job and job.get("error"):
+        return f"missing: not submitted ({job['error']})"
     return f"missing: job {job['job']} ended {job['state']}" if job else "missing: no job submitted"
 
 

@@ -1,14 +1,17 @@
 """Cluster-wide acceptance: every single-node run of a campaign on every node of one
-allocation, one launch per node, all nodes in parallel, in one job (or a few: sweep_jobs splits
-runs that need different allocations or more time than one job may have).
+allocation, all nodes at once, in one job (or a few: sweep_jobs splits runs that need different
+allocations or more time than one job may have).
 
-`render_node_sweep` writes that job as a script (the site's batch header, then per run a
-loop over the allocation's nodes). For each node the script calls `exabench node-run`,
-which derives the node's own spec and job script from the run's (the same launch line,
-pinned to that node, by name or, for jsrun and ibrun, by its place in the node list, which
-the script passes; run id `<run_id>.node-<node>`; record under records/nodes/), then
-`exabench execute` runs it, so a node that crashes or hangs still leaves a failed record.
-`exabench nodes` then flags nodes outside tolerance or outliers among their peers.
+`render_node_sweep` writes that job as a script (the site's batch header, then the every-node
+body), shaped as node-health tools are: the job lists its nodes, ONE `exabench node-prepare`
+process writes every node's spec and job script for every run (`node_run_files`: the run's launch
+line pinned to that node; run id `<run_id>.node-<node>`; record under records/nodes/), then per run
+ONE launch step spans every node with one task per node (the launcher's `node_step`), in which
+`exabench node-agent` runs its own node's spec, so a node that crashes or hangs still leaves a
+failed record. The batch node holds the script, one launcher process and, during the preparation,
+one Python process, whatever the node count; the job's walltime is the runs' time limits plus
+the preparation's budget (prepare_budget_s). `exabench nodes` then flags nodes outside tolerance
+or outliers among their peers.
 """
 
 from __future__ import annotations
@@ -56,11 +59,27 @@ def node_run_files(spec_path: str | Path, node: str, group_nodes: tuple[str, ...
     group, exabench.campaign.node_groups), `node` names the group, the run must use as many nodes as
     the group has, and a launcher not told hosts by name keeps its line: the job's allocation is
     the group."""
+    from exabench.io import atomic_write_many
+    spec_path = Path(spec_path).resolve()
+    path, files = node_files(spec_path, json.loads(spec_path.read_text()), node, group_nodes, index)
+    atomic_write_many(files)
+    return path
+
+
+def node_dir(spec: dict, node: str) -> Path:
+    """Where the run `spec` (a single-node run's own spec) keeps node `node`'s spec, script and output."""
+    results = Path(spec["paths"]["record"]).parent.parent  # results/<site>
+    return results / "nodes" / spec["run_id"] / node
+
+
+def node_files(spec_path: Path, spec: dict, node: str, group_nodes: tuple[str, ...] | None = None,
+               index: int | None = None, argv: list[str] | None = None) -> tuple[Path, list[tuple[Path, str, int]]]:
+    """(the node's spec path, the (path, text, mode) of its files) for node_run_files, from a spec
+    already read and, where given, its launch line already split (`argv`): the preparation reads
+    and splits each run's once for all its nodes."""
     for name in (node, *(group_nodes or ())):
         if not NODE_NAME.fullmatch(name):
             raise ExabenchError(f"node name {name!r} is not valid; valid: letters, digits, '.', '_', '-'")
-    spec_path = Path(spec_path).resolve()
-    spec = json.loads(spec_path.read_text())
     nodes = tuple(group_nodes) if group_nodes else (node,)
     if spec["layout"]["nodes"] != len(nodes):
         valid = f"runs on {len(nodes)} nodes only (the group's)" if group_nodes else "single-node runs only"
@@ -68,34 +87,61 @@ def node_run_files(spec_path: str | Path, node: str, group_nodes: tuple[str, ...
                             f"every-node runs: {valid}")
     run_id = f"{spec['run_id']}.node-{node}"
     results = Path(spec["paths"]["record"]).parent.parent  # results/<site>
-    run_dir = results / "nodes" / spec["run_id"] / node
+    run_dir = node_dir(spec, node)
     node_spec = {**spec, "run_id": run_id, "node": node,
                  "paths": {"run_dir": str(run_dir), "record": str(results / "records" / "nodes" / f"{run_id}.json"),
                            "archive_dir": str(results / "archive" / "nodes" / run_id)}}
     if group_nodes:
         node_spec["group_nodes"] = list(group_nodes)
     node_spec["env"] = {**spec["env"], "EXABENCH_RUN_ID": run_id}
-    line = spec["launch_line"].replace(str(spec_path), str(run_dir / "spec.json"))
+    words = [w.replace(str(spec_path), str(run_dir / "spec.json"))
+             for w in (argv if argv is not None else shlex.split(spec["launch_line"]))]
     files: tuple = ()
-    if not group_nodes or Path(shlex.split(line)[0]).name in launchers.placeable_by_name():
+    if not group_nodes or Path(words[0]).name in launchers.placeable_by_name():
         # a spec rendered before it carried the node's cores and GPUs has none
         usable = NodeSpec(**spec["usable_node"]) if "usable_node" in spec else None
-        placed = launchers.place(shlex.split(line), nodes, _layout(spec["layout"]), index, usable)
-        line, files = shlex.join(placed.argv), placed.files
+        placed = launchers.place(words, nodes, _layout(spec["layout"]), index, usable)
+        words, files = placed.argv, placed.files
         node_spec["env"] = {**node_spec["env"], **dict(placed.env)}
-    node_spec["launch_line"] = line
+    line = node_spec["launch_line"] = shlex.join(words)
     where = f"node {node}" if not group_nodes else f"node group {node} ({' '.join(nodes)})"
     script = ["#!/usr/bin/env bash", f"# exabench: run {spec['run_id']} on {where} only (every-node acceptance).",
               "set -euo pipefail"]
     script += [f"export {k}={shlex.quote(str(v))}" for k, v in node_spec["env"].items()]
     script += [f"cd {shlex.quote(str(run_dir))}", line, ""]
-    from exabench.io import atomic_write_text
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in files:
-        atomic_write_text(run_dir / name, text)
-    atomic_write_text(run_dir / "spec.json", json.dumps(node_spec, indent=2, sort_keys=True) + "\n")
-    atomic_write_text(run_dir / "job.sh", "\n".join(script), mode=0o755)
-    return run_dir / "spec.json"
+    out = [(run_dir / name, text, 0o644) for name, text in files]
+    out += [(run_dir / "spec.json", json.dumps(node_spec, indent=2, sort_keys=True) + "\n", 0o644),
+            (run_dir / "job.sh", "\n".join(script), 0o755)]
+    return run_dir / "spec.json", out
+
+
+# Node specs written per atomic_write_many (one flush to disk for all of them).
+_PREPARE_BATCH = 1000
+
+
+def prepare_nodes(spec_paths: list[str | Path], nodes: list[str]) -> int:
+    """The every-node job's one preparation pass (`exabench node-prepare`, before its runs): every
+    node's spec and job script for every run, in one process, each run's spec read and its launch
+    line split once; the node list in the allocation's order (a node's index is its place in it).
+    The files are flushed to disk in batches, not one by one (per-file fsync was 80 % of the time).
+    Returns the node specs written."""
+    from exabench.io import atomic_write_many
+    if not nodes:
+        raise ExabenchError("node-prepare: the node list is empty; valid: the allocation's compute nodes, one a line")
+    written = 0
+    for spec_path in spec_paths:
+        spec_path = Path(spec_path).resolve()
+        spec = json.loads(spec_path.read_text())
+        argv = shlex.split(spec["launch_line"])
+        batch: list = []
+        for i, node in enumerate(nodes):
+            batch += node_files(spec_path, spec, node, None, i, argv)[1]
+            written += 1
+            if written % _PREPARE_BATCH == 0:
+                atomic_write_many(batch)
+                batch = []
+        atomic_write_many(batch)
+    return written
 
 
 def _layout(d: dict) -> Layout:
@@ -103,19 +149,41 @@ def _layout(d: dict) -> Layout:
     return Layout(**{k: v for k, v in d.items() if k in LAYOUT_KEYS})
 
 
-def sweep_body(spec_paths: list[Path], scheduler: str, python: str) -> str:
-    """The job's body: the node list, then per run one parallel launch per node."""
+# The preparation's budget in the every-node job's walltime, per node spec written (a node of one
+# run): 10x what `node-prepare` measured here (tests/integration/test_every_node.py prints it for
+# 10,000 nodes: ~1 ms each on a local disk), for a parallel file system's slower metadata.
+PREPARE_S_PER_NODE_SPEC = 0.01
+
+
+def prepare_budget_s(nodes: int, runs: int) -> int:
+    """The seconds the job's one preparation pass may take for `runs` runs on `nodes` nodes."""
+    return max(60, int(nodes * runs * PREPARE_S_PER_NODE_SPEC) + 1)
+
+
+def sweep_body(spec_paths: list[Path], site, python: str) -> str:
+    """The job's body: the node list, every node's spec prepared in one pass, then per run one
+    launch step across every node (one exabench node-agent per node)."""
     q = shlex.quote
-    lines = ["# Every single-node run on every node of the allocation: one launch per node, in parallel.",
+    scheduler = site.scheduler
+    specs = " ".join(f"--spec {q(str(s))}" for s in spec_paths)
+    lines = ["# Every single-node run on every node of the allocation, all nodes at once: every node's spec",
+             "# prepared in one pass, then per run one launch step across every node, one agent per node.",
              f"nodes=(${{EXABENCH_NODES:-$({NODE_LIST[scheduler]})}})",
-             'echo "exabench every-node acceptance: ${#nodes[@]} nodes: ${nodes[*]}"', "status=0"]
+             # a file, not a word: 9,408 names exceed the 128 KiB one argument may have (srun reads a
+             # --nodelist holding a '/' as a file, srun(1))
+             'count=${#nodes[@]}; nodelist="$PWD/nodes.txt"; printf "%s\\n" "${nodes[@]}" > "$nodelist"',
+             'echo "exabench every-node acceptance: $count nodes: ${nodes[*]}"',
+             "prepare_start=$SECONDS",
+             f'{q(python)} -m exabench node-prepare --nodes-file "$nodelist" {specs}',
+             'echo "exabench every-node acceptance: every node\'s specs prepared in $((SECONDS - prepare_start)) s"',
+             "status=0"]
+    if scheduler == "none":  # no allocation: every listed node stands for this host, one agent runs them all
+        step, here = "", ' --here "${nodes[@]}"'
+    else:
+        step, here = launchers.LAUNCHERS[site.launcher].node_step() + " ", ""
     for spec in spec_paths:
-        lines += ["", f"# {spec.parent.name}", "pids=()", 'for i in "${!nodes[@]}"; do',
-                  f"  node_spec=$({q(python)} -m exabench node-run --spec {q(str(spec))} --node \"${{nodes[$i]}}\" "
-                  '--index "$i")',
-                  f"  {q(python)} -m exabench execute --spec \"$node_spec\" &",
-                  "  pids+=($!)", "done",
-                  'for pid in "${pids[@]}"; do wait "$pid" || status=1; done']
+        lines += ["", f"# {spec.parent.name}",
+                  f"{step}{q(python)} -m exabench node-agent --spec {q(str(spec))}{here} || status=1"]
     lines += ["", 'echo "exabench every-node acceptance finished (status $status); check with: exabench nodes ..."',
               "exit $status"]
     return "\n".join(lines)
@@ -145,7 +213,10 @@ def sweep_jobs(runs, site, nodes: int) -> list[list]:
     needs (exabench.campaign.allocation: Summit's smt1 and smt4 runs never share one), each group
     packed into jobs a queue admits on `nodes` nodes (their time limits summed, as a bundle's)."""
     longest = longest_walltime(site, nodes)
-    room = longest - WALLTIME_MARGIN_MIN if longest else 0
+    single = single_node_runs(runs, site)
+    # the preparation's budget for all of them: an upper bound for any one job's
+    prepare_min = -(-prepare_budget_s(nodes, len(single)) // 60)
+    room = max(1, longest - WALLTIME_MARGIN_MIN - prepare_min) if longest else 0
     return [job for mode in allocation_modes(single_node_runs(runs, site), site) for job in pack_runs(mode, room)]
 
 
@@ -170,6 +241,13 @@ def single_node_runs(runs, site) -> list:
     if site.launcher not in launchers.placeable() and site.scheduler != "none":
         raise ExabenchError(f"site '{site.name}': launcher '{site.launcher}' cannot start a run on one named node; "
                             f"valid for every-node acceptance: {', '.join(launchers.placeable())}")
+    if site.scheduler != "none" and not launchers.facts(site.launcher).node_step:
+        stepping = [n for n in launchers.placeable() if launchers.facts(n).node_step]
+        raise ExabenchError(f"site '{site.name}': launcher '{site.launcher}' is started from the batch node only, so "
+                            "no one launch step across every node can start each node's own run there (one launch "
+                            "per node would hold thousands of processes on the batch node); valid for "
+                            f"every_node_script: launcher {', '.join(stepping)}; on this site: every_node_groups "
+                            "(one job per node)")
     return single
 
 
@@ -182,12 +260,33 @@ def render_node_sweep(runs, site, results: Path, nodes: int, name: str = "every-
     single = single_node_runs(runs, site)
     allocation.common_request(site, [node_layout(site, 1, r.layout) for r in single], "every-node job")
     job = replace(single[0], run_id=name, benchmark="every-node", layout=node_layout(site, nodes, single[0].layout),
-                  timeout_s=sum(r.timeout_s for r in single))
+                  timeout_s=sum(r.timeout_s for r in single) + prepare_budget_s(nodes, len(single)))
     paths = RunPaths(results, job.run_id)
     paths.run_dir.mkdir(parents=True, exist_ok=True)  # the job script changes into it
     text, line = render_script(job, site, paths)
     specs = [RunPaths(results, r.run_id).spec.resolve() for r in single]
-    return text.replace(line, sweep_body(specs, site.scheduler, site.python_executable))
+    budget = (f"# Walltime: the runs' time limits ({sum(r.timeout_s for r in single) / 60:.0f} min) plus the "
+              f"preparation's budget ({prepare_budget_s(nodes, len(single)) / 60:.0f} min: {nodes} nodes x "
+              f"{len(single)} runs) and the margin.\n")
+    return text.replace(line, budget + sweep_body(specs, site, site.python_executable))
+
+
+def sweep_plan_lines(runs, site, nodes: int) -> list[str]:
+    """What `exabench plan` says of the every-node job(s) on `nodes` nodes: per job its walltime,
+    split into the runs' time limits and the preparation's budget; or why there is none."""
+    from exabench.campaign.render import walltime_min
+    try:
+        jobs = sweep_jobs(runs, site, nodes)
+    except ExabenchError as exc:
+        return [f"every-node job: none ({exc})"]
+    out = []
+    for i, job in enumerate(jobs, 1):
+        runs_s, prepare_s = sum(r.timeout_s for r in job), prepare_budget_s(nodes, len(job))
+        minutes = walltime_min(site, runs_s + prepare_s, nodes)
+        out.append(f"every-node job {i} of {len(jobs)}: {len(job)} run(s) on {nodes} nodes, walltime {minutes} min "
+                   f"(runs {runs_s / 60:.0f} min + preparation budget {prepare_s / 60:.0f} min for {nodes} x "
+                   f"{len(job)} node specs, and the margin)")
+    return out
 
 
 def node_sweep_paths(out: Path, jobs: int) -> list[Path]:

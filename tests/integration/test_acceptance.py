@@ -271,16 +271,19 @@ def test_pin_to_node_per_launcher():
     assert pin_to_node("aprun -n 1 -N 1 -d 64 -j 1 -cc depth /py", "nid00042", 1).startswith("aprun -L 42 -n 1 ")
 
 
-def test_sweep_body_lists_nodes_per_scheduler():
+def test_sweep_body_lists_nodes_prepares_once_and_steps_once_per_run():
     from pathlib import Path
     from exabench.campaign.node_sweep import sweep_body
-    body = sweep_body([Path("/r/runs/a/spec.json"), Path("/r/runs/b/spec.json")], "slurm", "/py")
+    from helpers_sites import site
+    body = sweep_body([Path("/r/runs/a/spec.json"), Path("/r/runs/b/spec.json")], site("slurm-local"), "/py")
     assert 'nodes=(${EXABENCH_NODES:-$(scontrol show hostnames "$SLURM_JOB_NODELIST")})' in body
-    # Per run: one background launch per node, then wait for all of them (runs one after another);
-    # each node is passed with its place in the list (jsrun's and ibrun's placement need it).
-    assert body.count('for i in "${!nodes[@]}"; do') == 2 and body.count("&\n") == 2
-    assert body.count('--node "${nodes[$i]}" --index "$i")') == 2
-    assert body.index("# a") < body.index("wait") < body.index("# b")
+    # One preparation for every node of every run; per run one srun across every node, in sequence.
+    assert body.count("node-prepare --nodes-file \"$nodelist\" --spec /r/runs/a/spec.json --spec /r/runs/b/") == 1
+    assert body.count("srun --nodes=\"$count\" ") == 2 and "for " not in body and "&\n" not in body
+    assert body.index("node-prepare") < body.index("# a") < body.index("# b")
+    # Without a scheduler every listed node stands for this host: one agent runs them all here.
+    local = sweep_body([Path("/r/runs/a/spec.json")], site("local"), "/py")
+    assert '/py -m exabench node-agent --spec /r/runs/a/spec.json --here "${nodes[@]}" || status=1' in local
 
 
 def test_node_run_rejects_bad_names_and_multi_node(tmp_path):

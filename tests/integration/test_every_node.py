@@ -88,7 +88,7 @@ def test_slurm_group_scripts_are_pinned_sequential_and_skip_recorded_runs(tmp_pa
     assert "--node n2 --group-nodes n2" in n2
     # The allocation holds the group's runs' time limits summed, plus the margin.
     assert "#SBATCH --time=00:09:00\n" in n2
-    assert files["submit.sh"].count("\nsbatch ") == 2
+    assert files["submit.sh"].count("\nsubmit ") == 2 and 'send() { sbatch "$1"; }' in files["submit.sh"]
     pairs = {p.name: text for p, text, _ in group_files(runs, s, tmp_path, node_groups(
         {"every_node": {"nodes": ["n1", "n2"], "group": 2}}, s, "c.yaml"), "acc")}
     assert "#SBATCH --nodes=2\n" in pairs["n1..n2.sh"] and "#SBATCH --nodelist=n1,n2\n" in pairs["n1..n2.sh"]
@@ -144,8 +144,11 @@ def test_lsf_groups_pin_hosts_and_pbs_is_refused(tmp_path):
                       "config", "acc.yaml")
     files = {p.name: t for p, t, _ in group_files(expand(config, summit, "acc.yaml"), summit, tmp_path,
                                                    node_groups(config, summit, "acc.yaml"), "acc")}
-    assert '#BSUB -m "h3 h4"\n' in files["h3..h4.sh"] and "#BSUB -nnodes 2\n" in files["h3..h4.sh"]
-    assert "\nbsub < " in files["submit.sh"]
+    # IBM CSM expert mode (bsub -csm y), which takes no -nnodes: the launch node and each named node's 42 cores.
+    assert ('#BSUB -csm y\n#BSUB -R "1*{select[LN]span[hosts=1]} + 84*{select[CN && (hname == \'h3\' || hname == '
+            '\'h4\')]order[!-slots:maxslots]span[ptile=42]}"\n') in files["h3..h4.sh"]
+    assert "-nnodes" not in files["h3..h4.sh"] and "#BSUB -m " not in files["h3..h4.sh"]
+    assert 'send() { bsub < "$1"; }' in files["submit.sh"]
     with pytest.raises(ConfigError, match=r"key 'scheduler' = 'pbs' cannot pin a job to named nodes; valid: slurm, "
                                           r"lsf or none .*every_node_script"):
         node_groups(config, site("polaris"), "acc.yaml")
@@ -170,35 +173,81 @@ def _sweep(site_name: str, tmp_path, nodes: int | None = None):
     return s, runs, {p.name: text for p, text, _ in files}
 
 
-@pytest.mark.parametrize("site_name", REAL_SITES)
+# The sites whose launcher has one launch step across every node (launchers.facts(...).node_step).
+STEP_SITES = ["perlmutter", "frontier", "cori-knl"]
+
+
+@pytest.mark.parametrize("site_name", STEP_SITES)
 def test_every_real_site_renders_its_every_node_jobs_and_bash_parses_them(site_name, tmp_path):
     s, runs, files = _sweep(site_name, tmp_path)
     for name in files:
         check = subprocess.run(["bash", "-n", str(tmp_path / "nodes" / name)], capture_output=True, text=True)
         assert check.returncode == 0, (name, check.stderr)
     jobs = [t for n, t in files.items() if n != "every-node.sh" or len(files) == 1]
-    # Every single-node run of the campaign, each in exactly one job; no multi-node run.
-    called = sorted(re.findall(r"node-run --spec \S+/runs/([^/\s]+)/spec.json", "".join(jobs)))
+    # Every single-node run of the campaign, each in exactly one job, one agent step each; no multi-node run.
+    called = sorted(re.findall(r"node-agent --spec \S+/runs/([^/\s]+)/spec.json", "".join(jobs)))
     assert called == sorted(r.run_id for r in runs if r.layout.nodes == 1)
-    assert all('--index "$i"' in t for t in jobs)
+    assert all(t.count("-m exabench node-prepare ") == 1 for t in jobs)
 
 
-def test_summit_every_node_jobs_are_one_per_smt_mode_each_asking_the_whole_node(tmp_path):
-    # Summit's default campaign has smt1 and smt4 single-node runs: an LSF allocation has one SMT mode
-    # (-alloc_flags), so they go to two jobs, every-node.sh submitting both; each job's header is the
-    # node's own request in that mode (all 4,608 nodes: the largest queue's), never a run's own.
-    from exabench.campaign import allocation
-    s, runs, files = _sweep("summit", tmp_path)
-    assert sorted(files) == ["every-node-01-of-02.sh", "every-node-02-of-02.sh", "every-node.sh"]
-    assert files["every-node.sh"].count("\nbsub ") == 2
-    by_id = {r.run_id: r for r in runs}
-    for name, flags in (("every-node-01-of-02.sh", "smt1"), ("every-node-02-of-02.sh", "smt4")):
-        text = files[name]
-        assert f'#BSUB -alloc_flags "{flags}"\n' in text and "#BSUB -nnodes 4608\n" in text
-        ids = re.findall(r"/runs/([^/\s]+)/spec.json", text)
-        assert {allocation.request(s, by_id[i].layout).alloc_flags for i in ids} == {(flags,)}
-    # The node list: the job's host file, each host once, without the launch (batch) node.
-    assert "awk '!seen[$0]++' \"$LSB_DJOB_HOSTFILE\" | tail -n +2" in files["every-node-01-of-02.sh"]
+@pytest.mark.parametrize("site_name", sorted(set(REAL_SITES) - set(STEP_SITES)))
+def test_sites_whose_launcher_starts_from_the_batch_node_only_are_refused_with_the_reason(site_name, tmp_path):
+    from exabench.errors import ExabenchError
+    launcher = site(site_name).launcher
+    with pytest.raises(ExabenchError, match=rf"^site '{site_name}': launcher '{launcher}' is started from the batch "
+                                            r"node only, .*valid for every_node_script: launcher srun; on this site: "
+                                            r"every_node_groups"):
+        _sweep(site_name, tmp_path)
+
+
+def test_frontier_every_node_job_is_one_launch_step_per_run_over_all_its_nodes(tmp_path):
+    # 9,408 nodes (the largest queue's) x the default campaign's single-node runs: the batch node runs
+    # one preparation and, per run, one srun across every node; no loop over the nodes, nothing in
+    # the background; the walltime holds the runs and the preparation's budget.
+    from exabench.campaign.node_sweep import prepare_budget_s
+    s, runs, files = _sweep("frontier", tmp_path)
+    [text] = files.values()
+    single = [r for r in runs if r.layout.nodes == 1]
+    assert "#SBATCH --nodes=9408\n" in text
+    assert "for " not in text and "&\n" not in text and "wait" not in text
+    steps = re.findall(r"^srun --nodes=\"\$count\" --ntasks=\"\$count\" --ntasks-per-node=1 "
+                       r"--nodelist=\"\$nodelist\" --overlap --cpu-bind=none --kill-on-bad-exit=0 \S+ -m exabench "
+                       r"node-agent --spec (\S+) \|\| status=1$", text, re.M)
+    assert len(steps) == len(single) and text.count("srun ") == len(single)
+    assert text.index("node-prepare") < text.index("node-agent")
+    hours, minutes = map(int, re.search(r"^#SBATCH --time=(\d+):(\d+):00$", text, re.M).groups())
+    runs_min = sum(r.timeout_s for r in single) / 60
+    prepare_min = prepare_budget_s(9408, len(single)) / 60
+    assert 60 * hours + minutes >= runs_min + prepare_min
+    assert f"({runs_min:.0f} min) plus the preparation's budget ({prepare_min:.0f} min: 9408 nodes x " in text
+    print(f"\nFrontier every-node job: {len(single)} runs on 9,408 nodes, walltime {hours}:{minutes:02d} "
+          f"(the runs {runs_min:.0f} min + preparation budget {prepare_min:.0f} min)")
+
+
+def test_node_prepare_writes_10000_nodes_in_one_pass_and_prints_the_time(tmp_path):
+    import time
+    from exabench.campaign.node_sweep import PREPARE_S_PER_NODE_SPEC, prepare_nodes
+    run_dir, _ = _node_run("frontier", tmp_path, 0, nodes=1, ranks_per_node=8, gpus_per_rank=1)
+    nodes = [f"frontier{i:05d}" for i in range(10_000)]
+    t0 = time.monotonic()
+    assert prepare_nodes([tmp_path / "runs" / "kmeans.tiny.n1" / "spec.json"], nodes) == 10_000
+    took = time.monotonic() - t0
+    print(f"\nnode-prepare: 10,000 simulated nodes in {took:.1f} s ({1000 * took / 10_000:.2f} ms a node; "
+          f"budget {1000 * PREPARE_S_PER_NODE_SPEC:.0f} ms)")
+    last = json.loads((tmp_path / "nodes" / "kmeans.tiny.n1" / "frontier09999" / "spec.json").read_text())
+    assert last["launch_line"].startswith("srun --nodes=1 --nodelist=frontier09999 ")
+    assert took < 10_000 * PREPARE_S_PER_NODE_SPEC
+
+
+def test_node_prepare_refuses_an_empty_node_list_and_a_bad_name(tmp_path):
+    from exabench.campaign.node_sweep import prepare_nodes
+    from exabench.errors import ExabenchError
+    _node_run("frontier", tmp_path, 0, nodes=1, ranks_per_node=8, gpus_per_rank=1)
+    spec = tmp_path / "runs" / "kmeans.tiny.n1" / "spec.json"
+    with pytest.raises(ExabenchError, match="^node-prepare: the node list is empty; valid: the allocation's compute"):
+        prepare_nodes([spec], [])
+    with pytest.raises(ExabenchError, match="^node name 'a b' is not valid"):
+        prepare_nodes([spec], ["a b"])
 
 
 def test_perlmutter_every_node_header_is_the_nodes_own_whatever_gpus_each_run_uses(tmp_path):
@@ -208,19 +257,10 @@ def test_perlmutter_every_node_header_is_the_nodes_own_whatever_gpus_each_run_us
     assert {r.layout.gpus_per_node for r in runs if r.layout.nodes == 1} == {0, 1, 4}
 
 
-def test_summitdev_every_node_runs_are_split_into_jobs_its_walltime_limit_admits(tmp_path):
-    s, runs, files = _sweep("summitdev", tmp_path)
-    jobs = {n: t for n, t in files.items() if n != "every-node.sh"}
-    assert len(jobs) > 1 and files["every-node.sh"].count("\nbsub ") == len(jobs)
-    for text in jobs.values():
-        hours, minutes = map(int, re.search(r"^#BSUB -W (\d+):(\d+)$", text, re.M).groups())
-        assert 60 * hours + minutes <= s.max_walltime_min
-
-
-def test_theta_and_polaris_every_node_jobs_ask_at_most_their_largest_queue(tmp_path):
+def test_theta_and_polaris_every_node_jobs_would_ask_at_most_their_largest_queue():
     # Theta's 4,392 nodes and Polaris's 560 exceed their largest queues (4,100 and 496 nodes).
-    assert "#COBALT -n 4100\n" in "".join(_sweep("theta", tmp_path / "t")[2].values())
-    assert "#PBS -l select=496:" in "".join(_sweep("polaris", tmp_path / "p")[2].values())
+    from exabench.campaign.node_sweep import sweep_nodes
+    assert (sweep_nodes(site("theta")), sweep_nodes(site("polaris"))) == (4100, 496)
 
 
 def _node_run(site_name: str, tmp_path, index, group=None, **request):
@@ -251,7 +291,7 @@ def test_node_run_places_an_ibrun_run_by_task_offset(tmp_path):
 
 
 def test_a_node_group_job_keeps_the_line_of_a_launcher_placed_by_index(tmp_path):
-    # A group job is pinned by its header (#BSUB -m): its allocation is the group, whose order LSF
+    # A group job is pinned by its header (#BSUB -csm y -R): its allocation is the group, whose order LSF
     # chooses, so jsrun keeps its own resource sets and no ERF is written.
     run_dir, node = _node_run("summit", tmp_path, None, group=("h1", "h2"), nodes=2, ranks_per_node=6,
                               gpus_per_rank=1)
@@ -272,10 +312,170 @@ def test_lsf_group_runs_of_two_smt_modes_get_a_job_each_asking_the_whole_node(tm
     assert sorted(files) == ["h1-01-of-02.sh", "h1-02-of-02.sh", "h2-01-of-02.sh", "h2-02-of-02.sh", "submit.sh"]
     for name, smt in (("h2-01-of-02.sh", 1), ("h2-02-of-02.sh", 4)):
         text = files[name]
-        assert f'#BSUB -alloc_flags "smt{smt}"\n' in text and '#BSUB -m "h2"\n' in text
+        assert f'#BSUB -alloc_flags "smt{smt}"\n' in text and "(hname == 'h2')" in text and "-nnodes" not in text
         [run_id] = re.findall(r"^run_on_group \S+/runs/([^/\s]+)/spec.json ", text, re.M)
         assert next(r for r in runs if r.run_id == run_id).layout.smt == smt
         assert f"node-h2.json" in text  # records keep the group's name, whichever job runs them
-    assert files["submit.sh"].count("\nbsub < ") == 4
+    assert files["submit.sh"].count("\nsubmit ") == 4
     from exabench.campaign.node_groups import group_outputs
     assert sorted(p.name for p in group_outputs(runs, summit, tmp_path, groups)) == sorted(files)[:-1]
+
+
+# -- node groups split by walltime, sent within each queue's per-user limit ---------------------------
+
+def _default_groups(site_name: str, nodes: str, tmp_path, **config):
+    from exabench.campaign.site import default_config_file
+    from exabench.io import atomic_write_many
+    from exabench.config import load_and_validate
+    s = site(site_name)
+    config_file = default_config_file(str(REPO / "profiles" / site_name / "site.yaml"))
+    loaded = {**load_and_validate(config_file, "config"), "every_node": {"nodes": nodes, "group": 1}, **config}
+    runs = expand(loaded, s, config_file)
+    groups = node_groups(loaded, s, config_file)
+    files = group_files(runs, s, tmp_path, groups, "acc")
+    atomic_write_many(files)
+    return s, runs, groups, {p.name: t for p, t, _ in files}
+
+
+@pytest.mark.parametrize("site_name, minutes", [("summit", 725), ("frontier", 635)])
+def test_default_campaign_node_groups_are_split_into_jobs_their_queues_admit(site_name, minutes, tmp_path):
+    # One node's share of the site's own default campaign needs `minutes` in a row; no queue gives one
+    # node that long, so each group's runs go to several jobs, each within the longest walltime.
+    from exabench.campaign.bundles import longest_walltime
+    s, runs, groups, files = _default_groups(site_name, "x[1-2]", tmp_path)
+    single = sorted(r.run_id for r in runs if r.layout.nodes == 1)
+    longest = longest_walltime(s, 1)
+    directive = r"^#BSUB -W (\d+):(\d+)$" if s.scheduler == "lsf" else r"^#SBATCH --time=(\d+):(\d+):00$"
+    for g in groups:
+        jobs = {n: t for n, t in files.items() if n.startswith(f"{g.name}-")}
+        assert len(jobs) > 1
+        ran = sorted(re.findall(rf"^run_on_group \S+/runs/([^/\s]+)/spec.json \S+node-{g.name}.json$",
+                                "".join(jobs.values()), re.M))
+        assert ran == single  # every single-node run once per group, across its jobs
+        for text in jobs.values():
+            hours, mins = map(int, re.search(directive, text, re.M).groups())
+            assert 60 * hours + mins <= longest
+    assert sum(r.timeout_s for r in runs if r.layout.nodes == 1) / 60 + 5 >= minutes
+    assert files["submit.sh"].count("\nsubmit ") == len(files) - 1
+
+
+STAND_IN_SBATCH = """#!/usr/bin/env bash
+# A queue that takes one job per user: a second submission is refused while the first is in it.
+if [[ -e "$QUEUE/job" ]]; then echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2; exit 1; fi
+echo "$1" >> "$QUEUE/sent"; echo "$1" > "$QUEUE/job"; echo "Submitted batch job $(wc -l < "$QUEUE/sent")"
+"""
+STAND_IN_SQUEUE = """#!/usr/bin/env bash
+# The user's job in the queue, until it has been looked at three times (then it ended).
+[[ -e "$QUEUE/job" ]] || exit 0
+echo "$*" >> "$QUEUE/asked"; echo 1
+if (( $(wc -l < "$QUEUE/asked") % 3 == 0 )); then rm "$QUEUE/job"; fi
+"""
+
+
+def test_stampede2_five_groups_go_through_its_one_job_per_user_development_queue(tmp_path):
+    # Stampede2's development queue takes one job per user (max_queued_per_user: 1): submit.sh sends the
+    # next group only once the previous one left the queue, and never stops with groups unsent. The
+    # stand-ins refuse a second queued job as that queue would.
+    s, runs, groups, files = _default_groups(
+        "stampede2", "c[1-5]", tmp_path, preset="tiny", timeout_s=120,
+        benchmarks=[{"name": "kmeans", "sweep": {"ranks_per_node": [1]}}])
+    submit = files["submit.sh"]
+    assert submit.count("\nsubmit development 1 ") == 5 and "set -e" not in submit
+    bin_dir, queue = tmp_path / "bin", tmp_path / "queue"
+    bin_dir.mkdir(), queue.mkdir()
+    for name, text in (("sbatch", STAND_IN_SBATCH), ("squeue", STAND_IN_SQUEUE)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(queue), "EXABENCH_SUBMIT_WAIT_S": "0", "USER": "me"}
+    res = subprocess.run(["bash", str(tmp_path / "nodes" / "groups" / "submit.sh")], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "all 5 every-node group job(s) sent" in res.stdout
+    sent = (queue / "sent").read_text().split()
+    assert [p.rsplit("/", 1)[1] for p in sent] == [f"c{i}.sh" for i in range(1, 6)]
+    assert "-p development" in (queue / "asked").read_text()
+    # Before, the same queue with `set -e` and one sbatch per group: the second one failed and the rest never went.
+
+
+def test_a_group_job_that_cannot_be_sent_is_reported_after_every_other_was_sent(tmp_path):
+    s, runs, groups, files = _default_groups(
+        "stampede2", "c[1-3]", tmp_path, preset="tiny", timeout_s=120,
+        benchmarks=[{"name": "kmeans", "sweep": {"ranks_per_node": [1]}}])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text('#!/usr/bin/env bash\n[[ $1 == */c2.sh ]] && { echo "sbatch: error: bad" >&2; '
+                                    'exit 1; }\necho "$1" >> "$QUEUE/sent"\n')
+    (bin_dir / "squeue").write_text("#!/usr/bin/env bash\nexit 0\n")
+    for p in bin_dir.iterdir():
+        p.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(tmp_path), "EXABENCH_SUBMIT_WAIT_S": "0", "USER": "me"}
+    res = subprocess.run(["bash", str(tmp_path / "nodes" / "groups" / "submit.sh")], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 1
+    assert [p.rsplit("/", 1)[1] for p in (tmp_path / "sent").read_text().split()] == ["c1.sh", "c3.sh"]
+    assert re.search(r"exabench: 2 job\(s\) sent; not sent: \S+/c2.sh$", res.stderr.strip())
+
+
+def _exabench(*args, cwd=None):
+    import sys
+    return subprocess.run([sys.executable, "-m", "exabench", *args], capture_output=True, text=True, timeout=240,
+                          cwd=cwd or REPO, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": "/tmp"})
+
+
+def test_plan_shows_the_every_node_walltime_with_its_preparation_budget_or_why_there_is_none():
+    frontier = _exabench("plan", "--site", "profiles/frontier/site.yaml")
+    assert frontier.returncode == 0, frontier.stderr[-2000:]
+    assert re.search(r"^every-node job 1 of 1: 21 run\(s\) on 9408 nodes, walltime \d+ min \(runs 630 min \+ "
+                     r"preparation budget 33 min for 9408 x 21 node specs, and the margin\)$", frontier.stdout, re.M)
+    summit = _exabench("plan", "--site", "profiles/summit/site.yaml")
+    assert "every-node job: none (site 'summit': launcher 'jsrun' is started from the batch node only" in summit.stdout
+
+
+def test_node_prepare_and_node_agent_refuse_bad_input_in_one_line(tmp_path):
+    _node_run("frontier", tmp_path, 0, nodes=1, ranks_per_node=8, gpus_per_rank=1)
+    spec = str(tmp_path / "runs" / "kmeans.tiny.n1" / "spec.json")
+    missing = _exabench("node-prepare", "--nodes-file", str(tmp_path / "none.txt"), "--spec", spec)
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines()[-1].endswith(
+        f"node-prepare: --nodes-file {tmp_path}/none.txt: cannot be read (No such file or directory); valid: a file "
+        "of node names, one a line, or '-' (standard input)")
+    agent = _exabench("node-agent", "--spec", spec)
+    assert agent.returncode != 0 and "Traceback" not in agent.stderr
+    assert re.search(r"node-agent: run 'kmeans.tiny.n1' has no spec prepared for node '\S+' \(looked in "
+                     rf"{tmp_path}/nodes/kmeans.tiny.n1\); valid: a node of the list given to exabench node-prepare$",
+                     agent.stderr.strip())
+
+
+STAND_IN_SCONTROL = """#!/usr/bin/env bash
+# `scontrol show job ID`: the queued job runs for two looks, then ends (and leaves the queue).
+if [[ -e "$QUEUE/job" && $(cat "$QUEUE/job") == "$3" ]]; then
+  echo "$3" >> "$QUEUE/looked"
+  if (( $(grep -c "^$3$" "$QUEUE/looked") >= 2 )); then rm "$QUEUE/job"; echo "JobState=COMPLETED"; exit 0; fi
+  echo "JobState=RUNNING"; exit 0
+fi
+echo "JobState=COMPLETED"
+"""
+
+
+def test_node_acceptance_submits_every_group_through_a_one_job_per_user_queue(tmp_path):
+    # node_acceptance sends the group jobs itself: where the queue refuses a second job of the user it
+    # sent the first and stopped with an error, the other groups never sent; now they wait for room.
+    from exabench.campaign.node_jobs import run_groups
+    bin_dir, queue = tmp_path / "bin", tmp_path / "queue"
+    bin_dir.mkdir(), queue.mkdir()
+    sbatch = ('#!/usr/bin/env bash\nif [[ -e "$QUEUE/job" ]]; then echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" '
+              '>&2; exit 1; fi\necho "$2" >> "$QUEUE/sent"; n=$(wc -l < "$QUEUE/sent"); echo "$n" > "$QUEUE/job"; '
+              'echo "$n"\n')
+    for name, text in (("sbatch", sbatch), ("scontrol", STAND_IN_SCONTROL),
+                       ("sinfo", "#!/usr/bin/env bash\nfor n in c1 c2 c3; do echo \"$n idle\"; done\n")):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    planned = [{"group": g, "nodes": [g], "record": str(tmp_path / f"{g}.json")} for g in ("c1", "c2", "c3")]
+    scripts = {g: tmp_path / f"{g}.sh" for g in ("c1", "c2", "c3")}
+    said = []
+    result = run_groups(planned, scripts, {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(queue)}, said.append,
+                        poll_s=0.01, max_wait_s=60)
+    assert [p.rsplit("/", 1)[1] for p in (queue / "sent").read_text().split()] == ["c1.sh", "c2.sh", "c3.sh"]
+    assert {g: j["state"] for g, j in result["jobs"].items()} == {"c1": "COMPLETED", "c2": "COMPLETED",
+                                                                  "c3": "COMPLETED"}
+    assert "submitted 1 group job(s), 2 waiting for room in their queue" in said[0]

@@ -231,3 +231,63 @@ def test_a_node_pair_group_script_passes_sbatch_test_only(slurm_cluster, tmp_pat
     res = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, env=slurm_cluster,
                          timeout=60)
     assert res.returncode == 0 and "to start at" in res.stderr, res.stderr
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below `root` (from /proc: pid -> parent)."""
+    parent = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    out, todo = [], [root]
+    while todo:
+        kids = [p for p, pp in parent.items() if pp == todo[-1]]
+        todo.pop()
+        out += kids
+        todo += kids
+    return out
+
+
+def test_every_node_job_is_one_step_per_run_and_holds_few_processes_on_the_batch_node(slurm_cluster,  # noqa: F811
+                                                                                      tmp_path):
+    """every_node_script on both loopback nodes through sbatch: every node's records, from one srun
+    step per run; the batch script's processes (sampled while it runs) stay at a fixed few."""
+    work = _workdir(tmp_path)
+    config = work / "config" / "every-node.yaml"
+    config.write_text("campaign: every-node\npreset: tiny\ntimeout_s: 120\n"
+                      "benchmarks:\n  - name: kmeans\n    sweep: {ranks_per_node: [1, 2]}\n"
+                      "  - name: gemm\n    params: {precision: fp32}\n    sweep: {ranks_per_node: [1]}\n")
+    res = subprocess.run([SNAKEMAKE, "every_node_script", "--force-use-threads", "--profile", "profiles/slurm-local",
+                          "--configfile", str(config)], cwd=work, env=slurm_cluster, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    script = work / "results/slurm-local/nodes/every-node.sh"
+    assert "for " not in script.read_text() and script.read_text().count("\nsrun ") == 3
+    out = subprocess.run(["sbatch", "--parsable", str(script)], env=slurm_cluster, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.strip().split(";")[0]
+    most, state = 0, ""
+    for _ in range(1200):
+        batch = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline")
+                 if p.exists() and b"slurm_script" in p.read_bytes()
+                 and f"SLURM_JOB_ID={job}\0".encode() in (p.parent / "environ").read_bytes()]
+        for pid in batch:  # the batch script and what it started: the tasks are slurmstepd's, not its
+            most = max(most, 1 + len(_descendants(pid)))
+        state = re.search(r"JobState=(\w+)", subprocess.run(["scontrol", "show", "job", job], env=slurm_cluster,
+                                                            capture_output=True, text=True).stdout).group(1)
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+            break
+        time.sleep(0.2)
+    print(f"\nevery-node job {job} on 2 nodes: at most {most} process(es) on the batch node")
+    assert state == "COMPLETED", (state, *(p.read_text()[-3000:] for p in script.parent.glob("../runs/every-node/slurm-*")))
+    records = {p.name: json.loads(p.read_text()) for p in (work / "results/slurm-local/records/nodes").glob("*.json")}
+    single = ["gemm.tiny.fp32.n1r1t2", "kmeans.tiny.float64.n1r1t2", "kmeans.tiny.float64.n1r2t1"]
+    assert sorted(records) == sorted(f"{r}.node-{n}.json" for r in single for n in ("n1", "n2"))
+    for name, rec in records.items():
+        assert rec["status"] == "ok", rec.get("error")
+        assert rec["provenance"]["environment"]["SLURM_JOB_ID"] == job
+    # bash, its srun (or the one preparation's python), and the `$(...)` subshell at most: whatever the node count.
+    assert 1 <= most <= 4

@@ -34,6 +34,11 @@ class LauncherFacts:
     by_index: bool = False       # told the nodes' place in the allocation, not their names (at_index)
     forwards_env: bool = False   # needs each exported variable named on its line (Open MPI's -x)
     sized_by_header: bool = False  # takes its size from the batch header alone (TACC ibrun: no -c in the header)
+    # One launch step across every node of the allocation, one task per node, whose task (exabench
+    # node-agent) starts its node's run from that node with this launcher again: the every-node job's
+    # form ("": the launcher is started from the batch node only; every_node_script refuses it).
+    # The module then has `node_step() -> str`, the step's words with $count and $nodelist.
+    node_step: str = ""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,10 @@ task_affinity ./myprogram input1 &` ("offset by 0 entries in hostfile"), `-n` an
 `task_affinity` for placement and pinning with them; TACC Horizon "MPS" (docs/hpc/horizon/mps.md):
 `export TACC_TASKS_PER_NODE=1  # Force one task per node` before `ibrun -np $SLURM_NNODES`. Not run
 on a TACC machine here: check one node's line there first.
+
+Every-node job (one launch step across every node, node_sweep): none. TACC documents ibrun in the job
+script only; that it starts a node's run when started on another compute node is neither documented
+nor checked here, so every_node_script refuses it.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ c is {c*k .. c*k+k-1} whatever the socket. Ranks of one resource set (-a k) each
 -b packed cores and the set's GPUs, which the ERF allows with `overlapping_rs` and
 `oversubscribe_gpu`. Not run on a Summit here: OLCF's guide lists jsrun bugs with ERFs ("Failed to
 bind process to ERF smt array"; "a known bug is currently preventing execution of most ERF use
-cases"), so where they bite, every_node_groups (one job per node, pinned by `#BSUB -m`, no ERF)
+cases"), so where they bite, every_node_groups (one job per node, pinned in CSM expert mode, `#BSUB -csm y` with `-R`, no ERF)
 is the way (docs/clusters.md).
 
 Sources: OLCF Summit User Guide, "Job Launcher (jsrun)" (docs.olcf.ornl.gov/systems/
@@ -37,6 +37,11 @@ keys host and cpu at least; a single application's command stays on the jsrun li
 0-167 at SMT4). Host numbering as used on Summit by CODARcode/PerformanceAnalysis
 scripts/summit/gen_erf_summit.sh ("0 is launch node, 1 is first compute node") and
 CODARcode/cheetah savanna (hosts numbered from 1).
+
+Every-node job (one launch step across every node, node_sweep): none. On Summit the job script runs
+on a batch (launch) node, from which jsrun starts the job's steps (OLCF Summit User Guide, "Job
+Launcher (jsrun)"); that jsrun starts a step when itself started on a compute node is not documented
+there, so no agent on each node can start its node's run: every_node_script refuses it.
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ Sources: ALCF Polaris "Running Jobs" (docs.alcf.anl.gov/polaris/running-jobs/:
 ALCF Aurora "Running Jobs on Aurora", "Binding MPI ranks and threads to cores" and "Binding
 MPI ranks to GPUs" (docs.alcf.anl.gov/aurora/running-jobs-aurora/: cores 0 and 52 reserved,
 `--cpu-bind=list:1-8:9-16:...:93-100` for 12 ranks, gpu_tile_compact.sh and ZE_AFFINITY_MASK).
+
+Every-node job (one launch step across every node, node_sweep): none. ALCF's guides start mpiexec
+from the job script on the head node; that PALS's mpiexec starts a node's run when itself started on
+another compute node is not documented there nor checked here, so every_node_script refuses it.
 """
 
 from __future__ import annotations

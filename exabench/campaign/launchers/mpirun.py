@@ -6,6 +6,10 @@ visibility, so with launcher_options.gpu_affinity_wrapper each rank sets it from
 local rank before the program starts.
 
 Source: Open MPI mpirun(1) man page, "Mapping, Ranking, and Binding".
+
+Every-node job (one launch step across every node, node_sweep): none on a scheduler's allocation (an
+mpirun started inside another's ranks is not a documented Open MPI use); without a scheduler the node
+agent runs each listed node's spec here.
 """
 
 from __future__ import annotations

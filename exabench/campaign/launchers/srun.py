@@ -27,7 +27,20 @@ from exabench.campaign.site import Layout, Site
 
 FACTS = LauncherFacts(name="srun", schedulers=("slurm",), mpi=True, rank_sets=True, binds_gpus=True,
                       smt="--threads-per-core, -c in hardware threads",
-                      on_nodes="--nodes=N --nodelist=a,b (srun(1))")
+                      on_nodes="--nodes=N --nodelist=a,b (srun(1))",
+                      node_step="srun --nodes=N --ntasks-per-node=1 --overlap (srun(1); a step started "
+                                "from inside another: Slurm job steps)")
+
+
+def node_step() -> str:
+    """One task per node over the job's nodes ($count of them, $nodelist), as node-health checks
+    run (Slurm srun(1): --ntasks-per-node=1). Each task's `srun --nodes=1 --nodelist=<its node>`
+    is a step of the same job started from a compute node (srun works anywhere inside the
+    allocation: it reads SLURM_JOB_ID); `--overlap` lets that step share the node's CPUs and memory
+    with this one ("allows steps to share all resources ... with all other steps", srun(1)), and
+    `--kill-on-bad-exit=0` keeps a failing node from stopping the others."""
+    return ('srun --nodes="$count" --ntasks="$count" --ntasks-per-node=1 --nodelist="$nodelist" '
+            "--overlap --cpu-bind=none --kill-on-bad-exit=0")
 
 
 # srun(1)'s short options that take a value (`-n 4`): the word after one is not yet the program.
