@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exabench.campaign import launchers
 from exabench.campaign.allocation import submit_line
 from exabench.campaign.site import Site, load_site
 from exabench.errors import ExabenchError
@@ -115,8 +116,10 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
         _run(r, [*snakemake, *config], env, timeout)
         r.verdicts.append(_run(r, [*snakemake, "acceptance", *config], env, timeout))
         # Every-node acceptance: the one script (jobs) that runs each single-node run on every node of
-        # the allocation, here on this one; then the nodes' verdict.
-        if _run(r, [*snakemake, "every_node_script", *config], env, timeout).returncode == 0:
+        # the allocation, here on this one; then the nodes' verdict. Only where the launcher has one
+        # step across every node (srun); elsewhere every_node_script refuses the site, with the reason.
+        if launchers.facts(site.launcher).node_step and \
+                _run(r, [*snakemake, "every_node_script", *config], env, timeout).returncode == 0:
             script = r.results / "nodes" / "every-node.sh"
             r.submitted.append((script, _run(r, ["bash", "-c", submit_line(site, script.relative_to(work))], env,
                                              timeout)))

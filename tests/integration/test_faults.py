@@ -355,6 +355,19 @@ exec sleep 120
 """
 
 
+def three_stream_runs(tmp_path: Path, campaign: str, timeout_s: int) -> tuple[Path, list[str]]:
+    """A three-run STREAM campaign's config file in `tmp_path`, and its run ids in plan order."""
+    import yaml
+
+    from exabench.campaign.site import load_site
+    config = {"campaign": campaign, "timeout_s": timeout_s,
+              "benchmarks": [{"name": "stream", "sweep": {"samples": [3, 4, 5]}}]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
+    return cfg, [r.run_id for r in expand(validate(config, "config", str(cfg)), site, str(cfg))]
+
+
 @pytest.mark.parametrize("started", ["in the foreground", "by a script, with `&`"])
 def test_one_ctrl_c_stops_a_local_campaign_and_starts_no_other_run(tmp_path, started):
     """SIGINT to the campaign's process group, as a terminal sends it on Ctrl-C (snakemake and the
@@ -364,15 +377,7 @@ def test_one_ctrl_c_stops_a_local_campaign_and_starts_no_other_run(tmp_path, sta
     (keep-going) and started the next."""
     import time
 
-    import yaml
-
-    from exabench.campaign.site import load_site
-    campaign = {"campaign": "ctrl-c", "timeout_s": 300,
-                "benchmarks": [{"name": "stream", "sweep": {"samples": [3, 4, 5]}}]}
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump(campaign))
-    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
-    ids = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    cfg, ids = three_stream_runs(tmp_path, "ctrl-c", 300)
     stand_in_site(tmp_path)
     runs = tmp_path / "results" / "local" / "runs"
     for run_id in ids:
@@ -567,15 +572,7 @@ def test_after_retry_the_campaigns_own_command_runs_the_retried_run_and_no_other
     """`exabench retry`, then the campaign's plain command (its default target, no record named):
     the retried run runs, alone, and the tables are made again. It said "Nothing to be done": the
     tables were newer than every record left."""
-    import yaml
-
-    from exabench.campaign.site import load_site
-    campaign = {"campaign": "retry-all", "timeout_s": 240,
-                "benchmarks": [{"name": "stream", "sweep": {"samples": [3, 4, 5]}}]}
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump(campaign))
-    site = load_site(ROOT / "profiles" / "local" / "site.yaml")
-    ids = [r.run_id for r in expand(validate(campaign, "config", str(cfg)), site, str(cfg))]
+    cfg, ids = three_stream_runs(tmp_path, "retry-all", 240)
     flaky, others = ids[1], [ids[0], ids[2]]
     results = tmp_path / "results" / "local"
     stand_in_site(tmp_path)  # the flaky run's rank runs FAULTY_NODE, the others the runner

@@ -1,9 +1,9 @@
 """`exabench rehearse --profile profiles/<site>` runs a bundle site's documented path here, end to end:
 `snakemake --profile ... bundle`, each bundle script through the stand-in submit command (bsub on
 Summit's LSF, qsub on Polaris' PBS Pro), the ranks through the stand-in launcher (jsrun, PALS
-mpiexec) and mpirun, then the aggregate and acceptance; then every_node_script, its every-node.sh
-submitted the same way (on this machine's one node) and node_check. Every planned run comes back with
-a record.
+mpiexec) and mpirun, then the aggregate and acceptance. Every planned run comes back with a record.
+(every_node_script is refused on jsrun and PALS mpiexec sites, whose launchers start from the batch
+node only: the rehearsal runs it where the launcher has one step across every node.)
 
 The campaign is a small subset of the sites' own (two GEMM runs, on 1 and 2 nodes: two bundles, so
 two submissions), not the rack-scale default campaign (132 runs on Summit): a tiny ResNet-50 run
@@ -44,7 +44,7 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
                           "--configfile", str(campaign), "--work", str(work)],
                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr[-3000:]
-    assert f"exabench rehearse {name}: rehearsed: 3 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
+    assert f"exabench rehearse {name}: rehearsed: 2 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
     records = sorted((work / "results" / name / "records").glob("*.json"))
     assert [p.stem for p in records] == ["gemm.tiny.fp32.n1r1t42g1" if name == "summit" else "gemm.tiny.fp32.n1r1t32g1",
                                          "gemm.tiny.fp32.n2r1t42g1" if name == "summit" else "gemm.tiny.fp32.n2r1t32g1"]
@@ -54,17 +54,16 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
     launches = [d for d in decisions if d["tool"] == launcher]
     assert [(d["what"], d["verdict"], d["exit"]) for d in submits] == [
         (f"results/{name}/bundles/rehearsal-small-01-of-02.sh", "accepted", 0),
-        (f"results/{name}/bundles/rehearsal-small-02-of-02.sh", "accepted", 0),
-        (f"results/{name}/nodes/every-node.sh", "accepted", 0)]
+        (f"results/{name}/bundles/rehearsal-small-02-of-02.sh", "accepted", 0)]
     assert [d["nodes"] for d in submits[:2]] == [1, 2]   # the headers' counts, checked against the queues
-    # the bundles' two launches (1 and 2 ranks), then the every-node run on this machine's one node
-    assert [(d["verdict"], d["exit"]) for d in launches] == [("accepted", 0)] * 3
+    # the bundles' two launches (1 and 2 ranks)
+    assert [(d["verdict"], d["exit"]) for d in launches] == [("accepted", 0)] * 2
     assert [d["ranks"] for d in launches[:2]] == [1, 2]
     report = (work / "rehearsal.md").read_text()
     for part in ("Verdict: **rehearsed**", f"`{submit} results/{name}/bundles/rehearsal-small-01-of-02.sh`",
                  "## Runs and their records", "node-hours the real campaign would request", "## Verdicts"):
         assert part in report, part
-    for judged in ("verdicts.md", "nodes.md"):   # the aggregate, acceptance and node check ran
+    for judged in ("verdicts.md",):   # the aggregate and acceptance ran
         assert (work / "results" / name / "acceptance" / judged).is_file(), judged
 
 
