@@ -20,6 +20,8 @@ def _tail(text: str, lines: int = 3) -> str:
 
 def shown(command: list) -> str:
     """A step's command as the user types it (`snakemake ...`, not `python -m snakemake ...`)."""
+    if command[:2] == ["bash", "-c"]:  # a submission as typed, `bsub < job.sh`
+        return command[2]
     return shlex.join(command[2:] if command[1:2] == ["-m"] else command)
 
 

@@ -60,7 +60,7 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
     assert [(d["verdict"], d["exit"]) for d in launches] == [("accepted", 0)] * 2
     assert [d["ranks"] for d in launches[:2]] == [1, 2]
     report = (work / "rehearsal.md").read_text()
-    for part in ("Verdict: **rehearsed**", f"`{submit} results/{name}/bundles/rehearsal-small-01-of-02.sh`",
+    for part in ("Verdict: **rehearsed**", f"`{'bsub <' if submit == 'bsub' else submit} results/{name}/bundles/rehearsal-small-01-of-02.sh`",
                  "## Runs and their records", "node-hours the real campaign would request", "## Verdicts"):
         assert part in report, part
     for judged in ("verdicts.md",):   # the aggregate and acceptance ran
