@@ -107,7 +107,7 @@ def _run(site, benchmark="resnet50", framework="pytorch"):
 
 def _exec_argv(line: str, runtime: str) -> list[str]:
     argv = shlex.split(line)
-    word = {"apptainer": "apptainer", "singularity": "singularity", "podman": "podman-hpc",
+    word = {"apptainer": "apptainer", "singularity": "singularity", "podman-hpc": "podman-hpc",
             "shifter": "shifter", "charliecloud": "ch-run"}[runtime]
     return argv[argv.index(word):]
 
@@ -122,7 +122,7 @@ def test_rendered_exec_line_per_site(name):
     assert argv[-5:] == ["python3", "-m", "exabench.runner", "--spec", f"{ROOT}/{name}/runs/probe/spec.json"]
     opts = argv[:-5]
     if c.get("gpu_flag"):
-        assert c["gpu_flag"] in opts or f"--module={c['gpu_flag'].lstrip('-')}" in opts
+        assert c["gpu_flag"] in opts or any(o.startswith("--module=") and c["gpu_flag"].lstrip("-") in o[9:].split(",") for o in opts)
     else:
         assert not {"--nv", "--rocm", "--gpu"} & set(opts)
     binds = {o.split("=", 1)[1].split(":")[0] for o in opts if o.startswith(("--bind=", "--volume="))}
