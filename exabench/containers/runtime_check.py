@@ -65,3 +65,22 @@ def check_files(site_file: str, runtime: str, files, here_only: bool = False) ->
             continue
         raise ContainerError(site_file, key, path, f"a path that exists on the compute nodes ({runtime} mounts or "
                              "runs it; make it, or correct the site file)", "does not exist")
+
+
+def check_edf_mounts(site, image: str, binds: list[str]) -> None:
+    """A CSCS environment file that is here must mount every host path the run needs (the results
+    folder first): the line has no mount option, so a path missing from its `mounts` would leave
+    the ranks without their spec and record folder."""
+    if site.container.get("runtime") != "cscs-edf" or not Path(image).is_file():
+        return
+    from exabench.containers.runtimes.cscs_edf import unmounted
+    try:
+        missing = unmounted(image, binds)
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ContainerError(site.path or site.name, "container.image", image, "a readable TOML environment "
+                             "definition file (docs.cscs.ch/software/container-engine/edf/)",
+                             f"cannot be read ({exc})") from None
+    if missing:
+        raise ContainerError(site.path or site.name, "container.image", image,
+                             f"an environment file whose mounts include {', '.join(missing)} "
+                             f"(mounts = [\"{missing[0]}:{missing[0]}\", ...])", "does not mount what the run needs")
