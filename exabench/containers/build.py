@@ -30,7 +30,8 @@ def build_argv(site, stack: str, image: str | Path) -> list[str]:
     if rt not in runtimes.names(builds_sif=True):
         raise ConfigError(site.path or site.name, "container.runtime", rt,
                           "apptainer or singularity to build .sif images (charliecloud: build_directory_image; "
-                          "podman-hpc, shifter, pyxis, cscs-edf: build the generated Dockerfile and set container.image)",
+                          "podman-hpc, shifter, pyxis, cscs-edf: build the generated Dockerfile and set "
+                          "container.image)",
                           "cannot build from the recipes here")
     fake = ["--fakeroot"] if (site.container or {}).get("fakeroot") else []
     return [rt, "build", *fake, "--force", str(image), str(recipe_path(stack))]

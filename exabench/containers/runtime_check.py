@@ -1,7 +1,8 @@
 """A site's container setting checked against its runtime's facts (exabench.containers.runtimes),
 so that a wrong one stops the site file from loading, one line naming file, key, value and what
 the runtime takes, before anything is rendered or submitted: a runtime that does not exist, a
-launcher it cannot ride on, a GPU flag it does not have, an image in a form it cannot run (a SIF given to Pyxis) or none where it builds none.
+launcher it cannot ride on, a GPU flag it does not have, an image in a form it cannot run (a SIF
+given to Pyxis) or none where it builds none.
 
 The files themselves (a local image, a bind's source) are checked where they are: at render time
 when their folder is on this machine (the login node that submits), and by check_files at job
@@ -38,13 +39,10 @@ def check_setting(path: str, container: dict, launcher: str) -> None:
     if not image and not facts.runs_built:
         raise ConfigError(path, "container.image", image, f"the image {name} runs: {facts.image_form}",
                           f"is empty, and exabench builds no image {name} runs")
-    if image and facts.local_image and (image.startswith("/") or image.endswith(facts.local_image)) \
+    if image and facts.local_image and (image.startswith("/") or not facts.image_by_name) \
             and not (image.startswith("/") and image.endswith(facts.local_image)):
         raise ConfigError(path, "container.image", image, f"{facts.image_form}: an absolute path ending "
                           f"{' or '.join(facts.local_image)}", f"is not an image {name} runs")
-    if image and name == "cscs-edf" and not image.endswith(".toml"):
-        raise ConfigError(path, "container.image", image, f"{facts.image_form}: an absolute path ending .toml",
-                          "is not an environment definition file")
 
 
 def local_files(site, image: str, binds: list[str]) -> list[tuple[str, str]]:
@@ -67,19 +65,19 @@ def check_files(site_file: str, runtime: str, files, here_only: bool = False) ->
                              "runs it; make it, or correct the site file)", "does not exist")
 
 
-def check_edf_mounts(site, image: str, binds: list[str]) -> None:
-    """A CSCS environment file that is here must mount every host path the run needs (the results
+def check_image_mounts(site, image: str, binds: list[str]) -> None:
+    """An image file that mounts the run's paths itself (a CSCS environment file: the runtime's
+    module has `unmounted`), when it is here, must mount every host path the run needs (the results
     folder first): the line has no mount option, so a path missing from its `mounts` would leave
     the ranks without their spec and record folder."""
-    if site.container.get("runtime") != "cscs-edf" or not Path(image).is_file():
+    module = runtimes.RUNTIMES.get(site.container.get("runtime"))
+    if not hasattr(module, "unmounted") or not Path(image).is_file():
         return
-    from exabench.containers.runtimes.cscs_edf import unmounted
     try:
-        missing = unmounted(image, binds)
+        missing = module.unmounted(image, binds)
     except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
-        raise ContainerError(site.path or site.name, "container.image", image, "a readable TOML environment "
-                             "definition file (docs.cscs.ch/software/container-engine/edf/)",
-                             f"cannot be read ({exc})") from None
+        raise ContainerError(site.path or site.name, "container.image", image,
+                             f"a readable file: {module.FACTS.image_form}", f"cannot be read ({exc})") from None
     if missing:
         raise ContainerError(site.path or site.name, "container.image", image,
                              f"an environment file whose mounts include {', '.join(missing)} "

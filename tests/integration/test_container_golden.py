@@ -117,14 +117,15 @@ def test_aurora_apptainer_wraps_the_program_after_mpiexec_without_a_gpu_flag():
     image = "/lus/flare/projects/exabench/images/pytorch-xpu.sif"
     start = words.index("apptainer")
     assert words[0] == "mpiexec" and words[start:start + 6] == [
-        "apptainer", "exec", f"--bind={root}", "--bind=/lus/flare/projects", "--bind=/opt/cray", "--bind=/var/run/palsd"]
+        "apptainer", "exec", f"--bind={root}", "--bind=/lus/flare/projects", "--bind=/opt/cray",
+        "--bind=/var/run/palsd"]
     assert words[words.index(image):] == [image, *SPEC.format(root=root).split()]
     assert not {"--nv", "--rocm"} & set(words)
 
 
 def test_launch_lines_command_shows_the_pyxis_form_for_the_dgx_superpod_profile():
-    res = subprocess.run([sys.executable, "-m", "exabench", "launch-lines", "--site", "profiles/dgx-superpod/site.yaml"],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    argv = [sys.executable, "-m", "exabench", "launch-lines", "--site", "profiles/dgx-superpod/site.yaml"]
+    res = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     first = res.stdout.splitlines()[1].strip()
     assert first.startswith("srun --nodes=1 ") and " --mpi=pmix --container-image=/lustre/" in first

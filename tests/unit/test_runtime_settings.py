@@ -60,7 +60,7 @@ def test_an_image_the_runtime_cannot_run_or_none_at_all_is_refused(tmp_path):
         "from `enroot import` (/path/x.sqsh) or an enroot URI (nvcr.io#nvidia/pytorch:24.01-py3): an absolute path "
         "ending .sqsh or .squashfs")
     assert _refusal(tmp_path, runtime="cscs-edf", image="pytorch") == (
-        "key 'container.image' = 'pytorch' is not an environment definition file; valid: an environment definition "
+        "key 'container.image' = 'pytorch' is not an image cscs-edf runs; valid: an environment definition "
         "file (/path/env.toml) naming the image: an absolute path ending .toml")
     assert _refusal(tmp_path, "perlmutter", runtime="podman-hpc", gpu_flag="--gpu") == (
         "key 'container.image' = '' is empty, and exabench builds no image podman-hpc runs; valid: the image "
@@ -103,6 +103,10 @@ def test_a_cscs_environment_file_must_mount_the_results(tmp_path):
     assert str(err.value) == (
         f"{tmp_path}/site.yaml: key 'container.image' = '{edf}' does not mount what the run needs; valid: an "
         f"environment file whose mounts include {results} (mounts = [\"{results}:{results}\", ...])")
+    edf.write_text('image = "/capstor/images/pytorch.sqsh\n')  # an unclosed string: not TOML
+    with pytest.raises(ContainerError, match=r"key 'container.image' = '.*env.toml' cannot be read \(.*\); valid: a "
+                                             r"readable file: an environment definition file"):
+        render_script(_run(site), site, RunPaths(results, "probe"))
     edf.write_text(f'image = "/capstor/images/pytorch.sqsh"\nmounts = ["{tmp_path}:{tmp_path}"]\n')
     assert f"--environment={edf}" in render_script(_run(site), site, RunPaths(results, "probe"))[1]
 

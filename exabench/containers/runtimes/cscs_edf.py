@@ -23,7 +23,7 @@ FACTS = RuntimeFacts(name="cscs-edf", position=LAUNCHER_OPTIONS, launchers=("sru
                               "inject the host's libfabric/CXI and NCCL plug-in",
                      mounts="in the environment file (mounts = [\"SRC:DST\", ...]), not on the line",
                      image_form="an environment definition file (/path/env.toml) naming the image",
-                     local_image=(".toml",))
+                     local_image=(".toml",), image_by_name=False)
 
 
 def argv(site, image: str, binds: list[str], env: dict[str, str], mount=None) -> list[str]:

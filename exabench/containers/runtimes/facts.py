@@ -9,7 +9,8 @@ launcher's own options and the program. For a runtime that wraps the program (`a
 `--container-image=...`, CSCS' `--environment=...`) they are those options, which the launcher
 reads because its options end only at the program's first word, then `env K=V` to set the rank's
 variables inside the container. A runtime whose image is named in the batch header (Shifter's
-`#SBATCH --image=...`) also has `directives(site, image) -> list[str]`.
+`#SBATCH --image=...`) also has `directives(site, image) -> list[str]`; one whose image is a file
+that must mount the run's paths itself (a CSCS environment file) has `unmounted(image, binds)`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class RuntimeFacts:
     host_mpi: str = ""        # how the host's MPI and interconnect reach the ranks, in its own words
     mounts: str = ""          # how host paths are mounted, in its own words
     image_form: str = ""      # the image reference it takes, in its own words
-    local_image: tuple = ()   # suffixes of an image that must be a local file (a path; () : a name is fine too)
+    local_image: tuple = ()   # suffixes an image given as a path must end with (() : any path)
+    image_by_name: bool = True  # it also takes an image by name or URI (else only a local file, ending local_image)
     builds_sif: bool = False  # the container rules build the recipes' SIF for it (apptainer build or without it)
     runs_built: bool = False  # it runs the image the rules build; else the site names one (container.image)
     built_suffix: str = ".sif"  # the image file the rules make for it, under image_dir

@@ -14,7 +14,8 @@ from exabench.containers.runtimes.facts import WRAPS, RuntimeFacts, volume
 
 FACTS = RuntimeFacts(name="podman-hpc", position=WRAPS, command="podman-hpc", launchers=("srun",),
                      gpu_flags=("", "--gpu"),
-                     host_mpi="--mpi (podman-hpc's module: the host's Cray MPICH and libfabric), when site.mpi is not none",
+                     host_mpi="--mpi (podman-hpc's module: the host's Cray MPICH and libfabric), when site.mpi "
+                              "is not none",
                      mounts="--volume=SRC:DST",
                      image_form="an image migrated with `podman-hpc migrate`, by name (localhost/name:tag)")
 
