@@ -189,7 +189,17 @@ def request(site: Site, layout: Layout) -> AllocationRequest:
         burst_buffer_gb=int(site.storage.get("burst_buffer_gb", 0)) if node_local == "burst_buffer" else 0,
         core_spec=int(opts.get("core_spec", 0)), cpu_freq=str(opts.get("cpu_freq", "")),
         exclusive=bool(opts.get("exclusive", False)), queue=site.partition, account=site.account, qos=site.qos,
-        constraint=constraint, alloc_flags=tuple(flags), extra=tuple(opts.get("extra", [])))
+        constraint=constraint, alloc_flags=tuple(flags), extra=tuple(opts.get("extra", [])) + _runtime_directives(site))
+
+
+def _runtime_directives(site: Site) -> tuple:
+    """The header options the site's container runtime needs (Shifter: `--image=docker:name:tag`,
+    so Slurm stages the image on the job's nodes); none for most."""
+    cont = site.container or {}
+    if cont.get("runtime", "none") in ("", "none"):
+        return ()
+    import exabench.containers.runtimes as runtimes
+    return tuple(runtimes.directives(cont["runtime"], site, cont.get("image", "")))
 
 
 def asked_minutes(site: Site, nodes: int | None, timeouts_s, side_by_side: bool = False) -> int:

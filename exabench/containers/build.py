@@ -15,6 +15,7 @@ from pathlib import Path
 
 from exabench.config import REPO_ROOT
 from exabench.errors import ConfigError, ContainerError
+import exabench.containers.runtimes as runtimes
 from exabench.containers.digests import write_digest
 from exabench.containers.recipes import Recipe, parse_recipe, recipe_path
 from exabench.containers.runtime import built_image_path, runtime, stack_for, verified_digest
@@ -26,10 +27,11 @@ DEBIAN_SUITE, DEBIAN_MIRROR = "bookworm", "http://deb.debian.org/debian"
 def build_argv(site, stack: str, image: str | Path) -> list[str]:
     """`apptainer build [--fakeroot] IMAGE containers/<stack>.def` (or singularity)."""
     rt = runtime(site)
-    if rt not in ("apptainer", "singularity"):
+    if rt not in runtimes.names(builds_sif=True):
         raise ConfigError(site.path or site.name, "container.runtime", rt,
                           "apptainer or singularity to build .sif images (charliecloud: build_directory_image; "
-                          "podman/shifter: build the generated Dockerfile and set container.image)",
+                          "podman-hpc, shifter, pyxis, cscs-edf: build the generated Dockerfile and set "
+                          "container.image)",
                           "cannot build from the recipes here")
     fake = ["--fakeroot"] if (site.container or {}).get("fakeroot") else []
     return [rt, "build", *fake, "--force", str(image), str(recipe_path(stack))]
@@ -38,7 +40,7 @@ def build_argv(site, stack: str, image: str | Path) -> list[str]:
 def needed_images(site, frameworks, results_root: str | Path) -> list[str]:
     """The images this site builds from the recipes for runs of these frameworks (none for a
     native site or one that names a prebuilt image)."""
-    if runtime(site) not in ("apptainer", "singularity") or (site.container or {}).get("image"):
+    if runtime(site) not in runtimes.names(builds_sif=True) or (site.container or {}).get("image"):
         return []
     return sorted({str(built_image_path(site, stack_for(site, f), results_root)) for f in frameworks})
 

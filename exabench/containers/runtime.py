@@ -1,16 +1,18 @@
 """A site's image and the command that runs one rank inside it: the stack a run needs, where
-its image lives, the `apptainer exec` line with binds and environment, and the digest check
-before a job starts. The digest travels to the record through EXABENCH_CONTAINER_* variables."""
+its image lives, the runtime's words on the launch line (one module per runtime in runtimes/:
+`apptainer exec ... IMAGE`, Pyxis' `--container-image=...`) with binds and environment, and the
+digest check before a job starts. The digest travels to the record through EXABENCH_CONTAINER_* variables."""
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from exabench.errors import ConfigError, ContainerError
 from exabench.containers.digests import DIGEST, digest_file, recorded_digest, write_digest
+import exabench.containers.runtimes as runtimes
 from exabench.containers.recipes import gpu_arch_supported, recipe_labels
+from exabench.containers.runtime_check import check_image_mounts, check_files, local_files
 
 URI_SCHEMES = ("oras://", "docker://", "library://", "shub://")
 # Environment variables the exec line sets; the runner's provenance() reads them back.
@@ -104,7 +106,7 @@ def image_dir(site, results_root: str | Path) -> Path:
 
 
 def built_image_path(site, stack: str, results_root: str | Path) -> Path:
-    suffix = ".d" if runtime(site) == "charliecloud" else ".sif"  # ch-run runs a directory image
+    suffix = runtimes.facts(runtime(site)).built_suffix  # ch-run runs a directory image (.d)
     return (image_dir(site, results_root) / f"{stack}{suffix}").resolve()
 
 
@@ -191,33 +193,13 @@ def container_env(site, stack: str, image: str, digest: str | None, env: dict | 
 
 
 def exec_prefix(site, image: str, binds: list[str], env: dict[str, str], mount: str | Path | None = None) -> list[str]:
-    """The runtime's command that runs the program after it inside `image`; `mount`: where
-    ch-run mounts a squashfs image (charliecloud_mount_point)."""
-    rt, gpu = runtime(site), (site.container or {}).get("gpu_flag", "")
-    env_items = sorted(env.items())
-    if rt in ("apptainer", "singularity"):
-        argv = [rt, "exec"] + ([gpu] if gpu else [])
-        argv += [f"--bind={b}" for b in binds] + [f"--env={k}={v}" for k, v in env_items]
-        return argv + [image]
-    if rt == "charliecloud":
-        argv = ["ch-run", "--set-env"] + [f"--bind={b}" for b in binds]  # bare --set-env: the image's /ch/environment
-        argv += [f"--mount={mount}"] if mount else []
-        return argv + [f"--set-env={k}={v}" for k, v in env_items] + [image, "--"]
-    if rt == "podman":  # NERSC's podman-hpc: --gpu and --mpi are its flags
-        argv = ["podman-hpc", "run", "--rm"] + ([gpu] if gpu else []) + (["--mpi"] if site.mpi != "none" else [])
-        argv += [f"--volume={b}:{b}" if ":" not in b else f"--volume={b}" for b in binds]
-        return argv + [f"--env={k}={v}" for k, v in env_items] + [image]
-    if rt == "docker":
-        argv = ["docker", "run", "--rm"] + (["--gpus=all"] if gpu else [])
-        argv += [f"--volume={b}:{b}" if ":" not in b else f"--volume={b}" for b in binds]
-        return argv + [f"--env={k}={v}" for k, v in env_items] + [image]
-    if rt == "shifter":
-        ref = image if re.match(r"^(docker|custom|id):", image) else f"docker:{image}"  # Shifter's type:name
-        argv = ["shifter", f"--image={ref}"] + ([f"--module={gpu.lstrip('-')}"] if gpu else [])
-        argv += [f"--volume={b}:{b}" if ":" not in b else f"--volume={b}" for b in binds]
-        return argv + [f"--env={k}={v}" for k, v in env_items]
-    raise ConfigError(site.path or site.name, "container.runtime", rt,
-                      "none, apptainer, singularity, charliecloud, podman (podman-hpc), docker or shifter")
+    """The runtime's words between the launcher's options and the program (its module's argv:
+    a wrapper such as `apptainer exec ... IMAGE`, or launcher options such as Pyxis'
+    `--container-image=IMAGE`); `mount`: where ch-run mounts a squashfs image."""
+    rt = runtime(site)
+    if rt not in runtimes.RUNTIMES:
+        raise ConfigError(site.path or site.name, "container.runtime", rt, runtimes.valid_names())
+    return runtimes.RUNTIMES[rt].argv(site, image, binds, env, mount)
 
 
 def wrap_program(site, spec_path: str | Path, framework: str | None, env: dict | None,
@@ -229,6 +211,9 @@ def wrap_program(site, spec_path: str | Path, framework: str | None, env: dict |
     verified = digest is not None and not is_uri(image)
     digest = digest or (site.container or {}).get("digest", "") or None
     binds = bind_paths(site, results_root)
+    # a squashfs or environment file missing on the machine that submits stops the render here
+    check_files(site.path or site.name, runtime(site), local_files(site, image, []), here_only=True)
+    check_image_mounts(site, image, binds)
     program = [CONTAINER_PYTHON, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]
     cenv = container_env(site, stack, image, digest, env)
     cenv[ENV_VERIFIED] = "1" if verified else "0"
@@ -281,13 +266,23 @@ def pin_for_run(site, framework: str | None, results_root: str | Path) -> dict |
         return None
     image = site_image(site, stack_for(site, framework), results_root)
     digest = verified_digest(site, image) or (site.container or {}).get("digest", "") or None
-    return {"image": image, "digest": digest, "site_file": site.path or site.name}
+    return {"image": image, "digest": digest, "site_file": site.path or site.name, "runtime": runtime(site),
+            "files": local_files(site, image, bind_paths(site, results_root))}
 
 
 def check_before_start(pin: dict | None) -> None:
     """Refuse to start a run whose local image no longer has the digest it was rendered with
-    (the image was rebuilt or replaced between rendering and the job starting)."""
-    if not pin or not pin.get("digest") or is_uri(pin["image"]) or not Path(pin["image"]).exists():
+    (the image was rebuilt or replaced between rendering and the job starting), or one whose
+    runtime misses a file it needs on the nodes (a squashfs image, an environment file, a bind's
+    source), before any rank starts."""
+    if not pin:
+        return
+    _check_pinned_digest(pin)
+    check_files(pin["site_file"], pin.get("runtime", ""), pin.get("files", ()))
+
+
+def _check_pinned_digest(pin: dict) -> None:
+    if not pin.get("digest") or is_uri(pin["image"]) or not Path(pin["image"]).exists():
         return
     path = Path(pin["image"])
     side = digest_file(path)

@@ -329,9 +329,19 @@ def failed_record(spec: dict, status: str, error: str, start_time: str, end_time
     assert status in STATUSES
     rec = base_record(spec)
     rec.update({"status": status, "error": error, "metrics": {}, "checks": [],
-                "provenance": provenance(start_time, end_time, [socket.gethostname()],
+                "provenance": provenance(start_time, end_time, [socket.gethostname()], _pinned_container(spec),
                                          env_names=tuple(spec.get("env", {})), run_env=spec.get("env") or {})})
     return rec
+
+
+def _pinned_container(spec: dict) -> dict | None:
+    """The image a run written outside its ranks was rendered to run in (the spec's pin: runtime,
+    image, digest), so a failed run's record names it too; None when it runs natively."""
+    pin = spec.get("container")
+    if not pin:
+        return None
+    return {"runtime": pin.get("runtime"), "image": pin.get("image"), "digest": pin.get("digest"),
+            "digest_verified": False}
 
 
 def record_paths(items) -> list[str]:

@@ -19,10 +19,13 @@ pd = lazy_import("pandas")
 # summed over its nodes, what they cover (node, or the parts: gpu, cpu_package, dram), and why they are
 # empty where they are. The same figures are also metric rows (energy, power, <headline>_per_joule).
 ENERGY_COLUMNS = ["energy_j", "power_w", "energy_covers", "energy_note"]
+# The image each run ran in (provenance.container, which every runtime's exec line fills through
+# EXABENCH_CONTAINER_*): empty for a native run.
+CONTAINER_COLUMNS = ["container_runtime", "container_image", "container_digest"]
 COLUMNS = ["run_id", "benchmark", "suite", "framework", "site", "preset", "repeat", "nodes", "ranks_per_node",
            "threads_per_rank", "gpus_per_rank", "ranks", "params", "swept", "status", "error", "metric", "value",
            "unit", "precision", "median", "std", "iqr", "n_samples", "higher_is_better", "headline", "communication",
-           *ENERGY_COLUMNS]
+           *ENERGY_COLUMNS, *CONTAINER_COLUMNS]
 
 
 def records_to_rows(records: list[dict]) -> list[dict]:
@@ -36,7 +39,7 @@ def records_to_rows(records: list[dict]) -> list[dict]:
                 "swept": json.dumps(rec.get("swept", {}), sort_keys=True),
                 "status": rec["status"], "error": rec.get("error"), "headline": workload_of(rec)["headline"],
                 "communication": json.dumps(workload_of(rec)["communication"], sort_keys=True),
-                **energy_columns(rec)}
+                **energy_columns(rec), **container_columns(rec)}
         metrics = rec.get("metrics") or {}
         if not metrics:
             rows.append({**base, "metric": None, "value": None})
@@ -47,6 +50,13 @@ def records_to_rows(records: list[dict]) -> list[dict]:
                          "iqr": st.get("iqr"), "n_samples": st.get("n", 0),
                          "higher_is_better": m.get("higher_is_better")})
     return rows
+
+
+def container_columns(rec: dict) -> dict:
+    """The run's CONTAINER_COLUMNS: the runtime, image and digest its ranks ran in (None: native)."""
+    container = (rec.get("provenance") or {}).get("container") or {}
+    return {"container_runtime": container.get("runtime"), "container_image": container.get("image"),
+            "container_digest": container.get("digest")}
 
 
 def energy_columns(rec: dict) -> dict:

@@ -106,10 +106,29 @@ def _run(site, benchmark="resnet50", framework="pytorch"):
 
 
 def _exec_argv(line: str, runtime: str) -> list[str]:
+    """The runtime's words and the program: from its command (a wrapper) or its first launcher option."""
     argv = shlex.split(line)
-    word = {"apptainer": "apptainer", "singularity": "singularity", "podman": "podman-hpc",
-            "shifter": "shifter", "charliecloud": "ch-run"}[runtime]
-    return argv[argv.index(word):]
+    word = {"apptainer": "apptainer", "singularity": "singularity", "podman-hpc": "podman-hpc",
+            "shifter": "shifter", "charliecloud": "ch-run", "pyxis": "--container-image=",
+            "cscs-edf": "--environment="}[runtime]
+    return argv[next(i for i, w in enumerate(argv) if w == word or (word.endswith("=") and w.startswith(word))):]
+
+
+def _mounts(opts: list[str]) -> set[str]:
+    """The host paths a runtime's words mount (--bind=, --volume=, Pyxis' --container-mounts=a:a,b:b)."""
+    out = {o.split("=", 1)[1].split(":")[0] for o in opts if o.startswith(("--bind=", "--volume="))}
+    for o in opts:
+        if o.startswith("--container-mounts="):
+            out |= {m.split(":")[0] for m in o.split("=", 1)[1].split(",")}
+    return out
+
+
+def _env(opts: list[str]) -> dict[str, str]:
+    """The variables a runtime's words set (--env=K=V, --set-env=K=V, or `env K=V ...` before the program)."""
+    out = dict(o.split("=", 2)[1:] for o in opts if o.startswith(("--env=", "--set-env=")))
+    if "env" in opts:
+        out.update(w.split("=", 1) for w in opts[opts.index("env") + 1:])
+    return out
 
 
 @pytest.mark.parametrize("name", CONTAINER_PROFILES)
@@ -122,20 +141,21 @@ def test_rendered_exec_line_per_site(name):
     assert argv[-5:] == ["python3", "-m", "exabench.runner", "--spec", f"{ROOT}/{name}/runs/probe/spec.json"]
     opts = argv[:-5]
     if c.get("gpu_flag"):
-        assert c["gpu_flag"] in opts or f"--module={c['gpu_flag'].lstrip('-')}" in opts
+        modules = [m for o in opts if o.startswith("--module=") for m in o[9:].split(",")]  # Shifter's
+        assert c["gpu_flag"] in opts or c["gpu_flag"].lstrip("-") in modules
     else:
         assert not {"--nv", "--rocm", "--gpu"} & set(opts)
-    binds = {o.split("=", 1)[1].split(":")[0] for o in opts if o.startswith(("--bind=", "--volume="))}
+    binds = _mounts(opts)
     assert f"{ROOT}/{name}" in binds and set(c.get("binds", [])) <= binds
     for key in ("pfs", "node_local"):
         if s.storage.get(key):
             assert _literal_prefix(s.storage[key]) in binds | {""}
-    env = dict(o.split("=", 2)[1:] for o in opts if o.startswith(("--env=", "--set-env=")))
+    env = _env(opts)
     assert env["EXABENCH_CONTAINER_RUNTIME"] == c["runtime"] and env["EXABENCH_RUN_ID"] == "probe"
     assert env["OMP_NUM_THREADS"] == str(resolve_layout(s, nodes=1).threads_per_rank)
     assert all(env[k] == str(v) for k, v in c.get("env", {}).items())
     image = env["EXABENCH_CONTAINER_IMAGE"]
-    assert image in argv or f"--image=docker:{image}" in argv
+    assert image in argv or f"--image=docker:{image}" in argv or f"--container-image={image}" in argv
     if not c.get("image"):  # built from the recipes under results/<site>/images
         stack = {"amd": "pytorch-rocm", "nvidia": "pytorch-cuda"}.get(s.node.gpu_vendor, "cpu")
         stack = {"summit": "pytorch-cuda11-ppc64le"}.get(name, stack)  # POWER9 + V100: CUDA 11 on ppc64le
