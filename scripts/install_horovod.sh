@@ -40,6 +40,26 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 log="$work/build.log"
+install_wheel() { # --force-reinstall --no-deps replaces an older horovod build (same version) in <venv>;
+  # the second install then brings in Horovod's own dependencies where they are missing.
+  "$python" -m pip install --no-cache-dir --force-reinstall --no-deps "$1" >"$log" 2>&1 \
+    && "$python" -m pip install --no-cache-dir "$1" >>"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+}
+# A wheel built before for the same Horovod, Python, torch, TensorFlow and this script is reused (the
+# build is 4-8 minutes of every fresh clone's set-up): kept per user, and used only where this user
+# owns it and no one else may write it (it is code this venv will run).
+stamp=$( { echo "$version $frameworks"; "$python" -c "import sys, torch; print(sys.version, torch.__version__)";
+           [ "$with_tf" = 1 ] && "$python" -c "import tensorflow as tf; print(tf.__version__)" 2>/dev/null;
+           cat "$0"; } | sha256sum | cut -c1-16)
+cache="${EXABENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exabench}/horovod/$stamp"
+cached=$(ls "$cache"/horovod-"$version"-*.whl 2>/dev/null | head -1 || true)
+if [ -n "$cached" ] && [ "$(stat -c %u "$cached")" = "$(id -u)" ] && [ "$(stat -c %u "$cache")" = "$(id -u)" ] \
+   && [ -z "$(find "$cache" "$cached" -maxdepth 0 -perm /022)" ]; then
+  echo "install_horovod: reusing the wheel built before for this torch and Python ($cached)"
+  install_wheel "$cached"
+  if all_built; then echo "install_horovod: horovod $version installed in $venv ($frameworks; MPI, Gloo)"; exit 0; fi
+  echo "install_horovod: the reused wheel does not import here: building again" >&2
+fi
 echo "install_horovod: fetching horovod==$version sdist"
 "$python" -m pip download --no-deps --no-binary :all: --no-build-isolation -d "$work" "horovod==$version" >"$log" 2>&1 \
   || { cat "$log" >&2; exit 1; }
@@ -89,9 +109,7 @@ if ! env HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 "$tf_flag
 fi
 echo "install_horovod: built in $((SECONDS - start)) s"
 wheel=$(ls "$work"/wheel/horovod-"$version"-*.whl)
-# --force-reinstall --no-deps replaces an older horovod build (same version) in <venv>;
-# the second install then brings in Horovod's own dependencies where they are missing.
-"$python" -m pip install --no-cache-dir --force-reinstall --no-deps "$wheel" >"$log" 2>&1 \
-  && "$python" -m pip install --no-cache-dir "$wheel" >>"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+install_wheel "$wheel"
 for fw in $frameworks; do built "$fw"; done
+(umask 022 && mkdir -p "$cache" && cp "$wheel" "$cache/") || echo "install_horovod: could not keep the wheel in $cache" >&2
 echo "install_horovod: horovod $version installed in $venv ($frameworks; MPI, Gloo)"
