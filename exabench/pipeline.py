@@ -773,7 +773,7 @@ def node_verdict(jobs_json: str, out_dir: str, site: Site, every_node: dict, ver
     """The cluster verdict (exabench.analysis.node_verdict): report, verdict.json, tests table, plots, JUnit,
     drain list."""
     from exabench.analysis.node_verdict_files import write_verdict
-    with logged(log_path) as log:
+    with logged(log_path) as log, _DRAWING:  # it draws its plots
         # verdict_json (the rule's output) is out_dir/verdict.json: named so that Snakemake knows it
         v = write_verdict(jobs_json, out_dir, site.name, node_criteria(every_node), campaign)
         _say(log, f"exabench: cluster acceptance: {len(v['nodes'])} nodes; bad nodes: "
@@ -831,7 +831,7 @@ def write_html_pages(markdown_pages: list[str], html_pages: list[str], log_path:
             _say(log, f"{md} -> {page}")
 
 
-# The rules that draw (plots, history_report, perf_projection) one at a time: `run:` jobs run in
+# The rules that draw (plots, history_report, perf_projection, node_verdict) one at a time: `run:` jobs run in
 # threads of Snakemake's process (profiles/local, and every cluster executor's local rules), and
 # pyplot's figures are shared by its threads.
 _DRAWING = threading.Lock()

@@ -1,7 +1,8 @@
 """The files of node_acceptance's verdict: the group jobs' plan (nodes/groups/jobs.json) and their
-records in, the verdict's files (exabench.analysis.verdict_document.write_files) and one plot per
-test out. Apart from node_verdict, which judges: the every-node script's path (acceptance.
-write_node_check) writes the same files without the plots, and plots is no import of the judgement."""
+records in, the verdict's files (exabench.analysis.verdict_document.write_files), the heat map of
+nodes x tests and one plot per test out, with the plots' index (what was drawn, what not and why).
+Apart from node_verdict, which judges: the every-node script's path (acceptance.write_node_check)
+writes the same files without the plots, and plots is no import of the judgement."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 from pathlib import Path
 
 from exabench.analysis.node_verdict import Criteria, judge
-from exabench.analysis.plots import node_test_bars
+from exabench.analysis.plots import draw, index_markdown, node_test_bars, plot_node_heat_map, write_index
 from exabench.analysis.verdict_document import write_files
 
 
@@ -26,7 +27,9 @@ def read_node_record(p: dict) -> dict:
 def write_verdict(jobs_json: str | Path, out_dir: str | Path, site: str, crit: Criteria | None = None,
                   campaign: str = "") -> dict:
     """Read the plan of node runs and their records; write verdict.md, verdict.json (checked against
-    its schema), tests.csv, junit.xml, drain.txt and plots/<test>.png under out_dir. Returns the verdict."""
+    its schema), tests.csv, junit.xml, drain.txt, plots/heat_map.png, plots/<test>.png and plots/index.json
+    and index.md under out_dir. Returns the verdict."""
+    from exabench.io import atomic_write_text
     planned = json.loads(Path(jobs_json).read_text())["planned"]
     records = {p["run_id"]: read_node_record(p) for p in planned if Path(p["record"]).exists()}
     verdict = judge(planned, records, crit)
@@ -37,6 +40,12 @@ def write_verdict(jobs_json: str | Path, out_dir: str | Path, site: str, crit: C
     for r in verdict["rows"]:
         if r["kind"] != "all":
             tests.setdefault((r["configuration"], r["metric"]), []).append(r)
+    (out / "heat_map.png").unlink(missing_ok=True)  # an earlier verdict's, which this one may not support
+    entries = [draw("heat_map", "Nodes x tests (robust z)", lambda p: plot_node_heat_map(verdict, p),
+                    out / "heat_map.png")]
     for (config, metric), rs in tests.items():
-        node_test_bars(rs, out / f"{config}.{metric}.png")
+        entries.append(draw(f"{config}.{metric}", f"{config}: {metric}", lambda p, rs=rs: node_test_bars(rs, p),
+                            out / f"{config}.{metric}.png"))
+    write_index(entries, out / "index.json")
+    atomic_write_text(out / "index.md", index_markdown(entries))
     return verdict

@@ -325,3 +325,69 @@ def node_test_bars(rows: list[dict], path: str | Path) -> Path:
     ax.set_title(f"{r0['configuration']}: {r0['metric']} per {'pair' if r0['kind'] == 'pair' else 'node'}",
                  fontsize=9)
     return _finish(fig, path)
+
+
+HEAT_Z_CLIP = 6.0  # robust z beyond this is one colour: a node 6 or 60 z off its peers is off alike
+STATUS_COLOURS = {"drain": "red", "suspect": "darkorange", "down": "grey", "inconclusive": "dimgrey"}
+
+
+def node_heat_matrix(verdict: dict) -> dict:
+    """The heat map's data from a cluster verdict (node_verdict.judge): a row per node (its label
+    marks its status and a bad link), a column per node test then per pair test, each cell the
+    node's robust z (for a pair test the median over its pairs: a bad link makes all of its node's
+    pairs slow, its partners only one each), signed so that negative is worse than the peers
+    whichever way the metric goes; nan where not judged, `failed` where its run failed."""
+    def test_of(r: dict) -> tuple:
+        return r["kind"], r["configuration"], r["metric"]
+
+    tests = sorted({test_of(r) for r in verdict["rows"] if r["kind"] in ("node", "pair")},
+                   key=lambda t: (t[0] != "node", t[1], t[2]))
+    z, failed = [], []
+    for node in verdict["nodes"]:
+        cells = [[r for r in verdict["rows"] if test_of(r) == t and node in r["nodes"]] for t in tests]
+        zs = [[r["z"] if r["higher_is_better"] else -r["z"] for r in rs if r["z"] == r["z"]] for rs in cells]
+        z.append([float(pd.Series(c).median()) if c else math.nan for c in zs])
+        failed.append([any(r["failed"] for r in rs) for rs in cells])
+    status = verdict["status"]
+    labels = [node + (f" {status[node]}" if status[node] in STATUS_COLOURS else "")
+              + (" (bad link)" if node in verdict["bad_links"] else "") for node in verdict["nodes"]]
+    return {"nodes": verdict["nodes"], "labels": labels, "node_tests": sum(t[0] == "node" for t in tests),
+            "tests": [f"{c}\n{m}" + ("\n(pairs' median)" if k == "pair" else "") for k, c, m in tests],
+            "z": z, "failed": failed}
+
+
+def plot_node_heat_map(verdict: dict, path) -> Path:
+    """The cluster acceptance at a glance: nodes x tests coloured by robust z (node_heat_matrix), red
+    worse than the peers, clipped at +-HEAT_Z_CLIP; drained nodes' names in red, suspects' in orange,
+    down nodes' rows hatched, bad links and slow pairs no node explains named below."""
+    import numpy as np
+    from matplotlib.colors import Normalize
+    from matplotlib.patches import Rectangle
+
+    m = node_heat_matrix(verdict)
+    z = np.array(m["z"], dtype=float).reshape(len(m["nodes"]), len(m["tests"]))
+    if not m["node_tests"] or np.isnan(z[:, :m["node_tests"]]).all():
+        raise NothingToDraw("no node test was judged (no node figure, or fewer than 3 nodes with one per test)")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(2.5 + 1.3 * len(m["tests"]), 1.8 + 0.3 * len(m["nodes"])))
+    cmap = plt.get_cmap("RdBu").with_extremes(bad="lightgrey")
+    image = ax.imshow(np.ma.masked_invalid(z), cmap=cmap, norm=Normalize(-HEAT_Z_CLIP, HEAT_Z_CLIP), aspect="auto")
+    fig.colorbar(image, ax=ax, extend="both", label="robust z (negative: worse than its peers)")
+    if m["node_tests"] < len(m["tests"]):
+        ax.axvline(m["node_tests"] - 0.5, color="black", lw=2)
+    for i, node in enumerate(m["nodes"]):
+        if verdict["status"][node] == "down":
+            ax.add_patch(Rectangle((-0.5, i - 0.5), len(m["tests"]), 1, fill=False, hatch="//", edgecolor="grey", lw=0))
+        for j, v in enumerate(z[i]):
+            text = f"{v:+.1f}" if v == v else ("failed" if m["failed"][i][j] else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    color="white" if abs(v) > HEAT_Z_CLIP / 2 else ("red" if v != v else "black"))
+    ax.set_xticks(range(len(m["tests"])), m["tests"], fontsize=7)
+    ax.set_yticks(range(len(m["nodes"])), m["labels"], fontsize=8)
+    for label, node in zip(ax.get_yticklabels(), m["nodes"]):
+        label.set_color(STATUS_COLOURS.get(verdict["status"][node], "black"))
+    links = ", ".join(verdict["bad_links"]) or "none"
+    odd = verdict["unexplained_pairs"]
+    odd = f"; slow pairs no node explains: {', '.join(odd)}" if odd else ""
+    ax.set_xlabel(f"bad links (every pair of the node slow): {links}{odd}", fontsize=8)
+    return _finish(fig, path, "Node acceptance: robust z per node and test")
