@@ -60,10 +60,17 @@ def node_run_files(spec_path: str | Path, node: str, group_nodes: tuple[str, ...
     the group has, and a launcher not told hosts by name keeps its line: the job's allocation is
     the group."""
     from exabench.io import atomic_write_many
+    check_node_names(node, group_nodes)  # before the spec is read: a bad name is the user's first error
     spec_path = Path(spec_path).resolve()
     path, files = node_files(spec_path, json.loads(spec_path.read_text()), node, group_nodes, index)
     atomic_write_many(files)
     return path
+
+
+def check_node_names(node: str, group_nodes: tuple[str, ...] | None = None) -> None:
+    for name in (node, *(group_nodes or ())):
+        if not NODE_NAME.fullmatch(name):
+            raise ExabenchError(f"node name {name!r} is not valid; valid: letters, digits, '.', '_', '-'")
 
 
 def node_dir(spec: dict, node: str) -> Path:
@@ -77,9 +84,7 @@ def node_files(spec_path: Path, spec: dict, node: str, group_nodes: tuple[str, .
     """(the node's spec path, the (path, text, mode) of its files) for node_run_files, from a spec
     already read and, where given, its launch line already split (`argv`): the preparation reads
     and splits each run's once for all its nodes."""
-    for name in (node, *(group_nodes or ())):
-        if not NODE_NAME.fullmatch(name):
-            raise ExabenchError(f"node name {name!r} is not valid; valid: letters, digits, '.', '_', '-'")
+    check_node_names(node, group_nodes)
     nodes = tuple(group_nodes) if group_nodes else (node,)
     if spec["layout"]["nodes"] != len(nodes):
         valid = f"runs on {len(nodes)} nodes only (the group's)" if group_nodes else "single-node runs only"

@@ -201,14 +201,14 @@ def test_sites_whose_launcher_starts_from_the_batch_node_only_are_refused_with_t
 
 
 def test_frontier_every_node_job_is_one_launch_step_per_run_over_all_its_nodes(tmp_path):
-    # 9,408 nodes (the largest queue's) x the default campaign's single-node runs: the batch node runs
+    # 9,472 nodes (the largest queue's) x the default campaign's single-node runs: the batch node runs
     # one preparation and, per run, one srun across every node; no loop over the nodes, nothing in
     # the background; the walltime holds the runs and the preparation's budget.
     from exabench.campaign.node_sweep import prepare_budget_s
     s, runs, files = _sweep("frontier", tmp_path)
     [text] = files.values()
     single = [r for r in runs if r.layout.nodes == 1]
-    assert "#SBATCH --nodes=9408\n" in text
+    assert "#SBATCH --nodes=9472\n" in text  # Frontier's largest job (OLCF's Frontier guide)
     assert "for " not in text and "&\n" not in text and "wait" not in text
     steps = re.findall(r"^srun --nodes=\"\$count\" --ntasks=\"\$count\" --ntasks-per-node=1 "
                        r"--nodelist=\"\$nodelist\" --overlap --cpu-bind=none --kill-on-bad-exit=0 \S+ -m exabench "
@@ -217,10 +217,10 @@ def test_frontier_every_node_job_is_one_launch_step_per_run_over_all_its_nodes(t
     assert text.index("node-prepare") < text.index("node-agent")
     hours, minutes = map(int, re.search(r"^#SBATCH --time=(\d+):(\d+):00$", text, re.M).groups())
     runs_min = sum(r.timeout_s for r in single) / 60
-    prepare_min = prepare_budget_s(9408, len(single)) / 60
+    prepare_min = prepare_budget_s(9472, len(single)) / 60
     assert 60 * hours + minutes >= runs_min + prepare_min
-    assert f"({runs_min:.0f} min) plus the preparation's budget ({prepare_min:.0f} min: 9408 nodes x " in text
-    print(f"\nFrontier every-node job: {len(single)} runs on 9,408 nodes, walltime {hours}:{minutes:02d} "
+    assert f"({runs_min:.0f} min) plus the preparation's budget ({prepare_min:.0f} min: 9472 nodes x " in text
+    print(f"\nFrontier every-node job: {len(single)} runs on 9,472 nodes, walltime {hours}:{minutes:02d} "
           f"(the runs {runs_min:.0f} min + preparation budget {prepare_min:.0f} min)")
 
 
@@ -425,8 +425,8 @@ def _exabench(*args, cwd=None):
 def test_plan_shows_the_every_node_walltime_with_its_preparation_budget_or_why_there_is_none():
     frontier = _exabench("plan", "--site", "profiles/frontier/site.yaml")
     assert frontier.returncode == 0, frontier.stderr[-2000:]
-    assert re.search(r"^every-node job 1 of 1: 21 run\(s\) on 9408 nodes, walltime \d+ min \(runs 630 min \+ "
-                     r"preparation budget 33 min for 9408 x 21 node specs, and the margin\)$", frontier.stdout, re.M)
+    assert re.search(r"^every-node job 1 of 1: 21 run\(s\) on 9472 nodes, walltime \d+ min \(runs 630 min \+ "
+                     r"preparation budget 33 min for 9472 x 21 node specs, and the margin\)$", frontier.stdout, re.M)
     summit = _exabench("plan", "--site", "profiles/summit/site.yaml")
     assert "every-node job: none (site 'summit': launcher 'jsrun' is started from the batch node only" in summit.stdout
 
