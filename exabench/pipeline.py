@@ -25,6 +25,7 @@ from exabench.campaign.node_groups import check_groups, group_files, group_outpu
 from exabench.campaign.node_sweep import node_sweep_files, node_sweep_paths, sweep_jobs, sweep_nodes
 from exabench.campaign.bundles import over_user_limits, pending_report, plan_bundles  # noqa: F401 - the rule files' names
 from exabench.campaign.budget import check_budget  # noqa: F401 - the rule files' name
+from exabench.records import rerun_marker  # noqa: F401 - the rule files' name
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as plan_runs
 from exabench.campaign.render import bundle_path, walltime_min, write_bundle, write_bundles, write_runs_files

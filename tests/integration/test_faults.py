@@ -754,3 +754,35 @@ def test_restore_refuses_what_is_not_the_runs_record_and_changes_nothing(campaig
     assert not (results / "attempts").exists()
     [moved] = retry(results)  # the torn record only: the others are ok
     assert (moved.run_id, moved.status) == (ids[1], "corrupt") and moved.to.read_text() == "{torn"
+
+
+def test_a_rerun_killed_halfway_is_finished_not_mixed_with_the_campaign_before_it(tmp_path):
+    """`make rerun` (every run again) stopped after some runs, then the plain command: it used to
+    find every record done and put the old campaign's beside the new one's in one table. While a
+    rerun is unfinished, the plain command is refused naming the old records; the rerun itself goes
+    on, and once it ends well the mark is gone and the plain command has nothing to do."""
+    import time
+
+    from exabench.records import rerun_marker
+    cfg, ids = three_stream_runs(tmp_path, "rerun", 240)
+    first = snakemake_popen(tmp_path, cfg)
+    out, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, out[-3000:]
+    results = tmp_path / "results" / "local"
+    # The rerun as a killed `make rerun` leaves it: marked at its start, one record rewritten since.
+    rerun_marker.mark(results, ["--forcerun", "run_benchmark"])
+    time.sleep(0.05)
+    (results / "records" / f"{ids[0]}.json").touch()
+    plain = snakemake_popen(tmp_path, cfg, "-n")
+    out, _ = plain.communicate(timeout=300)
+    assert plain.returncode == 1 and "Traceback" not in out, out[-3000:]
+    assert "a rerun of this campaign started" in out and "2 of 3 records are still the earlier campaign's" in out
+    assert f"delete {results.relative_to(tmp_path)}/{rerun_marker.MARKER}" in out or rerun_marker.MARKER in out
+    rerun = snakemake_popen(tmp_path, cfg, "--forcerun", "run_benchmark")
+    out, _ = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, out[-3000:]
+    assert all(f"wildcards: run_id={i}" in out for i in ids)  # every run again
+    assert not rerun_marker.marker_path(results).exists()  # ended well: one campaign's records
+    again = snakemake_popen(tmp_path, cfg, "-n")
+    out, _ = again.communicate(timeout=300)
+    assert again.returncode == 0 and "Nothing to be done" in out, out[-3000:]

@@ -18,5 +18,6 @@ rule aggregate:
 
 
 onsuccess:
+    pipeline.rerun_marker.clear(RESULTS)  # its records are one campaign's (common.smk checked)
     # a `study` run prints its own tables, not the summary and verdict of the campaign before it
     pipeline.print_summary(RESULTS, SITE, pipeline.study_tables_only(workflow.dag_settings, STUDIES, RESULTS))

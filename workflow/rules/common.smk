@@ -44,6 +44,10 @@ except pipeline.ExabenchError as exc:
 
 RESULTS = f"results/{SITE.name}"
 LOGS = f"logs/{SITE.name}"
+try:  # a rerun killed halfway: its records and the campaign's before it must not share one table
+    pipeline.rerun_marker.check_unfinished(RESULTS, RUNS, USER_ARGV)
+except pipeline.ExabenchError as exc:
+    pipeline.stop(str(exc))
 TEMPLATES = Path(workflow.basedir) / "workflow" / "templates"
 
 

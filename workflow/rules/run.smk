@@ -28,6 +28,8 @@ onstart:
     except pipeline.ExabenchError as exc:
         raise WorkflowError(f"exabench: {exc}") from None
     pipeline.stop_runs_on_signal(RESULTS, workflow)
+    if pipeline.rerun_marker.is_rerun(USER_ARGV):  # `make rerun`: marked until a command ends well
+        pipeline.rerun_marker.mark(RESULTS, USER_ARGV)
     if not pipeline.drop_default_rate_limit(workflow):  # a cluster's limit (or the user's) stays
         pipeline.one_pending_reevaluation(workflow)
     pipeline.write_run_ids(RESULTS, list(RUNS))
