@@ -34,7 +34,7 @@ from pathlib import Path
 
 from exabench.errors import ContainerError, ExabenchError
 from exabench.io import atomic_write_text
-from exabench.processes import alive, group_alive, proc_parent, proc_start, stop_group
+from exabench.processes import alive, group_alive, group_started_since, proc_parent, proc_start, stop_group
 from exabench.records.record import (RecordError, error_dir, failed_record, now_iso, peek_record, read_record,
                                      write_record)
 
@@ -153,6 +153,26 @@ class RunLock(OwnerLock):
     def set_job(self, pgid: int) -> None:
         self.info["job_pgid"] = pgid
         atomic_write_text(self.path, json.dumps(self.info))
+
+    def stop_orphans(self, say) -> list[str]:
+        """Before this run starts: the ranks of every other run of the campaign on this host whose
+        execution died with its watchdog (both SIGKILLed: the lock stays, owner dead, its process group
+        alive) are stopped, so that they do not overlap and contaminate this run's timings. Returns
+        the runs whose ranks were stopped."""
+        stopped = []
+        for path in self.path.parent.parent.glob(f"*/{LOCK_NAME}"):
+            if path == self.path:
+                continue
+            held = OwnerLock(path, {})._read()
+            pgid = (held or {}).get("job_pgid")
+            if not held or not isinstance(pgid, int) or held.get("host") != self.info["host"] \
+                    or self._owner_alive(held) or not group_started_since(pgid, held.get("pid_start")):
+                continue  # nothing of it left running (or a reused group id: started before its owner)
+            stop_group(pgid)
+            stopped.append(str(held.get("run_id") or path.parent.name))
+            say(f"exabench: run {self.run_id}: the ranks of run {stopped[-1]} (process group {pgid}) outlived their "
+                f"execution ({self._describe(held)}, gone) and were stopped before this run started")
+        return stopped
 
 
 CLAIM_NAME = "campaign.claim"
@@ -393,6 +413,7 @@ def execute(spec_path: str | Path, script: str | Path | None = None, log=None,
     with _signals_stop_the_run(spec["run_id"]):
         lock = RunLock(spec["run_id"], run_dir)
         lock.acquire(say)
+        lock.stop_orphans(say)  # no other run's ranks overlap this one on this host
         try:
             (run_dir / STOP_NAME).unlink(missing_ok=True)  # a stop request of an earlier execution
             return _execute(spec, run_dir, Path(script) if script else run_dir / "job.sh", log, lock, watch)

@@ -83,6 +83,15 @@ def group_alive(pgid: int) -> bool:
     return bool(_members(pgid))
 
 
+def group_started_since(pgid: int, ticks: str | None) -> bool:
+    """Every live process of the group (and its session) started at or after `ticks` (proc_start of
+    the execution that made it): a group id reused by an unrelated, older process group is not it."""
+    if ticks is None or not str(ticks).isdigit():
+        return False
+    starts = [proc_start(pid) for pid in _members(pgid)]
+    return bool(starts) and all(s is not None and int(s) >= int(ticks) for s in starts)
+
+
 def stop_group(pgid: int) -> None:
     """SIGTERM, then SIGKILL, to the group and to every process of the session it leads (a rank in a
     group of its own outlived its killed mpirun), each time until none is left or 5 s have passed."""

@@ -786,3 +786,42 @@ def test_a_rerun_killed_halfway_is_finished_not_mixed_with_the_campaign_before_i
     again = snakemake_popen(tmp_path, cfg, "-n")
     out, _ = again.communicate(timeout=300)
     assert again.returncode == 0 and "Nothing to be done" in out, out[-3000:]
+
+
+def test_ranks_that_outlived_their_killed_execution_are_stopped_before_the_next_run_starts(tmp_path):
+    """The execution and its watchdog both SIGKILLed leave the run's lock and its ranks running; the
+    next run of the campaign on this host used to start beside them (2.5 min of overlap, two `ok`
+    records with contaminated timings). Its execution now stops them first, and says so."""
+    import time
+
+    from exabench.execute import LOCK_NAME, RunLock
+    from exabench.processes import group_alive, proc_start
+    runs = tmp_path / "runs"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])  # the killed execution: a PID no longer running
+    dead.wait()
+    ranks = subprocess.Popen(["sleep", "120"], start_new_session=True)  # its ranks, in their own group
+    try:
+        (runs / "old").mkdir(parents=True)
+        (runs / "old" / LOCK_NAME).write_text(json.dumps({
+            "pid": dead.pid, "pid_start": "0", "host": os.uname().nodename, "start_time": "-",
+            "run_id": "old", "job_pgid": ranks.pid}))
+        said = []
+        lock = RunLock("new", runs / "new")
+        assert lock.acquire(said.append)
+        assert lock.stop_orphans(said.append) == ["old"]
+        ranks.wait(timeout=15)  # stopped, not left to run beside the new run
+        assert not group_alive(ranks.pid)
+        assert f"the ranks of run old (process group {ranks.pid}) outlived their execution" in said[0]
+        # A group id that a newer execution's lock names but an older process holds is left alone.
+        other = subprocess.Popen(["sleep", "120"], start_new_session=True)
+        time.sleep(0.05)
+        (runs / "old" / LOCK_NAME).write_text(json.dumps({
+            "pid": dead.pid, "pid_start": str(int(proc_start(os.getpid())) + 10**9), "host": os.uname().nodename,
+            "start_time": "-", "run_id": "old", "job_pgid": other.pid}))
+        assert lock.stop_orphans(said.append) == [] and other.poll() is None
+        other.kill()
+        other.wait()
+        lock.release()
+    finally:
+        if ranks.poll() is None:
+            ranks.kill()
