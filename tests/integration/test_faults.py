@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -210,6 +211,12 @@ def test_a_second_execution_of_a_running_run_is_refused(sleeping_run):
     first = start_execute(paths.spec)
     wait_for(paths.run_dir / "started")
     lock = json.loads((paths.run_dir / "run.lock").read_text())
+    # The job's group is written to the lock once its start returns, which a loaded machine lets the
+    # job's own first line (the `started` file) precede: wait for it rather than read it too early.
+    deadline = time.monotonic() + 30
+    while lock.get("job_pgid") is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        lock = json.loads((paths.run_dir / "run.lock").read_text())
     assert lock["pid"] == first.pid and lock["run_id"] == run_id and lock["job_pgid"]
     second = exabench("execute", "--spec", paths.spec)
     assert second.returncode == 2
