@@ -722,6 +722,12 @@ def accept_check(verdicts: str, log_path: str) -> None:
             raise ExabenchError(text.splitlines()[-1])
 
 
+def node_report_job(inputs, outputs, log_path: str, site: Site, config: dict) -> None:
+    """The node_report rule's job (acceptance.smk): its named inputs and outputs, read here."""
+    node_report(inputs.nodes, inputs.references, site, outputs.markdown, outputs.csv, log_path, outputs.json,
+                config.get("every_node") or {}, config["campaign"])
+
+
 def node_report(records: list[str], references: list[str], site: Site, markdown: str, csv: str,
                 log_path: str, verdict_json: str | None = None, every_node: dict | None = None,
                 campaign: str = "") -> None:
@@ -841,6 +847,12 @@ _DRAWING = threading.Lock()
 def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out_dir: str, log_path: str) -> None:
     with logged(log_path) as log, _DRAWING:
         _say(log, plots.write_plots(records, nodes, plan, site.name, out_dir))
+
+
+def campaign_page_job(inputs, out: str, log_path: str, site: Site) -> None:
+    """The campaign_page rule's job (report.smk): its named inputs, read here (a short run: block)."""
+    write_campaign_page(site, inputs.summary, [inputs.plots, *inputs.history], list(inputs.tables),
+                        inputs.verdicts[0] if inputs.verdicts else None, out, log_path)
 
 
 def write_campaign_page(site: Site, summary: str, indexes: list[str], tables: list[str], verdicts: str | None,

@@ -46,13 +46,16 @@ def _slurm_scripts(tmp_path: Path):
         out.append((f"slurm-local {req}", text))
     # The centres' sites: their partition/account/QOS/constraint names and GPUs do not exist
     # here, so those are blanked (the queues with them: the loopback partition is "debug"); CPU-only
-    # layouts small enough for the loopback nodes.
+    # layouts small enough for the loopback nodes, whose memory (4,000 MB, scripts/slurm-local.sh)
+    # the nodes get too: the header asks 90 % of it (--mem), as on the centre's own nodes. No container:
+    # a runtime's own batch option (Shifter's --image, a SPANK plugin at NERSC) is not on this controller.
     for name, req in [("frontier", dict(nodes=2, ranks_per_node=2, cores_per_rank=2, gpus_per_rank=0)),
                       ("perlmutter", dict(nodes=2, ranks_per_node=1, cores_per_rank=2, gpus_per_rank=0)),
                       ("cori-knl", dict(nodes=2, ranks_per_node=1, cores_per_rank=1)),
                       ("stampede2", dict(nodes=2, ranks_per_node=2, cores_per_rank=1))]:
         s = dataclasses.replace(site(name), partition="debug", queues=(), account="", qos="", constraint="",
-                                scheduler_options={}, max_walltime_min=30)
+                                scheduler_options={}, max_walltime_min=30,
+                                node=dataclasses.replace(site(name).node, memory_gb=4), container={})
         lay = resolve_layout(s, **req)
         text, _ = render_script(_run(lay), s, RunPaths(tmp_path / name, "probe"))
         out.append((name, text))

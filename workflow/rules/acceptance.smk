@@ -102,17 +102,7 @@ rule node_report:
     log:
         f"{LOGS}/node_report.log",
     run:
-        pipeline.node_report(
-            input.nodes,
-            input.references,
-            SITE,
-            output.markdown,
-            output.csv,
-            log[0],
-            output.json,
-            config.get("every_node") or {},
-            config["campaign"],
-        )
+        pipeline.node_report_job(input, output, log[0], SITE, config)
 
 
 rule node_check:

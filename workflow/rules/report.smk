@@ -98,12 +98,4 @@ rule campaign_page:
     log:
         f"{LOGS}/campaign_page.log",
     run:
-        pipeline.write_campaign_page(
-            SITE,
-            input.summary,
-            [input.plots, *input.history],
-            list(input.tables),
-            input.verdicts[0] if input.verdicts else None,
-            output[0],
-            log[0],
-        )
+        pipeline.campaign_page_job(input, output[0], log[0], SITE)
