@@ -35,6 +35,10 @@ lint: setup
 # loopback Slurm, containers, Horovod).
 # Each pytest run adds its durations to one file; the last ends with the ten slowest tests and the
 # suite's time since this target started, and fails past EXABENCH_SUITE_LIMIT_MIN (tests/suite_clock.py).
+# The integration tests run in two passes: those that share nothing two at a time (one per core of a
+# 2-core machine; a module whole on one worker), then those that time what they judge or start what
+# there is one of per machine, alone (tests/alone.py).
+TEST_WORKERS ?= $(shell [ "$$(nproc)" -ge 2 ] && echo 2 || echo 0)
 SUITE_START := $(shell date +%s)
 SUITE_TIMES := .pytest_cache/exabench-suite-times.json
 test: export EXABENCH_SUITE_START = $(SUITE_START)
@@ -46,7 +50,9 @@ test:
 	bash scripts/setup.sh --test
 	@echo "campaign scale at 1,000 runs (figures printed, not asserted; bench/campaign_scale.py):"
 	$(VENV)/bin/python bench/campaign_scale.py --sizes 1000 --repeats 1
-	$(VENV)/bin/python -m pytest -ra tests/integration $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -ra -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests/integration $(PYTEST_ARGS) \
+	  || [ $$? = 5 ]  # 5: PYTEST_ARGS left no test in this pass
+	$(VENV)/bin/python -m pytest -ra $$(python3 tests/alone.py) $(PYTEST_ARGS) || [ $$? = 5 ]
 
 # `make test` and the tiny runs it leaves out (docs/studies.md, "What study=all costs").
 test-full:

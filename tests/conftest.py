@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from alone import ALONE
 
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["suite_clock"]  # the ten slowest tests and the suite's time against its limit (make test)
@@ -52,3 +55,26 @@ def two_core_site(write_yaml, local_site_dict):
     data = dict(local_site_dict)
     data["node"] = {**data["node"], "cores_per_socket": 2}
     return load_site(write_yaml("site.yaml", data))
+
+
+# How the integration tests share the machine when `make test` runs them two at a time (pytest-xdist,
+# --dist loadgroup). A module runs whole on one worker (its module-scoped fixtures are built once).
+# Modules that run Snakemake or exabench inside the checkout itself (its .snakemake/ and results/) run
+# on one worker, one after another. The modules in tests/alone.py run in a second pass, alone.
+IN_THE_CHECKOUT = re.compile(r"cwd=(?:str\()?(?:REPO|ROOT)\b")
+
+
+def _runs_in_the_checkout(path: Path, seen: dict[Path, bool] = {}) -> bool:  # noqa: B006 (a cache)
+    if path not in seen:
+        seen[path] = bool(IN_THE_CHECKOUT.search(path.read_text()))
+    return seen[path]
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        path = Path(str(item.path))
+        if path.name in ALONE:
+            item.add_marker(pytest.mark.alone)
+        group = "the-checkout" if _runs_in_the_checkout(path) else path.name
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -7,7 +7,8 @@ before.
 
 Set by the Makefile: EXABENCH_SUITE_START (epoch seconds when `make test` began) and
 EXABENCH_SUITE_TIMES (the file the runs share). Without them (a plain `pytest`), the table covers
-this run alone and no limit applies."""
+this run alone and no limit applies. Under pytest-xdist the controller keeps the clock: a test's
+figure is its own wall time on its worker, and the runs' time is the controller's."""
 
 from __future__ import annotations
 
@@ -66,6 +67,8 @@ def _slowest(durations: dict[str, float]) -> list[tuple[str, float]]:
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker: its tests' reports reach the controller, which keeps the clock
     durations = _all_durations()
     session.config._suite_clock = durations
     if _since_start_s() is not None and durations[SESSIONS_KEY] > _limit_s() and session.exitstatus == 0:

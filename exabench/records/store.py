@@ -30,6 +30,8 @@ import datetime as _dt
 import hashlib
 import io
 import json
+import math
+import os
 import re
 import sys
 import tarfile
@@ -45,7 +47,8 @@ STORE_NAME = "history.duckdb"
 DEFAULT_STORE = f"results/{STORE_NAME}"
 STORE_VERSION = 1
 REPEAT_SUFFIX = re.compile(r"\.rep\d+$")
-LOCK_WAIT_S = 60.0
+LOCK_WAIT_S = 60.0  # how long a command waits for another process's hold on the store
+WAIT_VARIABLE = "EXABENCH_STORE_WAIT_S"  # a user's own wait (a long ingestion at a centre; a test's short one)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS store_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -188,6 +191,21 @@ def _utc(stamp: str | None) -> _dt.datetime | None:
     return t
 
 
+def lock_wait_s() -> float:
+    """The seconds to wait for a store another process holds: EXABENCH_STORE_WAIT_S, else LOCK_WAIT_S."""
+    raw = os.environ.get(WAIT_VARIABLE, "").strip()
+    if not raw:
+        return LOCK_WAIT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise StoreError(f"environment variable {WAIT_VARIABLE}={raw!r}: not a number of seconds; valid: a "
+                         f"number >= 0 (unset: {LOCK_WAIT_S:g})")
+    return seconds
+
+
 def connect(path: str | Path, read_only: bool = False):
     """A DuckDB connection to the store, waiting up to LOCK_WAIT_S for another writer to finish."""
     import duckdb
@@ -200,7 +218,8 @@ def connect(path: str | Path, read_only: bool = False):
                          f"(exabench ingest results/<site> --store {path})")
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + LOCK_WAIT_S
+    wait_s = lock_wait_s()
+    deadline = time.monotonic() + wait_s
     while True:
         try:
             con = duckdb.connect(str(path), read_only=read_only)
@@ -210,7 +229,7 @@ def connect(path: str | Path, read_only: bool = False):
                 raise StoreError(_damage_hint(path, exc)) from None
             if time.monotonic() > deadline:
                 raise StoreBusyError(f"{path}: the results store is in use by another process (an ingestion or a "
-                                     f"query) and stayed so for {LOCK_WAIT_S:.0f} s ({exc}); run again once it "
+                                     f"query) and stayed so for {wait_s:g} s ({exc}); run again once it "
                                      "has finished") from None
             time.sleep(0.5)
         except duckdb.Error as exc:

@@ -19,8 +19,8 @@ from helpers_compare import RECORDS, env
 GOLDEN = [str(RECORDS / "local"), str(RECORDS / "titan")]
 
 
-def exabench(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "exabench", *map(str, args)], cwd=cwd, env=env(),
+def exabench(*args, cwd=None, **more_env):
+    return subprocess.run([sys.executable, "-m", "exabench", *map(str, args)], cwd=cwd, env={**env(), **more_env},
                           capture_output=True, text=True, timeout=300)
 
 
@@ -124,8 +124,11 @@ def test_a_store_held_by_another_process_leaves_the_campaign_going(tmp_path, mon
         [entry] = json.loads(out["json"].read_text())
         assert entry["file"] is None and entry["why"].startswith("The campaign was not ingested")
         assert not (tmp_path / "history.png").exists()
-        res = exabench("history", "--store", db)  # a user's query waits, then says why
-        assert res.returncode == 2 and "in use by another process" in res.stderr
+        # A user's query waits (here the 2 s the user asked for, not the default minute), then says why.
+        res = exabench("history", "--store", db, **{store.WAIT_VARIABLE: "2"})
+        assert res.returncode == 2 and "in use by another process" in res.stderr and "stayed so for 2 s" in res.stderr
+        res = exabench("history", "--store", db, **{store.WAIT_VARIABLE: "soon"})
+        assert res.returncode == 2 and f"{store.WAIT_VARIABLE}='soon'" in res.stderr and "Traceback" not in res.stderr
     finally:
         holder.kill()
         holder.wait()
