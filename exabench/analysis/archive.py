@@ -277,6 +277,15 @@ def derived_of_campaign(files: dict[str, Path], meta: dict, studies_json: bytes 
     return {n: p for n, p in files.items() if n.split("/", 1)[0] not in DERIVED or n in rebuilt}
 
 
+def logs_of_kept_outputs(before: dict[str, Path], kept: dict[str, Path]) -> dict[str, Path]:
+    """`kept` without the rule logs of derived files cut from it: a study's log (logs/study-<name>.log)
+    goes with its table (tables/study-<name>.*), so re-archiving a campaign after a study in the same
+    folder packs neither the study's table nor its log."""
+    cut = {Path(name).stem for name in before if name.split("/", 1)[0] in DERIVED and name not in kept}
+    return {name: path for name, path in kept.items()
+            if not (name.startswith("logs/") and name.count("/") == 1 and Path(name).stem in cut)}
+
+
 def reproduce(archive: str | Path, dest: str | Path) -> Check:
     root = unpack(archive, dest)
     check = Check()
@@ -337,7 +346,7 @@ def archive_campaign(results: str, out: str, site_name: str | None = None, logs:
                                            "runs": sorted(r.run_id for r in runs)}
                                     for name, (study, variant, runs) in studies.items()},
                                    indent=1, sort_keys=True) + "\n").encode()
-    files = derived_of_campaign(files, meta, studies_json)
+    files = logs_of_kept_outputs(files, derived_of_campaign(files, meta, studies_json))
     packed = pack(out, files, meta, {STUDIES: studies_json} if studies_json else None)
     return f"{len(files)} files -> {packed} (inventory: inventory.sha256); reproduce with: exabench reproduce {packed}"
 
