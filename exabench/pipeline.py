@@ -580,13 +580,14 @@ def job_resources(site, get_run) -> dict:
     sched = schedulers.of(site)
     if not sched.FACTS.executor:
         return {}
-    jobs: dict = {}  # run id -> its JobAllocation, made once per run
+    jobs: dict = {}  # a run's JobAllocation, made once per run: what decides it is its layout and time limit
 
     def job(wildcards):
         run = get_run(wildcards)
-        if run.run_id not in jobs:
-            jobs[run.run_id] = allocation.run_job(site, run)
-        return jobs[run.run_id]
+        key = (run.run_id, run.layout, run.timeout_s)
+        if key not in jobs:
+            jobs[key] = allocation.run_job(site, run)
+        return jobs[key]
 
     # The plugins take tasks per node or the total, not both (the Slurm plugin's submit_string): tasks
     # per node where there are several, else the total (one per node, or srun's --ntasks-per-gpu
