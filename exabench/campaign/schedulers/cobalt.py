@@ -1,7 +1,8 @@
 """Cobalt (ALCF Theta).
 
-- Submit: `qsub script`, the script executable, its #COBALT lines read (ALCF "Job Scheduling
-  Policy on Theta" and "Running jobs": `qsub job.sh` with #COBALT directives).
+- Submit: `qsub script`, the script executable, its #COBALT lines read (ALCF Theta, "Job and
+  Queue Scheduling": https://docs.alcf.anl.gov/theta/queueing-and-running-jobs/job-and-queue-scheduling/;
+  the rehearsal's cobalt-alcf rule book keeps its rules).
 - Queue: `#COBALT -q Q`.
 - Pinning: not done: node groups are refused.
 - Node list: `sort -u "$COBALT_NODEFILE"`.
