@@ -20,7 +20,7 @@ from exabench.analysis import acceptance, archive, compare, plots
 from exabench.analysis import studies as study_tables
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
 from exabench.containers import build_image, image_dir, needed_images  # noqa: F401
-from exabench.campaign import allocation, studies
+from exabench.campaign import allocation, schedulers, studies
 from exabench.campaign.node_groups import check_groups, group_files, group_outputs, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import node_sweep_files, node_sweep_paths, sweep_jobs, sweep_nodes
 from exabench.campaign.bundles import over_user_limits, pending_report, plan_bundles  # noqa: F401 - the rule files' names
@@ -28,7 +28,7 @@ from exabench.campaign.budget import check_budget  # noqa: F401 - the rule files
 from exabench.records import rerun_marker  # noqa: F401 - the rule files' name
 from exabench.campaign.plan import RUN_ID_PATTERN, Run, plan_table  # noqa: F401
 from exabench.campaign.plan import expand as plan_runs
-from exabench.campaign.render import bundle_path, walltime_min, write_bundle, write_bundles, write_runs_files
+from exabench.campaign.render import bundle_path, write_bundle, write_bundles, write_runs_files
 from exabench.campaign.site import Layout, Site, check_walltime, load_site  # noqa: F401
 from exabench.config import load_yaml, validate  # noqa: F401
 from exabench.errors import ConfigError, ExabenchError
@@ -574,20 +574,23 @@ def stop_runs_on_signal(results: str, workflow=None) -> None:
 
 
 def job_resources(site, get_run) -> dict:
-    """Snakemake `resources` of a run job for the executor plugins (callables of wildcards), read
-    from the run's allocation.job, the one its batch header is rendered from."""
-    if site.scheduler not in ("slurm", "lsf"):
+    """Snakemake `resources` of a run job for the site's executor plugin (callables of wildcards),
+    each read from the run's allocation.run_job, the one object its batch header is rendered from;
+    the names the plugin gives them are the scheduler module's (schedulers.<name>.executor_resources)."""
+    sched = schedulers.of(site)
+    if not sched.FACTS.executor:
         return {}
-
-    def lay(wildcards):
-        return get_run(wildcards).layout
+    jobs: dict = {}  # a run's JobAllocation, made once per run: what decides it is its layout and time limit
 
     def job(wildcards):
         run = get_run(wildcards)
-        return allocation.job(site, run.layout, walltime_min(site, run.timeout_s, run.layout.nodes))
+        key = (run.run_id, run.layout, run.timeout_s)
+        if key not in jobs:
+            jobs[key] = allocation.run_job(site, run)
+        return jobs[key]
 
-    # The Slurm plugin takes tasks per node or the total, not both (its submit_string): tasks per
-    # node where there are several, else the total (one per node, or srun's --ntasks-per-gpu
+    # The plugins take tasks per node or the total, not both (the Slurm plugin's submit_string): tasks
+    # per node where there are several, else the total (one per node, or srun's --ntasks-per-gpu
     # placement, which refuses --ntasks-per-node and so asks none: JobAllocation.tasks_per_node 0).
     def tasks(wildcards):
         j = job(wildcards)
@@ -602,26 +605,11 @@ def job_resources(site, get_run) -> dict:
         # "ask none", as the header does for ibrun (Stampede2).
         return job(wildcards).cpus_per_task or -1
 
-    def slurm_extra(wildcards):
-        # The allocation-wide settings (exabench.campaign.allocation), as the batch header says
-        # them: GPUs where the site makes them a requested resource (Perlmutter; the plugin's own
-        # `gpu` resource would add --ntasks-per-gpu in some versions, PLATFORM.md), SMT beyond
-        # Slurm's default (Frontier), core specialisation, CPU frequency, exclusive nodes.
-        return " ".join(allocation.slurm_flags(job(wildcards).request))
-
-    def lsf_extra(wildcards):
-        # As the header says it (-alloc_flags "smt4 gpumps", -core_isolation): the executor passed no
-        # core isolation before, so a Snakemake-submitted job kept the site's default.
-        return allocation.lsf_flags(job(wildcards).request)
-
-    def constraint(wildcards):
-        return job(wildcards).request.constraint  # NVMe staging adds nvme (Frontier)
-
     def mpi(wildcards):
         # The rule's own shell starts the ranks with the site's launcher: the plugin's documented
         # `mpi` resource keeps its job step from wrapping the rule in another srun. The plugin
         # refuses `mpi` with one task, so one-rank runs go without it (srun.py adds --overlap).
-        return site.launcher if lay(wildcards).ranks > 1 else ""
+        return site.launcher if job(wildcards).tasks > 1 else ""
 
     res = {
         "nodes": lambda wildcards: job(wildcards).nodes,
@@ -632,35 +620,18 @@ def job_resources(site, get_run) -> dict:
         "mpi": mpi,
         # Always given: 0 (none asked, as the header) replaces Snakemake's own default (1,000-8,000 MB),
         # which the plugins would otherwise ask for (allocation.memory_mb).
-        "mem_mb": allocation.memory_mb(site),
+        "mem_mb": lambda wildcards: job(wildcards).mem_mb,
     }
     res.update(allocation_resources(site))
-    if site.queues:  # each run's own queue, picked by its nodes and walltime (site.pick_queue)
-        key = "qos" if allocation.queue_key(site) == "qos" else "slurm_partition"
-        res[key if site.scheduler == "slurm" else "lsf_queue"] = lambda wildcards: job(wildcards).queue
-    if site.scheduler == "slurm":
-        res["slurm_extra"] = slurm_extra
-        if allocation.request(site, Layout(1, 1, 1)).constraint:
-            res["constraint"] = constraint
-    elif site.scheduler == "lsf":
-        res["lsf_extra"] = lsf_extra
+    res.update(sched.executor_resources(site, job))  # queue picked by size, allocation-wide flags
     return res
 
 
 def allocation_resources(site) -> dict:
-    """Where any job of the site is charged and queued: partition, account, QoS, constraint (Slurm) or
-    queue and project (LSF). Every job the executor plugins submit gets them, an image build too."""
-    res = {}
-    if site.scheduler == "slurm":
-        for key, value in (("slurm_partition", site.partition), ("slurm_account", site.account), ("qos", site.qos),
-                           ("constraint", site.constraint)):
-            if value:
-                res[key] = value
-    elif site.scheduler == "lsf":
-        for key, value in (("lsf_queue", site.partition), ("lsf_project", site.account)):
-            if value:
-                res[key] = value
-    return res
+    """Where any job of the site is charged and queued (Slurm: partition, account, QoS, constraint;
+    LSF: queue and project), in its executor plugin's names. Every job the plugins submit gets them,
+    an image build too."""
+    return schedulers.site_resources(site)
 
 
 # --- tables, verdicts, plots, archive -------------------------------------------------------------

@@ -9,39 +9,23 @@ whose requests are equal, because a bundle has one header for all its runs. What
 launch to the next inside an allocation (ranks, threads, binding, the launcher's -j/--depth) is
 the launch line's business and not part of the request.
 
-Allocation-wide, per scheduler:
-- SMT: LSF `-alloc_flags smtN` sets the nodes' SMT mode for the whole job (OLCF Summit User
-  Guide, "Hardware Threads"); Slurm `--threads-per-core` in the header where the run asks for
-  more hardware threads than Slurm gives by default (srun.threads_per_core). PBS and Cobalt
-  sites pick hardware threads per launch (aprun -j, mpiexec --depth), so SMT is no part of
-  their request.
-- GPU mode: LSF `-alloc_flags gpumps` starts NVIDIA MPS on every node, for ranks sharing GPUs.
-- GPUs asked for: Slurm `--gpus-per-node` where the site asks for GPUs (request_gpus).
-- Node-local storage: NVMe (LSF `nvme` flag, Slurm `-C nvme`) or a DataWarp burst buffer
-  (`#DW jobdw`), asked for when the site stages data in.
-- Core specialisation (Slurm `--core-spec`, LSF `-core_isolation`), CPU frequency (Slurm
-  `--cpu-freq`), exclusive nodes (Slurm `--exclusive`), the site's queue, account, QoS,
-  constraint and its own extra directives.
+The allocation-wide settings each scheduler adds (SMT mode, MPS, GPUs asked for, NVMe) are its
+module's `request` (exabench.campaign.schedulers: LSF `-alloc_flags "smtN gpumps nvme"`, Slurm
+`--threads-per-core`, `--gpus-per-node`, `-C nvme`; PBS and Cobalt sites pick hardware threads per
+launch, aprun -j, mpiexec --depth, so SMT is no part of their request). Here: node-local storage
+(NVMe or a DataWarp burst buffer, `#DW jobdw`, asked for when the site stages data in), core
+specialisation, CPU frequency and exclusive nodes where the scheduler renders them
+(FACTS.renders), the site's queue, account, QoS, constraint and its own extra directives.
 """
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, fields
 
-from exabench.campaign import launchers
+from exabench.campaign import launchers, schedulers
 from exabench.campaign.launchers import srun as srun_arith
 from exabench.campaign.site import Layout, Site, bundle_minutes, check_walltime, queue_entry
 from exabench.errors import ConfigError
-
-# The settings a scheduler can render; one a site sets for another scheduler is refused (no silent drop).
-RENDERED = {
-    "slurm": {"core_spec", "cpu_freq", "exclusive"},
-    "lsf": {"core_spec"},
-    "pbs": set(),
-    "cobalt": set(),
-    "none": set(),
-}
 
 
 @dataclass(frozen=True)
@@ -85,18 +69,10 @@ class AllocationRequest:
         return " ".join(words) or "-"
 
 
-# The command that submits a batch script, per scheduler: the one table every submit line, submit
-# script and pending-job message is written from (submit_line). LSF reads #BSUB lines from a script
-# on standard input, `bsub < script` (IBM Spectrum LSF 10.1 command reference, bsub "command": "bsub
-# options can also be specified in the standard input if the line begins with #BSUB"); `bsub script`
-# parses them only where lsf.conf sets LSB_BSUB_PARSE_SCRIPT=Y (bsub "job_script"), so it is not used.
-# https://www.ibm.com/docs/SSWRJV_10.1.0/lsf_command_ref/bsub.zz1argument.command.1.html
-SUBMIT = {"slurm": "sbatch", "lsf": "bsub <", "pbs": "qsub", "cobalt": "qsub", "none": "bash"}
-
-
 def submit_line(site: Site, script) -> str:
-    """The shell line that submits the batch script at `script` on `site` (the path quoted)."""
-    return f"{SUBMIT[site.scheduler]} {shlex.quote(str(script))}"
+    """The shell line that submits the batch script at `script` on `site` (the scheduler module's
+    FACTS.submit: `bsub < x.sh`, `sbatch x.sh`)."""
+    return schedulers.submit_line(site, script)
 
 
 # The share of a node's memory a job asks for (Slurm --mem, per node): the rest is the system's, and a
@@ -126,7 +102,8 @@ def memory_mb(site: Site) -> int:
     Slurm takes a memory request. Without one, Snakemake would give the executor plugin its own
     default mem_mb (1,000-8,000 MB, `snakemake --help`), a job limited to a few GB of a whole node;
     TACC's Slurm refuses --mem outright (scheduler_options.request_memory: false)."""
-    if site.scheduler != "slurm" or not site.node.memory_gb or not site.scheduler_options.get("request_memory", True):
+    if (not schedulers.of(site).FACTS.asks_memory or not site.node.memory_gb
+            or not site.scheduler_options.get("request_memory", True)):
         return 0
     return int(site.node.memory_gb * 1000 * MEMORY_SHARE)
 
@@ -146,12 +123,10 @@ def job(site: Site, layout: Layout, minutes: int, alloc: AllocationRequest | Non
                          queue_key=queue_key(site), minutes=minutes, request=alloc)
 
 
-def _smt(site: Site, layout: Layout) -> int:
-    if site.scheduler == "lsf":
-        return layout.smt if site.node.smt > 1 else 0
-    if site.scheduler == "slurm":
-        return srun_arith.threads_per_core(site, layout)
-    return 0
+def run_job(site: Site, run) -> JobAllocation:
+    """The allocation of a run's own job: what its batch header asks (render.render_script) and what
+    the executor plugin is given for it (pipeline.job_resources), from this one object."""
+    return job(site, run.layout, asked_minutes(site, run.layout.nodes, [run.timeout_s]))
 
 
 def _node_local(site: Site) -> str:
@@ -165,31 +140,20 @@ def request(site: Site, layout: Layout) -> AllocationRequest:
     """The allocation request of a run of `layout` on `site`: the one source of every batch header
     and of the executor's resources."""
     opts = site.scheduler_options
+    renders = schedulers.of(site).FACTS.renders
     for key in ("core_spec", "cpu_freq", "exclusive"):
-        if opts.get(key) and key not in RENDERED[site.scheduler]:
+        if opts.get(key) and key not in renders:
             raise ConfigError(site.path or site.name, f"scheduler_options.{key}", opts[key],
                               f"unset with scheduler {site.scheduler} (set on: "
-                              + ", ".join(s for s, keys in RENDERED.items() if key in keys) + ")")
-    smt = _smt(site, layout)
-    gpu_mode = "mps" if site.scheduler == "lsf" and layout.ranks_per_gpu > 1 else ""
+                              + ", ".join(n for n, m in schedulers.SCHEDULERS.items() if key in m.FACTS.renders) + ")")
     node_local = _node_local(site)
-    constraint = site.constraint
-    if node_local == "nvme" and site.scheduler == "slurm" and "nvme" not in constraint.split("&"):
-        constraint = "&".join(c for c in (constraint, "nvme") if c)  # Frontier: -C nvme
-    flags: list[str] = []
-    if site.scheduler == "lsf":
-        flags = [f"smt{smt}"] if smt else []
-        flags += ["gpumps"] if gpu_mode == "mps" else []
-        flags += ["nvme"] if node_local == "nvme" else []
-        flags += [w for w in opts.get("alloc_flags", []) if w not in flags]
-    return AllocationRequest(
-        smt=smt, gpu_mode=gpu_mode,
-        gpus_per_node=layout.gpus_per_node if site.scheduler == "slurm" and opts.get("request_gpus") else 0,
+    common = dict(
         node_local=node_local,
         burst_buffer_gb=int(site.storage.get("burst_buffer_gb", 0)) if node_local == "burst_buffer" else 0,
         core_spec=int(opts.get("core_spec", 0)), cpu_freq=str(opts.get("cpu_freq", "")),
         exclusive=bool(opts.get("exclusive", False)), queue=site.partition, account=site.account, qos=site.qos,
-        constraint=constraint, alloc_flags=tuple(flags), extra=tuple(opts.get("extra", [])) + _runtime_directives(site))
+        constraint=site.constraint, extra=tuple(opts.get("extra", [])) + _runtime_directives(site))
+    return AllocationRequest(**{**common, **schedulers.request_parts(site, layout, node_local)})
 
 
 def _runtime_directives(site: Site) -> tuple:
@@ -221,35 +185,10 @@ def asked_minutes(site: Site, nodes: int | None, timeouts_s, side_by_side: bool 
     return min(max(minutes, q.min_walltime_min), q.max_walltime_min) if q else minutes
 
 
-def slurm_flags(req: AllocationRequest) -> list[str]:
-    """The sbatch options of a request beyond nodes, tasks, queue, account, QoS and constraint (the
-    executor's slurm_extra; the header template writes the same values one per line)."""
-    flags = [f"--gpus-per-node={req.gpus_per_node}"] if req.gpus_per_node else []
-    flags += [f"--threads-per-core={req.smt}"] if req.smt else []
-    flags += [f"--core-spec={req.core_spec}"] if req.core_spec else []
-    flags += [f"--cpu-freq={req.cpu_freq}"] if req.cpu_freq else []
-    flags += ["--exclusive"] if req.exclusive else []
-    return flags
-
-
-def lsf_flags(req: AllocationRequest) -> str:
-    """The bsub options of a request beyond nodes, walltime, queue and project, as the LSF executor
-    plugin's lsf_extra (pasted into the bsub command line a shell parses) and as the header writes
-    them: `-alloc_flags` once, its words space-separated in double quotes (OLCF Summit User Guide,
-    "Allocation-wide Options": "Only one instance of the flag is accepted, and multiple alloc_flags
-    values should be enclosed in quotes and space-separated"), `-core_isolation N`. The words are
-    the schema's [a-z0-9_] only, so the quotes need no escaping."""
-    flags = [f'-alloc_flags "{" ".join(req.alloc_flags)}"'] if req.alloc_flags else []
-    flags += [f"-core_isolation {req.core_spec}"] if req.core_spec else []
-    return " ".join(flags)
-
-
 def queue_key(site: Site) -> str:
     """Where the queue picked by size goes: `partition` (Slurm --partition, LSF -q, PBS -q, Cobalt
     -q) or `qos` (NERSC, whose queues are QOS: scheduler_options.queue_directive)."""
-    if site.scheduler == "slurm" and site.scheduler_options.get("queue_directive") == "qos":
-        return "qos"
-    return "partition"
+    return schedulers.queue_key(site)
 
 
 def common_request(site: Site, layouts, what: str) -> AllocationRequest:

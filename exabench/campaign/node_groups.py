@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exabench.errors import ConfigError
-from exabench.campaign import allocation
+from exabench.campaign import allocation, schedulers
 from exabench.campaign.bundles import longest_walltime, pack_runs
 from exabench.campaign.node_sweep import NODE_NAME, allocation_modes, node_layout, node_sweep_paths
 from exabench.campaign.plan import Run
@@ -33,32 +33,6 @@ from exabench.campaign.render import RunPaths, batch_request, batch_script, real
 from exabench.campaign.site import WALLTIME_MARGIN_MIN, Site, check_walltime
 
 KEY = "every_node"
-# How a job is pinned to named hosts, per scheduler, with the page that documents it (PBS and Cobalt
-# select nodes otherwise: refused).
-# - slurm: `#SBATCH --nodelist=a,b` (Slurm sbatch(1), "-w, --nodelist": "Request a specific list of hosts").
-# - lsf (IBM CSM, Summit): in expert mode only. IBM LSF bsub -csm "Enables expert mode for the CSM job
-#   submission, which allows you to specify a full resource requirement string for CSM resources"
-#   (www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.csm.1.html), and -nnodes, the easy mode's node
-#   count, "Do not use with the -csm y option" (.../bsub.nnodes.1.html): so no `-nnodes` and no `-m host`
-#   beside it (-m names candidate hosts, it does not place a CSM allocation). The resource string
-#   asks one launch node and each named compute node's usable cores, as jobs on Summit write it:
-#   `-R "1*{select[LN]span[hosts=1]} + 84*{select[CN && (hname == 'a01n01' || hname == 'a01n02')]
-#   order[!-slots:maxslots]span[ptile=42]}"` (lsf_resources).
-# - none: the host the script runs on.
-PIN_FLAGS = {
-    "slurm": lambda site, nodes: [f"--nodelist={','.join(nodes)}"],
-    "lsf": lambda site, nodes: [],  # the header's expert-mode resource string instead (lsf_resources)
-    "none": lambda site, nodes: [],
-}
-
-
-def lsf_resources(site: Site, nodes: tuple[str, ...]) -> str:
-    """The CSM expert-mode resource requirement (bsub -csm y -R) placing a job on exactly `nodes`:
-    the launch node, then every usable core (LSF's slots) of each named compute node."""
-    cores = site.node.usable_cores
-    hosts = " || ".join(f"hname == '{n}'" for n in nodes)
-    return (f"1*{{select[LN]span[hosts=1]}} + {cores * len(nodes)}*{{select[CN && ({hosts})]"
-            f"order[!-slots:maxslots]span[ptile={cores}]}}")
 HOSTLIST_VALID = "a list of node names, or a hostlist expression such as 'nid[001-128]' or 'n[1-4,7],gpu[01-02]'"
 _BRACKET = re.compile(r"^([^\[\]]*)\[([^\[\]]+)\](.*)$")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -276,9 +250,11 @@ def _no_node_twice(groups: list[NodeGroup], config_file: str) -> None:
 
 
 def _check_site(groups: list[NodeGroup], site: Site, config_file: str) -> None:
-    if site.scheduler not in PIN_FLAGS:
-        raise ConfigError(site.path or site.name, "scheduler", site.scheduler, "slurm, lsf or none for every_node "
-                          "groups (or the whole-allocation every_node_script)", "cannot pin a job to named nodes")
+    if not schedulers.can_pin(site):  # how each scheduler pins a job, with its page: its module's FACTS.pin
+        pinning = [n for n, m in schedulers.SCHEDULERS.items() if m.FACTS.pin]
+        raise ConfigError(site.path or site.name, "scheduler", site.scheduler, f"{', '.join(pinning)} for "
+                          "every_node groups (or the whole-allocation every_node_script)",
+                          "cannot pin a job to named nodes")
     # no group is wider than max_nodes: _node_list bounds the whole list by it
     if site.scheduler == "none":
         here = socket.gethostname()
@@ -327,9 +303,8 @@ def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, camp
     request = batch_request(site, layout, f"exabench-node-{job or group.name}", minutes, out_dir, alloc)
     # Slot licenses cap the ranks running at once by the run with the most ranks.
     most_ranks = max(runs, key=lambda r: r.layout.ranks)
-    request["extra"] = request["extra"] + PIN_FLAGS[site.scheduler](site, group.nodes) + slot_licenses(site, most_ranks)
-    if site.scheduler == "lsf":
-        request["lsf_resources"] = lsf_resources(site, group.nodes)
+    request["extra"] = request["extra"] + slot_licenses(site, most_ranks)
+    request = schedulers.pinned(request, site, group.nodes)  # Slurm --nodelist, LSF's CSM expert mode
     # The bundle's header comment: a template of its own would be an edit that re-renders every run.
     return batch_script(site, request, f"{campaign} (every-node group {group.name})", len(runs), out_dir,
                         _group_body(site, runs, group, folders, spec_args or _spec_args(runs, folders)))
@@ -393,16 +368,6 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
     return files
 
 
-# The user's jobs in one queue (its name: $1), one line each, per scheduler; squeue's -p or, where the
-# queues are QOS (NERSC), -q.
-_MINE = {
-    "slurm": 'squeue -h -u "$me" -{flag} "$1" -o %i 2>/dev/null',
-    "lsf": 'bjobs -noheader -o jobid -u "$me" -q "$1" 2>/dev/null',
-    "none": "true",
-}
-# How each scheduler takes a batch script ($1); none: the script runs here.
-
-
 def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: Path) -> str:
     """submit.sh: every group job (path, its queue), each sent only while the user's jobs in its queue
     are fewer than the queue's declared per-user limit (queues[].max_queued_per_user: Stampede2's
@@ -410,7 +375,9 @@ def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: 
     the user still has jobs in that queue (room may come). No `set -e`: a job that cannot be sent at
     all is reported at the end, after every other one was sent, never leaving half the groups unsent."""
     limits = {q.name: q.max_queued_per_user for q in site.queues}
-    flag = "q" if allocation.queue_key(site) == "qos" else "p"
+    sched = schedulers.of(site)  # its submit command and its count of the user's jobs in one queue
+    option = getattr(sched, "queue_option", lambda site: "")(site)
+    count = sched.FACTS.queued_by_user.format(queue_option=option) or "true"  # "": none counted, none waited for
     lines = ["#!/usr/bin/env bash",
              f"# exabench: submit the {len(jobs)} every-node group job(s) of campaign {campaign}, one per group (per "
              "allocation mode and walltime); runs recorded before are skipped inside each.",
@@ -418,8 +385,8 @@ def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: 
              "it takes.",
              "set -uo pipefail",
              'wait_s=${EXABENCH_SUBMIT_WAIT_S:-60}; me=${USER:-$(id -un)}; sent=0; unsent=()',
-             f"mine() {{ {_MINE[site.scheduler].format(flag=flag)} | wc -l; }}  # your jobs in queue $1",
-             f"send() {{ {allocation.SUBMIT[site.scheduler]} \"$1\"; }}",  # the one submit table
+             f"mine() {{ {count} | wc -l; }}  # your jobs in queue $1",
+             f"send() {{ {sched.FACTS.submit} \"$1\"; }}",
              "submit() {  # queue, its per-user limit (0: none declared), script",
              '  while [[ -n $1 && $2 -gt 0 && $(mine "$1") -ge $2 ]]; do sleep "$wait_s"; done',
              '  until send "$3"; do',

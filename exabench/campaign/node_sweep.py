@@ -22,22 +22,11 @@ import shlex
 from dataclasses import replace
 from pathlib import Path
 
-from exabench.campaign import allocation, launchers
+from exabench.campaign import allocation, launchers, schedulers
 from exabench.campaign.bundles import longest_walltime, pack_runs
 from exabench.campaign.site import LAYOUT_KEYS, WALLTIME_MARGIN_MIN, Layout, NodeSpec, candidate_queues
 from exabench.errors import ExabenchError
 
-# How a job script lists the compute nodes of its allocation, in the allocation's order, per
-# scheduler (EXABENCH_NODES overrides; with jsrun or ibrun it must keep that order). LSF: the job's
-# host file names each host once per slot, the host running the job script first (Summit's batch
-# node, SummitDev's login node), which is no compute node and is jsrun's ERF host 0.
-NODE_LIST = {
-    "slurm": 'scontrol show hostnames "$SLURM_JOB_NODELIST"',
-    "lsf": "awk '!seen[$0]++' \"$LSB_DJOB_HOSTFILE\" | tail -n +2",
-    "pbs": 'sort -u "$PBS_NODEFILE"',
-    "cobalt": 'sort -u "$COBALT_NODEFILE"',
-    "none": "hostname",
-}
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -169,11 +158,11 @@ def sweep_body(spec_paths: list[Path], site, python: str) -> str:
     """The job's body: the node list, every node's spec prepared in one pass, then per run one
     launch step across every node (one exabench node-agent per node)."""
     q = shlex.quote
-    scheduler = site.scheduler
+    scheduler = schedulers.of(site).FACTS  # its node list: the allocation's nodes in its order
     specs = " ".join(f"--spec {q(str(s))}" for s in spec_paths)
     lines = ["# Every single-node run on every node of the allocation, all nodes at once: every node's spec",
              "# prepared in one pass, then per run one launch step across every node, one agent per node.",
-             f"nodes=(${{EXABENCH_NODES:-$({NODE_LIST[scheduler]})}})",
+             f"nodes=(${{EXABENCH_NODES:-$({scheduler.node_list})}})",
              # a file, not a word: 9,408 names exceed the 128 KiB one argument may have (srun reads a
              # --nodelist holding a '/' as a file, srun(1))
              'count=${#nodes[@]}; nodelist="$PWD/nodes.txt"; printf "%s\\n" "${nodes[@]}" > "$nodelist"',
@@ -182,7 +171,7 @@ def sweep_body(spec_paths: list[Path], site, python: str) -> str:
              f'{q(python)} -m exabench node-prepare --nodes-file "$nodelist" {specs}',
              'echo "exabench every-node acceptance: every node\'s specs prepared in $((SECONDS - prepare_start)) s"',
              "status=0"]
-    if scheduler == "none":  # no allocation: every listed node stands for this host, one agent runs them all
+    if scheduler.name == "none":  # no allocation: every listed node stands for this host, one agent runs them all
         step, here = "", ' --here "${nodes[@]}"'
     else:
         step, here = launchers.LAUNCHERS[site.launcher].node_step() + " ", ""
@@ -240,9 +229,9 @@ def single_node_runs(runs, site) -> list:
     single = [r for r in runs if r.layout.nodes == 1]
     if not single:
         raise ExabenchError("no single-node run in the campaign; valid for every-node acceptance: runs with nodes 1")
-    if site.scheduler not in NODE_LIST:
+    if not schedulers.of(site).FACTS.node_list:
         raise ExabenchError(f"site '{site.name}': scheduler '{site.scheduler}' has no node list; valid: "
-                            + ", ".join(NODE_LIST))
+                            + ", ".join(n for n, m in schedulers.SCHEDULERS.items() if m.FACTS.node_list))
     if site.launcher not in launchers.placeable() and site.scheduler != "none":
         raise ExabenchError(f"site '{site.name}': launcher '{site.launcher}' cannot start a run on one named node; "
                             f"valid for every-node acceptance: {', '.join(launchers.placeable())}")

@@ -22,8 +22,8 @@ from pathlib import Path
 import jinja2
 
 from exabench import containers, rendered
-from exabench.campaign import allocation
-from exabench.campaign.allocation import AllocationRequest
+from exabench.campaign import allocation, schedulers
+from exabench.campaign.allocation import AllocationRequest, JobAllocation
 from exabench.errors import ConfigError, LayoutError
 from exabench.campaign import launchers
 from exabench.campaign.launchers import launch_argv, thread_env
@@ -67,7 +67,10 @@ def safe_path(site: Site, field: str, value, allow_vars: bool = True) -> str:
 @functools.cache
 def _env() -> jinja2.Environment:
     """One environment per process: each template is compiled once (auto_reload still sees an edit)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
+    # A scheduler's header is its file batch/<scheduler>.sh.j2, or the HEADER its module carries.
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+                                  jinja2.FunctionLoader(schedulers.header_template)])
+    env = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters["shquote"] = lambda v: shlex.quote(str(v))
     return env
@@ -167,12 +170,13 @@ def hhmmss(minutes: int) -> str:
 
 
 def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_dir: Path,
-                  alloc: AllocationRequest | None = None) -> dict:
-    """Everything a batch header says, checked; the templates only format these values. The
-    allocation-wide settings come from `alloc` (a bundle's common request), else from the run's own
-    (exabench.campaign.allocation, the same request the executor's resources are built from)."""
+                  alloc: AllocationRequest | None = None, job: JobAllocation | None = None) -> dict:
+    """Everything a batch header says, checked; the templates only format these values. They come
+    from `job`, the job's allocation (a run's own: allocation.run_job, which the executor's resources
+    read too), else from allocation.job of `layout` for `minutes` with `alloc` (a bundle's common
+    request) or the layout's own."""
     # `minutes` is allocation.asked_minutes' (the queue's shortest walltime applied), which the plan counts
-    job = allocation.job(site, layout, minutes, alloc)  # the executor's resources read the same values
+    job = job or allocation.job(site, layout, minutes, alloc)
     alloc = job.request
     req = {
         "job_name": safe_token(site, "job name", job_name, allow_empty=False)[:64],
@@ -187,7 +191,7 @@ def batch_request(site: Site, layout: Layout, job_name: str, minutes: int, log_d
         "extra": [_check(site, "scheduler_options.extra", f, FLAG, "one --flag or --flag=value without spaces")
                   for f in alloc.extra],
         "cpus_per_task": job.cpus_per_task,
-        "threads_per_core": alloc.smt if site.scheduler == "slurm" else 0,
+        "threads_per_core": alloc.smt,  # Slurm's --threads-per-core (LSF says it in alloc_flags)
         "gpus_per_node": job.gpus_per_node,
         "mem_mb": job.mem_mb,
         "alloc_flags": [safe_token(site, "scheduler_options.alloc_flags", w, allow_empty=False)
@@ -274,8 +278,8 @@ def render_script(run: Run, site: Site, paths: RunPaths, real: RealPaths | None 
                else [site.python_executable, "-m", "exabench.runner", "--spec", str(real.spec)])
     line = _launch_line(site, run.layout, program, env)
     run_dir = real.run_dir
-    request = batch_request(site, run.layout, run.run_id, walltime_min(site, run.timeout_s, run.layout.nodes),
-                            run_dir)
+    job = allocation.run_job(site, run)  # the executor plugin's resources read this one too
+    request = batch_request(site, run.layout, run.run_id, job.minutes, run_dir, job=job)
     text = _env().get_template(f"batch/{site.scheduler}.sh.j2").render(
         run=run, site=site, env=env, req=request, setup=_setup_lines(site),
         stage_in=stage_in_lines(site, run.layout, run_dir), workdir=str(run_dir), launch_line=line)

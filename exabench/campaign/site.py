@@ -19,8 +19,13 @@ from exabench.config import load_and_validate
 from exabench.errors import ConfigError, LayoutError
 
 # Which launchers each scheduler's allocation can use: filled by exabench.campaign.launchers from
-# each launcher module's FACTS.schedulers (a site pairing others is a config error).
+# each launcher module's FACTS.schedulers, and by exabench.campaign.schedulers from a scheduler
+# module's FACTS.launchers (a site pairing others is a config error).
 LAUNCHERS_BY_SCHEDULER: dict[str, tuple[str, ...]] = {}
+
+
+# The schedulers a site file may name: filled by exabench.campaign.schedulers, one per module.
+SCHEDULER_NAMES: set[str] = set()
 
 
 def pair_launcher(name: str, schedulers) -> None:
@@ -30,9 +35,11 @@ def pair_launcher(name: str, schedulers) -> None:
             LAUNCHERS_BY_SCHEDULER[scheduler] = LAUNCHERS_BY_SCHEDULER.get(scheduler, ()) + (name,)
 
 
-def unpair_launcher(name: str) -> None:
+def unpair_launcher(name: str, schedulers=None) -> None:
+    """Undo pair_launcher, for `schedulers` (all by default)."""
     for scheduler, names in LAUNCHERS_BY_SCHEDULER.items():
-        LAUNCHERS_BY_SCHEDULER[scheduler] = tuple(n for n in names if n != name)
+        if schedulers is None or scheduler in schedulers:
+            LAUNCHERS_BY_SCHEDULER[scheduler] = tuple(n for n in names if n != name)
 
 
 GPU_VISIBILITY_VAR = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "ROCR_VISIBLE_DEVICES", "intel": "ZE_AFFINITY_MASK"}
@@ -189,6 +196,8 @@ def load_site(path: str | Path) -> Site:
     if spec.scheduler_cpus_per_core > spec.smt:
         raise ConfigError(path, "node.scheduler_cpus_per_core", spec.scheduler_cpus_per_core,
                           f"at most node.smt = {spec.smt}")
+    if raw["scheduler"] not in SCHEDULER_NAMES:
+        raise ConfigError(path, "scheduler", raw["scheduler"], "one of " + ", ".join(sorted(SCHEDULER_NAMES)))
     paired = LAUNCHERS_BY_SCHEDULER.get(raw["scheduler"], ())
     if raw["launcher"] not in paired:
         raise ConfigError(path, "launcher", raw["launcher"], f"one of {', '.join(paired)} with scheduler "

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from exabench.campaign import schedulers
 from exabench.campaign.site import Site, load_site
 from exabench.errors import ExabenchError
 from exabench.rehearsal import batch, launch
@@ -42,12 +43,8 @@ def environment(site_file: str, state: Path, bin_dir: Path, ranks: int) -> dict:
 
 def submit_book(tool: str, site: Site) -> str:
     """The rule book of the site's submit command: LSF's bsub, or qsub of Cobalt, Torque (Titan's
-    `-l nodes=`) or PBS Pro."""
-    if tool == "bsub":
-        return "lsf-olcf"
-    if site.scheduler == "cobalt":
-        return "cobalt-alcf"
-    return "torque-olcf" if site.scheduler_options.get("pbs_select") == "nodes" else "pbspro-alcf"
+    `-l nodes=`) or PBS Pro, as the site's scheduler module names it (FACTS.rehearsal_book)."""
+    return schedulers.rehearsal_book(site, tool)
 
 
 def launcher_book(tool: str, site: Site) -> str:
@@ -160,7 +157,7 @@ if __name__ == "__main__":
 def check_rendered(site: Site, results: Path) -> tuple[int, list[str]]:
     """Every bundle script's directives and every run's launch line under `results` checked as the
     stand-ins would at submission and launch, nothing run: (lines checked, refusals)."""
-    submit_name = submit_book("bsub" if site.scheduler == "lsf" else "qsub", site)
+    submit_name = schedulers.rehearsal_book(site)
     launch_name, prefix = launcher_book(site.launcher, site), book(submit_name)["directive"]
     checked, refused = 0, []
     for script in [*sorted((results / "bundles").glob("*.sh")), *sorted((results / "runs").glob("*/job.sh"))]:

@@ -149,8 +149,8 @@ def test_lsf_groups_pin_hosts_and_pbs_is_refused(tmp_path):
             '\'h4\')]order[!-slots:maxslots]span[ptile=42]}"\n') in files["h3..h4.sh"]
     assert "-nnodes" not in files["h3..h4.sh"] and "#BSUB -m " not in files["h3..h4.sh"]
     assert 'send() { bsub < "$1"; }' in files["submit.sh"]
-    with pytest.raises(ConfigError, match=r"key 'scheduler' = 'pbs' cannot pin a job to named nodes; valid: slurm, "
-                                          r"lsf or none .*every_node_script"):
+    with pytest.raises(ConfigError, match=r"key 'scheduler' = 'pbs' cannot pin a job to named nodes; valid: lsf, "
+                                          r"none, slurm for every_node groups .*every_node_script"):
         node_groups(config, site("polaris"), "acc.yaml")
 
 

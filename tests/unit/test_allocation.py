@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
-from exabench.campaign import allocation
+from exabench.campaign import allocation, schedulers
+from exabench.campaign.schedulers import lsf, slurm
 from exabench.campaign.bundles import IDLE_SHARE, mixed_requests, plan_bundles
 from exabench.campaign.plan import expand, node_hours
 from exabench.campaign.render import render_bundle, render_script, RunPaths
@@ -102,7 +104,7 @@ def test_the_header_and_the_executors_resources_come_from_the_same_request():
         req = allocation.request(s, layout)
         res = job_resources(s, lambda wildcards: run)
         if s.scheduler == "slurm":
-            for flag in allocation.slurm_flags(req):
+            for flag in slurm.flags(req):
                 assert f"#SBATCH {flag}\n" in text and flag in res["slurm_extra"](None), (s.name, flag)
             if req.constraint:
                 assert f"#SBATCH --constraint={req.constraint}\n" in text
@@ -110,9 +112,9 @@ def test_the_header_and_the_executors_resources_come_from_the_same_request():
         else:
             words = " ".join(req.alloc_flags)
             assert f'#BSUB -alloc_flags "{words}"\n' in text and res["lsf_extra"](None) == f'-alloc_flags "{words}"'
-    assert allocation.slurm_flags(allocation.request(*cases[0])) == ["--threads-per-core=2"]
+    assert slurm.flags(allocation.request(*cases[0])) == ["--threads-per-core=2"]
     assert allocation.request(*cases[0]).constraint.endswith("nvme")
-    assert allocation.slurm_flags(allocation.request(*cases[1])) == ["--gpus-per-node=4"]
+    assert slurm.flags(allocation.request(*cases[1])) == ["--gpus-per-node=4"]
     assert allocation.request(*cases[2]).alloc_flags == ("smt4", "gpumps")
 
 
@@ -121,7 +123,6 @@ def test_lsf_alloc_flags_reach_bsub_as_one_quoted_word_list_from_header_and_exec
     # enclosed in quotes and space-separated" (#BSUB -alloc_flags "gpumps smt1"). Summit with core
     # isolation: the executor's lsf_extra, which the LSF plugin pastes into a `bsub ...` command line
     # run by a shell, must give bsub the same arguments as the header, core isolation included.
-    import shlex
     s = site("summit", scheduler_options={**site("summit").scheduler_options, "core_spec": 2})
     layout = resolve_layout(s, nodes=2, ranks_per_node=12, ranks_per_gpu=2, cores_per_rank=3, smt=4,
                             threads_per_rank=12)
@@ -134,7 +135,7 @@ def test_lsf_alloc_flags_reach_bsub_as_one_quoted_word_list_from_header_and_exec
               if line.startswith(("#BSUB -alloc_flags", "#BSUB -core_isolation"))]
     assert shlex.split(extra) == [w for words in header for w in words] == [
         "-alloc_flags", "smt4 gpumps", "-core_isolation", "2"]
-    assert allocation.lsf_flags(allocation.request(s, resolve_layout(s, nodes=1))) == \
+    assert lsf.flags(allocation.request(s, resolve_layout(s, nodes=1))) == \
         '-alloc_flags "smt1" -core_isolation 2'
 
 
@@ -234,8 +235,6 @@ def test_the_plans_node_hours_are_what_the_rendered_headers_ask(name):
 
 # --- the header and the executor ask for one allocation --------------------------------------------
 
-# Every profile whose runs an executor plugin can submit (Slurm, LSF), read as a Snakemake run does.
-EXECUTOR_PROFILES = tuple(p for p in PROFILES if site(p).scheduler in ("slurm", "lsf"))
 # sbatch options written apart from their value (the Slurm plugin's command line), and short names.
 TAKES_VALUE = {"--job-name", "--output", "--comment", "-A", "-p", "-t", "-C", "--mem", "--mem-per-cpu", "-D",
                "--clusters"}
@@ -294,37 +293,78 @@ def _default_plan_runs(name: str):
     """One run per distinct layout and time limit of the profile's default campaign (its configfile)."""
     import yaml
     profile = yaml.safe_load((REPO / "profiles" / name / "config.yaml").read_text())
-    config_file = profile["configfile"]
+    config_file = profile.get("configfile", "config/config.yaml")  # the Snakefile's default (profiles/local)
     runs = expand(load_and_validate(REPO / config_file, "config"), site(name), config_file)
     return list({(r.layout, r.timeout_s): r for r in runs}.values())
 
 
-@pytest.mark.parametrize("name", EXECUTOR_PROFILES)
-def test_every_profiles_headers_and_executor_ask_for_the_same_allocation(name):
-    # Stampede2 (ibrun) before: the header asked no CPUs per task, the executor --cpus-per-task=128 for
-    # a 32-core rank; every Slurm executor job asked 90% of a node's memory (or Snakemake's 1,000 MB),
-    # no header any (TACC refuses --mem: now neither asks there).
-    import shlex
+def _header_asks(s, text: str) -> dict:
+    """What a rendered header asks, read as its scheduler reads it: the sbatch options (Slurm), or the
+    rehearsal stand-in's reading of the #BSUB/#PBS/#COBALT lines (the directives bsub and qsub parse;
+    those headers ask nodes, queue and time only: the launch line sizes tasks, CPUs and GPUs)."""
+    from exabench.rehearsal import batch
+    from exabench.rehearsal.rules import book
+    if s.scheduler == "slurm":
+        asked = _asked(_sbatch_options(w for line in text.splitlines() if line.startswith("#SBATCH ")
+                                       for w in shlex.split(line)[1:]))
+        return {"nodes": int(asked["--nodes"]), "tasks": asked["tasks"], "minutes": asked["minutes"],
+                "cpus_per_task": int(asked.get("--cpus-per-task", 0)),
+                "gpus_per_node": int(asked.get("--gpus-per-node", 0)), "mem_mb": asked["mem_mb"] or 0,
+                "queue": asked.get("--qos" if allocation.queue_key(s) == "qos" else "--partition", "")}
+    if s.scheduler == "none":
+        return {}
+    name = schedulers.rehearsal_book(s)
+    job = batch.job_of(name, batch.parse_options(name, batch.directives(text, book(name)["directive"])), s)
+    return {"nodes": job.nodes, "minutes": job.minutes, "queue": job.queue}
+
+
+def _executor_asks(s, res: dict, run) -> dict:
+    """What the executor plugin asks for a run: the sbatch line snakemake-executor-plugin-slurm builds
+    from its resources; the LSF plugin's resources as they are."""
+    values = {k: v(run) if callable(v) else v for k, v in res.items()}
+    if s.scheduler == "slurm":
+        asked = _asked(_sbatch_options(shlex.split(_slurm_submit_command(values))))
+        return {"nodes": int(asked["--nodes"]), "tasks": asked["tasks"], "minutes": asked["minutes"],
+                "cpus_per_task": int(asked.get("--cpus-per-task", 0)),
+                "gpus_per_node": int(asked.get("--gpus-per-node", 0)), "mem_mb": asked["mem_mb"] or 0,
+                "queue": asked.get("--qos" if allocation.queue_key(s) == "qos" else "--partition", "")}
+    return {"nodes": values["nodes"], "minutes": values["runtime"], "queue": values.get("lsf_queue", ""),
+            "tasks": values["tasks"] or values["nodes"] * values["tasks_per_node"],
+            "cpus_per_task": max(0, values["cpus_per_task"]), "mem_mb": values["mem_mb"]}
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_profiles_header_and_executor_ask_for_the_one_allocation_of_each_job(name):
+    # One JobAllocation per job (allocation.run_job): every profile's header asks its nodes, tasks,
+    # CPUs per task, GPUs, memory, queue and time, as the scheduler reads the header, and the executor
+    # plugin (Slurm, LSF) asks the same. Stampede2 (ibrun) before: the header asked no CPUs per task,
+    # the executor --cpus-per-task=128 for a 32-core rank; every Slurm executor job asked 90 % of a
+    # node's memory (or Snakemake's 1,000 MB), no header any (TACC refuses --mem: now neither asks).
     s = site(name)
     runs = _default_plan_runs(name)
+    assert runs, name
     res = job_resources(s, lambda wildcards: wildcards)  # the wildcards stand for the run they name
+    assert bool(res) == bool(schedulers.of(s).FACTS.executor), name  # PBS, Cobalt, none: bundles only
     for run in runs:
+        job = allocation.run_job(s, run)
         text, _ = render_script(run, s, RunPaths(Path(FIXED_ROOT) / s.name, run.run_id))
-        values = {k: v(run) if callable(v) else v for k, v in res.items()}
+        header = _header_asks(s, text)
+        one = {"nodes": job.nodes, "tasks": job.tasks, "cpus_per_task": job.cpus_per_task,
+               "gpus_per_node": job.gpus_per_node, "mem_mb": job.mem_mb, "minutes": job.minutes,
+               "queue": job.queue or job.request.queue}
+        assert header == {k: one[k] for k in header}, (name, run.run_id)
         if s.scheduler == "slurm":
-            header = _sbatch_options(w for line in text.splitlines() if line.startswith("#SBATCH ")
-                                     for w in shlex.split(line)[1:])
-            executor = _sbatch_options(shlex.split(_slurm_submit_command(values)))
-            assert _asked(header) == _asked(executor), (name, run.run_id)
-        else:  # LSF: the header's -nnodes, -W, -q, -P and allocation flags; no memory asked
+            assert set(header) == set(one), name  # every field written in the header
+        if res:
+            executor = _executor_asks(s, res, run)
+            assert executor == {k: one[k] for k in executor}, (name, run.run_id)
+        if s.scheduler == "lsf":  # the allocation-wide flags, in the header and lsf_extra alike
             bsub = dict(re.findall(r"^#BSUB (-\S+) ?(.*)$", text, re.M))
-            assert int(bsub["-nnodes"]) == values["nodes"] and _header_minutes(text) == values["runtime"]
-            assert (bsub.get("-q"), bsub.get("-P")) == (values.get("lsf_queue"), values.get("lsf_project"))
             flags = " ".join(f"{k} {bsub[k]}" for k in ("-alloc_flags", "-core_isolation") if k in bsub)
-            assert flags == values["lsf_extra"] and values["mem_mb"] == 0, (name, run.run_id)
+            assert flags == res["lsf_extra"](run) == lsf.flags(job.request), (name, run.run_id)
     if name == "stampede2":  # ibrun sizes ranks from -n alone; TACC's Slurm refuses --mem
         assert "--cpus-per-task" not in text and "--mem" not in text
-        assert values["cpus_per_task"] == -1 and values["mem_mb"] == 0
+        assert res["cpus_per_task"](runs[-1]) == -1 and res["mem_mb"](runs[-1]) == 0
 
 
 def test_a_slurm_site_asks_ninety_percent_of_a_nodes_memory_in_header_and_executor_alike():
@@ -333,7 +373,7 @@ def test_a_slurm_site_asks_ninety_percent_of_a_nodes_memory_in_header_and_execut
     run = expand(cfg, s, "c.yaml")[0]
     text, _ = render_script(run, s, RunPaths(Path(FIXED_ROOT) / s.name, run.run_id))
     assert "#SBATCH --mem=460800M\n" in text  # 512 GB x 0.9
-    assert job_resources(s, lambda wildcards: run)["mem_mb"] == 460800
+    assert job_resources(s, lambda wildcards: run)["mem_mb"](None) == 460800
     assert "--mem 460800" in _slurm_submit_command({k: v(None) if callable(v) else v
                                                     for k, v in job_resources(s, lambda w: run).items()})
 
@@ -344,7 +384,9 @@ def test_every_scheduler_submits_from_one_table_and_lsf_reads_its_script_on_stan
     from exabench.campaign.bundles import pending_report
     from exabench.config import load_yaml
     schema = load_yaml(REPO / "workflow" / "schemas" / "site.schema.yaml")
-    assert set(allocation.SUBMIT) == set(schema["properties"]["scheduler"]["enum"]) == set(allocation.RENDERED)
+    assert "enum" not in schema["properties"]["scheduler"]  # the scheduler modules are the list
+    assert {n: m.FACTS.submit for n, m in schedulers.SCHEDULERS.items()} == {
+        "cobalt": "qsub", "lsf": "bsub <", "none": "bash", "pbs": "qsub", "slurm": "sbatch"}
     s, _, bundles = _default("summitdev")
     text = pending_report(bundles, s, tmp_path, "--profile profiles/summitdev")
     assert f": bsub < {tmp_path}/bundles/{bundles[0].name}.sh" in text, text
