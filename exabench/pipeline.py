@@ -300,9 +300,14 @@ def study_target_without_study(config: dict, argv: list[str] | None) -> bool:
 
 
 def write_study_table(study, variant: str, records: list[str], site: Site, markdown: str, csv: str,
-                      log_path: str) -> None:
+                      picture: str, log_path: str) -> None:
+    """The study's table, and its picture where the table supports one (`picture`: its index)."""
+    from exabench.analysis.study_picture import write_study_picture
+
     with logged(log_path) as log:
         _say(log, study_tables.write_study_table(study, records, site.name, variant, markdown, csv), echo=True)
+        with _DRAWING:
+            _say(log, write_study_picture(csv, picture))
 
 
 def write_plan(runs: list[Run], path: str, log_path: str) -> None:
@@ -851,7 +856,8 @@ def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out
 
 def campaign_page_job(inputs, out: str, log_path: str, site: Site) -> None:
     """The campaign_page rule's job (report.smk): its named inputs, read here (a short run: block)."""
-    write_campaign_page(site, inputs.summary, [inputs.plots, *inputs.history], list(inputs.tables),
+    indexes = [inputs.plots, *inputs.studies, *inputs.history, *inputs.nodes]
+    write_campaign_page(site, inputs.summary, indexes, list(inputs.tables),
                         inputs.verdicts[0] if inputs.verdicts else None, out, log_path)
 
 
