@@ -14,6 +14,7 @@ from exabench.lazy import lazy_import
 
 pd = lazy_import("pandas")
 
+BAND = "#8fd48f"  # a light green the points (C2 within, C3 outside, C0 not judged) stand out on
 VERDICT_COLOURS = {studies.WITHIN: "C2", studies.OUTSIDE: "C3"}  # the rest (shown, not judged): C0
 
 
@@ -59,11 +60,10 @@ def plot_study(df: pd.DataFrame, path) -> Path:
     ys = list(range(len(points)))[::-1]  # the table's first figure on top
     for y, p in zip(ys, points):
         if p["band"]:
-            ax.barh(y, p["band"][1] - p["band"][0], left=p["band"][0], height=0.6, color="C2", alpha=0.25)
-            ax.barh(y, p["band"][1] - p["band"][0], left=p["band"][0], height=0.6, fill=False, edgecolor="C2")
+            ax.barh(y, p["band"][1] - p["band"][0], left=p["band"][0], height=0.6, color=BAND, edgecolor="C2")
         colour = VERDICT_COLOURS.get(p["verdict"], "C0")
         ax.plot([1.0, p["ratio"]], [y, y], color=colour, lw=2)  # how far from the published value
-        ax.plot(p["ratio"], y, "o", ms=9, color=colour)
+        ax.plot(p["ratio"], y, "o", ms=9, color=colour, mec="black")
         unit = f" {p['unit']}" if p["unit"] not in ("", "1") else ""
         ax.annotate(f"{p['reproduced']:.3g} vs {p['published']:.3g}{unit}: {p['verdict']}", (p["ratio"], y),
                     fontsize=7, textcoords="offset points", xytext=(7, 4))

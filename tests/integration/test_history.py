@@ -17,14 +17,14 @@ import tarfile
 import pytest
 import yaml
 
-from conftest import REPO, requires_mpi
+from conftest import requires_mpi
 from exabench.analysis import history
 from exabench.records import store
-from helpers_compare import DATA, RECORDS, copy_workflow, env
+from helpers_compare import RECORDS, copy_workflow, env
+from helpers_history import history_of
 from helpers_png import drawn_in, pixels, shows_data
 
 GOLDEN = [str(RECORDS / "local"), str(RECORDS / "titan")]
-MEASURED = DATA / "measured" / "local"  # a real `make run` of the default campaign
 
 
 def _exabench(*args, cwd=None):
@@ -289,48 +289,21 @@ def test_a_metric_no_stored_record_has_is_refused_naming_the_valid_ones(tmp_path
 
 # -- the history trend pictures from a real store ----------------------------------------------------
 
-def _stored_campaign(tmp_path, day: int, scale) -> list[str]:
-    """The measured default campaign's records as if run `day` days later, each headline figure (and
-    its samples) times scale(benchmark)."""
-    from datetime import datetime, timedelta
-
-    from exabench.records.record import headline_metric
-    folder = tmp_path / f"campaign{day}"
-    folder.mkdir()
-    for path in sorted(MEASURED.glob("*.json")):
-        rec = json.loads(path.read_text())
-        for key in ("start_time", "end_time"):
-            t = datetime.fromisoformat(rec["provenance"][key]) + timedelta(days=day)
-            rec["provenance"][key] = t.isoformat()
-        m = rec["metrics"][headline_metric(rec)]
-        m["value"] *= scale(rec["benchmark"])
-        m["samples"] = [s * scale(rec["benchmark"]) for s in m.get("samples") or []]
-        (folder / path.name).write_text(json.dumps(rec))
-    return sorted(str(p) for p in folder.glob("*.json"))
-
-
 def test_three_stored_campaigns_draw_each_benchmarks_trend_with_its_verdict(tmp_path):
     # The workflow's history_report on a real store after each of three campaigns of the default
     # config, the third's K-Means three times slower: no trend after one; after three, a picture per
     # benchmark, K-Means' verdict (regressed) and its interval on its current campaign.
     from exabench.analysis.history_pictures import history_panels
     from exabench.analysis.report_page import pictures_html
-    from exabench.campaign.site import load_site
-    from exabench.pipeline import history_report, ingest_campaign
 
-    site = load_site(REPO / "profiles" / "local" / "site.yaml")
-    db, out = tmp_path / "history.duckdb", tmp_path / "results" / "history"
+    out = tmp_path / "results" / "history"
     index = out / "pictures.json"
-    scales = [lambda b: 1.0, lambda b: 1.001, lambda b: 3.0 if b == "kmeans" else 1.0005]  # two close campaigns
-    for day, scale in enumerate(scales):
-        ingest_campaign(_stored_campaign(tmp_path, day, scale), str(db), str(out / "ingested.json"),
-                        str(tmp_path / "ingest.log"))
-        history_report(str(db), str(out / "ingested.json"), site, str(out / "regressions.csv"),
-                       str(out / "regressions.md"), str(index), str(tmp_path / "history.log"))
-        if day == 0:  # one campaign is no trend: the index says why, and no picture is drawn
-            [entry] = json.loads(index.read_text())
-            assert entry["file"] is None and "no series was run by two or more stored campaigns" in entry["why"]
-            assert not list(out.glob("*.png"))
+    history_of(tmp_path, [lambda b: 1.0], out)  # one campaign is no trend: the index says why, no picture
+    [entry] = json.loads(index.read_text())
+    assert entry["file"] is None and "no series was run by two or more stored campaigns" in entry["why"]
+    assert not list(out.glob("*.png"))
+    # a second campaign close to the first, then the third with K-Means three times slower
+    db = history_of(tmp_path, [lambda b: 1.001, lambda b: 3.0 if b == "kmeans" else 1.0005], out, first_day=1)
     entries = json.loads(index.read_text())
     benchmarks = ["convnet_cifar10", "convnet_cifar10-keras", "kmeans", "resnet50", "resnet50-keras"]
     assert [e["name"] for e in entries] == [f"history-{b}" for b in benchmarks]
