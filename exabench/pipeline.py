@@ -917,13 +917,12 @@ def history_report(store: str, receipt: str, site: Site, csv: str, markdown: str
 def _no_history(why: str, csv: str, markdown: str, plot: str) -> None:
     """The report's history pages when the store could not be read: why, and no picture."""
     from exabench.analysis import history
+    from exabench.analysis.history_pictures import no_history
     print(f"exabench: no regression verdicts: {why}", flush=True)
     atomic_write_text(markdown, f"# Regression verdicts\n\nNone: {why}\n")
     atomic_write_text(csv, ",".join(history.REGRESSION_COLUMNS) + "\n")
 
-    for old in [*Path(plot).parent.glob("history-*.png"), Path(plot).with_name("history.png")]:
-        old.unlink(missing_ok=True)  # an earlier campaign's: this one has no history to show
-    plots.write_index([{"name": "history", "title": "History of each series", "file": None, "why": why}], plot)
+    plots.write_index(no_history(why, Path(plot).parent), plot)
 
 
 def _history_report(store: str, done: dict, site: Site, csv: str, markdown: str, plot: str, log) -> None:

@@ -107,6 +107,13 @@ def file_name(benchmark: str) -> str:
     return "history-" + re.sub(r"[^A-Za-z0-9_.-]", "_", benchmark) + ".png"
 
 
+def no_history(why: str, out_dir: str | Path) -> list[dict]:
+    """The index's one line when there is no trend to draw (and no earlier campaign's picture left)."""
+    for old in [*Path(out_dir).glob("history-*.png"), Path(out_dir) / "history.png"]:
+        old.unlink(missing_ok=True)
+    return [{"name": "history", "title": "History of each series", "file": None, "why": why}]
+
+
 def history_pictures(history: pd.DataFrame, verdicts: pd.DataFrame | None, current: list[str],
                      out_dir: str | Path) -> list[dict]:
     """Index entries (plots.draw's): one picture per benchmark with a trend, or one line per benchmark
@@ -115,13 +122,10 @@ def history_pictures(history: pd.DataFrame, verdicts: pd.DataFrame | None, curre
     from exabench.analysis.plots import draw
 
     out_dir = Path(out_dir)
-    for old in [*out_dir.glob("history-*.png"), out_dir / "history.png"]:
-        old.unlink(missing_ok=True)
-    if history.empty:
-        return [{"name": "history", "title": "History of each series", "file": None, "why": NO_STORED_CAMPAIGN}]
     panels = history_panels(history, verdicts, current)
     if not panels:
-        return [{"name": "history", "title": "History of each series", "file": None, "why": ONE_CAMPAIGN}]
+        return no_history(NO_STORED_CAMPAIGN if history.empty else ONE_CAMPAIGN, out_dir)
+    no_history("", out_dir)  # an earlier campaign's pictures: this one draws its own
     entries = []
     for bench in sorted(set(history["benchmark"])):
         mine = [p for p in panels if p["benchmark"] == bench]
