@@ -300,9 +300,14 @@ def study_target_without_study(config: dict, argv: list[str] | None) -> bool:
 
 
 def write_study_table(study, variant: str, records: list[str], site: Site, markdown: str, csv: str,
-                      log_path: str) -> None:
+                      picture: str, log_path: str) -> None:
+    """The study's table, and its picture where the table supports one (`picture`: its index)."""
+    from exabench.analysis.study_picture import write_study_picture
+
     with logged(log_path) as log:
         _say(log, study_tables.write_study_table(study, records, site.name, variant, markdown, csv), echo=True)
+        with _DRAWING:
+            _say(log, write_study_picture(csv, picture))
 
 
 def write_plan(runs: list[Run], path: str, log_path: str) -> None:
@@ -822,7 +827,8 @@ def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out
 
 def campaign_page_job(inputs, out: str, log_path: str, site: Site) -> None:
     """The campaign_page rule's job (report.smk): its named inputs, read here (a short run: block)."""
-    write_campaign_page(site, inputs.summary, [inputs.plots, *inputs.history], list(inputs.tables),
+    indexes = [inputs.plots, *inputs.studies, *inputs.history, *inputs.nodes]
+    write_campaign_page(site, inputs.summary, indexes, list(inputs.tables),
                         inputs.verdicts[0] if inputs.verdicts else None, out, log_path)
 
 
@@ -865,8 +871,9 @@ def ingest_campaign(records: list[str], store: str, receipt: str, log_path: str)
 
 def history_report(store: str, receipt: str, site: Site, csv: str, markdown: str, plot: str, log_path: str) -> None:
     """The campaign just ingested against the site's history: regression verdicts (Markdown, CSV) and
-    the history picture where the store has data for it, its index entry (`plot`, JSON) saying which or
-    why not, for the campaign page."""
+    the history trend picture of each benchmark where the store has data for it
+    (exabench.analysis.history_pictures), their index (`plot`, JSON) saying which or why not, for
+    the campaign page."""
     with logged(log_path) as log, _DRAWING:
         done = json.loads(Path(receipt).read_text())
         if done.get("not_ingested"):
@@ -881,32 +888,24 @@ def history_report(store: str, receipt: str, site: Site, csv: str, markdown: str
 def _no_history(why: str, csv: str, markdown: str, plot: str) -> None:
     """The report's history pages when the store could not be read: why, and no picture."""
     from exabench.analysis import history
-    from exabench.analysis.figures import NothingToDraw
+    from exabench.analysis.history_pictures import no_history
     print(f"exabench: no regression verdicts: {why}", flush=True)
     atomic_write_text(markdown, f"# Regression verdicts\n\nNone: {why}\n")
     atomic_write_text(csv, ",".join(history.REGRESSION_COLUMNS) + "\n")
 
-    def unreadable(png):
-        raise NothingToDraw(why)
-
-    _history_picture(unreadable, plot)
-
-
-def _history_picture(draw_to, index: str) -> None:
-    """history.png beside its index (`index`), or the index alone saying why it was not drawn."""
-    png = Path(index).with_name("history.png")
-    png.unlink(missing_ok=True)  # an earlier campaign's
-    plots.write_index([plots.draw("history", "History of each series", draw_to, png)], index)
+    plots.write_index(no_history(why, Path(plot).parent), plot)
 
 
 def _history_report(store: str, done: dict, site: Site, csv: str, markdown: str, plot: str, log) -> None:
     from exabench.analysis import history
+    from exabench.analysis.history_pictures import history_pictures
 
     with store_errors(store):
         added = [c["campaign_id"] for c in done["campaigns"] if c["site"] == site.name]
         table = history.campaigns(store)
         # The campaign this run added; nothing new (a rerun that changed no record): the site's latest.
         current_ids = added[-1:] or history.select(table, f"site:{site.name},latest")
+        df = None
         if current_ids:
             df = history.regressions(store, current=f"campaign:{current_ids[0]}")
             _say(log, history.write_regressions(df, csv, markdown))
@@ -914,7 +913,10 @@ def _history_report(store: str, done: dict, site: Site, csv: str, markdown: str,
             atomic_write_text(markdown, f"# Regression verdicts\n\nNo campaign of site {site.name} in {store}.\n")
             atomic_write_text(csv, ",".join(history.REGRESSION_COLUMNS) + "\n")
         site_ids = history.select(table, f"site:{site.name}")
-        _history_picture(lambda png: plots.plot_history(history.samples(store, site_ids), current_ids, png), plot)
+        entries = history_pictures(history.samples(store, site_ids), df, current_ids, Path(plot).parent)
+        plots.write_index(entries, plot)
+        drawn = [e["file"] for e in entries if e["file"]]
+        _say(log, f"history pictures: {', '.join(drawn) or 'none'} -> {Path(plot).parent}")
 
 
 def measure_allreduce_sweep(records: list[str], out_csv: str, site: Site, log_path: str) -> None:

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from exabench.analysis.node_verdict import Criteria, judge
-from exabench.analysis.plots import draw, index_markdown, node_test_bars, plot_node_heat_map, write_index
+from exabench.analysis.plots import (draw, index_markdown, node_heat_matrix, node_test_bars, plot_node_heat_map,
+                                     write_index)
 from exabench.analysis.verdict_document import write_files
 
 
@@ -24,11 +25,21 @@ def read_node_record(p: dict) -> dict:
                 "error": f"unreadable record: {exc}"}
 
 
+def heat_map_json(verdict: dict) -> str:
+    """The heat map's numbers and marks (plots.node_heat_matrix, with each node's status and the bad
+    links), for a script or a test to read what the picture shows; a cell not judged is null."""
+    m = node_heat_matrix(verdict)
+    z = [[v if v == v else None for v in row] for row in m["z"]]
+    return json.dumps({**m, "z": z, "status": {n: verdict["status"][n] for n in m["nodes"]},
+                       "bad_links": sorted(verdict["bad_links"]), "unexplained_pairs": list(verdict["unexplained_pairs"])},
+                      indent=1) + "\n"
+
+
 def write_verdict(jobs_json: str | Path, out_dir: str | Path, site: str, crit: Criteria | None = None,
                   campaign: str = "") -> dict:
     """Read the plan of node runs and their records; write verdict.md, verdict.json (checked against
-    its schema), tests.csv, junit.xml, drain.txt, plots/heat_map.png, plots/<test>.png and plots/index.json
-    and index.md under out_dir. Returns the verdict."""
+    its schema), tests.csv, junit.xml, drain.txt, plots/heat_map.png and its numbers (heat_map.json),
+    plots/<test>.png and plots/index.json and index.md under out_dir. Returns the verdict."""
     from exabench.io import atomic_write_text
     planned = json.loads(Path(jobs_json).read_text())["planned"]
     records = {p["run_id"]: read_node_record(p) for p in planned if Path(p["record"]).exists()}
@@ -43,6 +54,7 @@ def write_verdict(jobs_json: str | Path, out_dir: str | Path, site: str, crit: C
     (out / "heat_map.png").unlink(missing_ok=True)  # an earlier verdict's, which this one may not support
     entries = [draw("heat_map", "Nodes x tests (robust z)", lambda p: plot_node_heat_map(verdict, p),
                     out / "heat_map.png")]
+    atomic_write_text(out / "heat_map.json", heat_map_json(verdict))
     for (config, metric), rs in tests.items():
         entries.append(draw(f"{config}.{metric}", f"{config}: {metric}", lambda p, rs=rs: node_test_bars(rs, p),
                             out / f"{config}.{metric}.png"))

@@ -273,40 +273,6 @@ def write_plots(records: list[str], nodes: list[str], plan: str | None, site: st
     return f"{len(drawn)} plots -> {out_dir} ({', '.join(drawn) or 'none'}); not drawn: {len(entries) - len(drawn)}"
 
 
-MAX_HISTORY_PANELS = 12  # the series beyond these are named in the figure, not drawn
-
-
-def plot_history(history: pd.DataFrame, current: list[str], path) -> Path:
-    """The headline figure each stored campaign reported for each series (the median over its repeats),
-    the current campaign marked: the series that two or more campaigns ran (one point is no trend).
-    `history`: analysis.history.samples() rows."""
-    title = "History: headline figure per campaign (current campaign marked)"
-    if history.empty:
-        raise NothingToDraw("no stored campaign has an ok run of this site yet")
-    campaigns = history.groupby(["series", "metric", "unit"])["campaign_id"].nunique()
-    series = sorted(key for key, n in campaigns.items() if n >= 2)
-    if not series:
-        raise NothingToDraw("no series was run by two or more stored campaigns of this site yet (`make rerun`)")
-    drawn = series[:MAX_HISTORY_PANELS]
-    fig, axes = _grid(len(drawn), 5.0, 3.0)
-    for ax, (name, metric, unit) in zip(axes, drawn):
-        g = history[(history["series"] == name) & (history["metric"] == metric)]
-        per = g.groupby("campaign_id", sort=False).agg(started=("started", "min"), value=("value", "median"))
-        per = per.sort_values("started").reset_index()
-        xs = list(range(len(per)))
-        ax.plot(xs, per["value"], marker="o", ms=3, color="C0")
-        now = [x for x, cid in zip(xs, per["campaign_id"]) if cid in current]
-        ax.plot(now, per["value"].iloc[now], "o", ms=8, mfc="none", color="C3", label="current")
-        ax.set_xticks(xs, [pd.Timestamp(s).strftime("%m-%d %H:%M") if not pd.isna(s) else "?" for s in per["started"]],
-                      rotation=45, fontsize=6)
-        ax.set_ylabel(f"{metric} ({unit})", fontsize=8)
-        ax.set_title(name, fontsize=8)
-    if len(series) > len(drawn):
-        fig.text(0.5, 0.01, f"and {len(series) - len(drawn)} more series (exabench history compare)",
-                 ha="center", fontsize=8)
-    return _finish(fig, path, title)
-
-
 def node_test_bars(rows: list[dict], path: str | Path) -> Path:
     """One test of a cluster acceptance (exabench.analysis.node_verdict's rows): a bar per node or
     pair, the peers' median as a line; slow or failed bars red, those of a down node grey."""

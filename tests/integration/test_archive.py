@@ -16,6 +16,7 @@ import pytest
 from exabench.analysis import archive
 from exabench.errors import ExabenchError
 from helpers_compare import env, finished_campaign, scratch_copy, snakemake
+from helpers_png import pixels, shows_data
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -64,6 +65,7 @@ def test_reproduce_is_byte_identical(packed, tmp_path):
     assert sorted(p.name for p in (rebuilt / "plots").glob("*.png")) == drawn
     for name in drawn:
         assert (rebuilt / "plots" / name).read_bytes() == (campaign / "results/local/plots" / name).read_bytes()
+        assert shows_data(pixels(rebuilt / "plots" / name)), name
 
 
 def test_packing_is_deterministic(packed, tmp_path):

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from exabench.analysis.report_page import pictures_html
+from helpers_png import pixels, shows_data
 from helpers_sites import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -129,4 +131,19 @@ def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_pat
     record = Path(next(p["record"] for p in jobs["planned"] if p["group"] == "n02..n04"))
     rec = json.loads((record if record.is_absolute() else work / record).read_text())  # relative to the campaign
     assert rec["status"] == "ok" and rec["provenance"]["environment"]["SLURM_JOB_NODELIST"] == "n[02,04]"
-    assert sorted((work / "results/slurm-cluster/acceptance/cluster/plots").iterdir())
+    # The heat map of nodes x tests marks both: the slow node drained and the worst on its own test,
+    # the link's node drained as a bad link and far below its peers on its pairs; the picture shows
+    # data, first of the acceptance's pictures on the campaign page.
+    plots_dir = out / "plots"
+    heat = json.loads((plots_dir / "heat_map.json").read_text())
+    labels = dict(zip(heat["nodes"], heat["labels"]))
+    assert {n: label for n, label in labels.items() if label != n} == {
+        SLOW_NODE: f"{SLOW_NODE} drain", SLOW_LINK: f"{SLOW_LINK} drain (bad link)"}, heat
+    z = dict(zip(heat["nodes"], heat["z"]))
+    stream = next(j for j, t in enumerate(heat["tests"]) if t.startswith("stream."))
+    pingpong = next(j for j, t in enumerate(heat["tests"]) if t.startswith("pingpong."))
+    assert z[SLOW_NODE][stream] == min(row[stream] for row in z.values()) < -3, heat
+    assert z[SLOW_LINK][pingpong] < -3 and heat["bad_links"] == [SLOW_LINK], heat
+    assert shows_data(pixels(plots_dir / "heat_map.png"))
+    page = pictures_html([plots_dir / "index.json"])
+    assert page.index('<figure id="heat_map">') == page.index("<figure")

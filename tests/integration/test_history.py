@@ -21,7 +21,8 @@ from conftest import requires_mpi
 from exabench.analysis import history
 from exabench.records import store
 from helpers_compare import RECORDS, copy_workflow, env
-from helpers_png import drawn_in, not_blank, pixels
+from helpers_history import history_of
+from helpers_png import drawn_in, pixels, shows_data
 
 GOLDEN = [str(RECORDS / "local"), str(RECORDS / "titan")]
 
@@ -222,11 +223,14 @@ def test_the_slowed_campaign_is_regressed(campaigns3):
     assert view["campaigns_history"] == 2 and view["level"] == "runs+campaigns" and view["change"] > 1.0
     assert view["verdict"] in ("regressed", "unchanged") and view["floor"] >= 0.05
     assert f"| {view['verdict']} |" in (d / "results/local/history/regressions.md").read_text()
-    # The history figure: one 500 x 300 px panel per series, the series' line (C0) and the current
-    # campaign's mark (C3) drawn on it.
-    img = pixels(d / "results/local/history/history.png")
-    assert img.shape[1] in (500, 1000) and img.shape[0] % 300 == 0 and not_blank(img), img.shape
-    assert len(drawn_in(img, "C0")) > 100 and len(drawn_in(img, "C3", 0.1)) > 0
+    # The history trend picture of the benchmark: one 500 x 320 px panel per series, the series' line
+    # (C0) and on the current campaign the ring and interval in its verdict's colour.
+    [entry] = json.loads((d / "results/local/history/pictures.json").read_text())
+    assert entry["name"] == "history-kmeans" and entry["file"] == "history-kmeans.png"
+    img = pixels(d / "results/local/history/history-kmeans.png")
+    assert img.shape[1] == 500 and img.shape[0] == 320 and shows_data(img), img.shape
+    colour = {"regressed": "C3", "unchanged": "C1"}[view["verdict"]]
+    assert len(drawn_in(img, "C0")) > 100 and len(drawn_in(img, colour, 0.1)) > 20
 
 
 @requires_mpi
@@ -281,3 +285,46 @@ def test_a_metric_no_stored_record_has_is_refused_naming_the_valid_ones(tmp_path
         assert "throughput" in res.stderr and "time" in res.stderr
     ok = _exabench("history", "regress", "--store", str(db), "--metric", "time", "--strict")
     assert ok.returncode == 0, ok.stderr
+
+
+# -- the history trend pictures from a real store ----------------------------------------------------
+
+def test_three_stored_campaigns_draw_each_benchmarks_trend_with_its_verdict(tmp_path):
+    # The workflow's history_report on a real store after each of three campaigns of the default
+    # config, the third's K-Means three times slower: no trend after one; after three, a picture per
+    # benchmark, K-Means' verdict (regressed) and its interval on its current campaign.
+    from exabench.analysis.history_pictures import history_panels
+    from exabench.analysis.report_page import pictures_html
+
+    out = tmp_path / "results" / "history"
+    index = out / "pictures.json"
+    history_of(tmp_path, [lambda b: 1.0], out)  # one campaign is no trend: the index says why, no picture
+    [entry] = json.loads(index.read_text())
+    assert entry["file"] is None and "no series was run by two or more stored campaigns" in entry["why"]
+    assert not list(out.glob("*.png"))
+    # a second campaign close to the first, then the third with K-Means three times slower
+    db = history_of(tmp_path, [lambda b: 1.001, lambda b: 3.0 if b == "kmeans" else 1.0005], out, first_day=1)
+    entries = json.loads(index.read_text())
+    benchmarks = ["convnet_cifar10", "convnet_cifar10-keras", "kmeans", "resnet50", "resnet50-keras"]
+    assert [e["name"] for e in entries] == [f"history-{b}" for b in benchmarks]
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(f"history-{b}.png" for b in benchmarks)
+    for e in entries:
+        assert shows_data(pixels(out / e["file"])), e["file"]
+    # The picture's data: each K-Means series over the three campaigns, the last current and regressed,
+    # the interval of its change above the history's median; the other benchmarks not regressed.
+    import pandas as pd
+    verdicts = pd.read_csv(out / "regressions.csv")
+    table = history.campaigns(db)
+    panels = history_panels(history.samples(db, list(table["campaign_id"])), verdicts, [table["campaign_id"].iloc[-1]])
+    kmeans = [p for p in panels if p["benchmark"] == "kmeans"]
+    assert len(kmeans) == 3 and all(len(p["values"]) == 3 and p["current"] == [2] for p in kmeans)
+    for p in kmeans:
+        assert p["verdict"] == "regressed" and p["values"][2] > 2.5 * p["values"][0], p
+        assert p["history_median"] < p["interval"][0] < p["values"][2] < p["interval"][1] * 1.5, p
+    assert {p["verdict"] for p in panels if p["benchmark"] != "kmeans"} <= {"unchanged", "insufficient data"}
+    # The regressed ring and interval (red) are drawn on K-Means' picture, not on the others'.
+    red = {e["name"]: len(drawn_in(pixels(out / e["file"]), "C3", 0.1)) for e in entries}
+    assert red["history-kmeans"] > 50 and red["history-resnet50"] == 0, red
+    # The campaign page shows each of them.
+    html = pictures_html([index])
+    assert all(f'<figure id="history-{b}">' in html for b in benchmarks)

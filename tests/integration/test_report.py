@@ -14,7 +14,7 @@ from exabench.analysis.figures import NothingToDraw
 from exabench.analysis.frameworks import framework_table
 from exabench.records.tidy import load_records
 from helpers_compare import DATA, PLAN, finished_campaign, record_paths, scratch_copy, snakemake
-from helpers_png import drawn_in, not_blank, pixels, shows_data
+from helpers_png import drawn_in, pixels, shows_data
 
 PNG = b"\x89PNG\r\n\x1a\n"
 MEASURED = DATA / "measured" / "local"  # a real `make run` of the default campaign (README.md there)
@@ -79,27 +79,6 @@ def test_allreduce_points_from_records(inputs):
     pts = plots.allreduce_points(records)
     assert list(pts.sort_values("bytes")["bytes"]) == [8, 1024, 131072, 1048576]
     assert pts.set_index("bytes").loc[1048576, "busbw"] == 2.5
-
-
-def test_the_history_plot_draws_each_campaign_and_marks_the_current(tmp_path):
-    # Three campaigns of one series, the last (current) one five times slower.
-    history = runs.pd.DataFrame([
-        {"series": "kmeans.tiny", "metric": "time", "unit": "s", "campaign_id": cid,
-         "started": f"2026-01-0{day}T10:00:00", "value": value + 0.01 * repeat}
-        for day, (cid, value) in enumerate([("c1", 1.0), ("c2", 1.1), ("c3", 5.0)], 1) for repeat in range(3)])
-    img = pixels(plots.plot_history(history, ["c3"], tmp_path / "h.png"))
-    assert img.shape == (300, 500, 3) and not_blank(img)  # one 5 x 3 in panel at 100 dpi
-    line, current = drawn_in(img, "C0"), drawn_in(img, "C3", 0.1)
-    assert len(line) > 100 and len(current) > 0
-    # The mark sits on the line's right end, above its left end (rows count down from the top).
-    left = line[line[:, 1] < line[:, 1].min() + 5]
-    assert current[:, 1].mean() > line[:, 1].mean() and current[:, 0].mean() < left[:, 0].mean()
-    # One campaign is no trend; without a stored campaign: no picture, the reason for the page instead.
-    with pytest.raises(NothingToDraw, match="no series was run by two or more stored campaigns"):
-        plots.plot_history(history[history["campaign_id"] == "c3"], ["c3"], tmp_path / "e.png")
-    with pytest.raises(NothingToDraw, match="no stored campaign has an ok run of this site yet"):
-        plots.plot_history(history.iloc[:0], [], tmp_path / "e.png")
-    assert not (tmp_path / "e.png").exists()
 
 
 def test_empty_inputs_draw_no_placeholder_but_say_why(tmp_path):

@@ -16,11 +16,18 @@ from exabench.analysis.report_page import write_campaign_page
 from exabench.io import atomic_write_text
 from exabench.records.tidy import load_records, markdown_summary, tidy_table
 from helpers_compare import DATA
+from helpers_history import history_of
 from helpers_png import pixels, shows_data
 
 from conftest import REPO
 
 MEASURED = DATA / "measured" / "local"
+# The page's pictures, in its order: the campaign's, a study's, the history's, the cluster acceptance's.
+PICTURES = ["Frameworks side by side", "Time-to-accuracy curves", "Sweeps", "Step-time distributions",
+            "Study stampede2-strong-scaling: published against reproduced",
+            *(f"History of {b}" for b in ("convnet_cifar10", "convnet_cifar10-keras", "kmeans", "resnet50",
+                                          "resnet50-keras")),
+            "Nodes x tests (robust z)"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # After the page has loaded: every picture's decoded size and its box on the page, and the page's
 # height, written into the page for --dump-dom to print (the page itself has no script).
@@ -44,9 +51,49 @@ def page(tmp_path_factory) -> Path:
                               *(str(res / "acceptance" / n) for n in ("verdicts.md", "verdicts.csv", "junit.xml")))
     tables = [str(res / "tables" / f"{name}.md") for name in compare.table_names(None)]
     out = res / "report" / "index.html"
-    write_campaign_page("local", str(res / "tables" / "summary.md"), [str(res / "plots" / plots.INDEX)], tables,
+    indexes = [res / "plots" / plots.INDEX, _study_picture(res), res / "history" / "pictures.json",
+               _heat_map(res)]
+    # The history of two stored campaigns, the second's K-Means three times slower.
+    history_of(tmp_path_factory.mktemp("store"), [lambda b: 1.0, lambda b: 3.0 if b == "kmeans" else 1.0],
+               res / "history")
+    write_campaign_page("local", str(res / "tables" / "summary.md"), [str(i) for i in indexes], tables,
                         str(res / "acceptance" / "verdicts.md"), str(out))
     return out
+
+
+def _study_picture(res: Path) -> Path:
+    """A study reproduced on its own machine (ConvNet's strong-scaling efficiency within its
+    tolerance), drawn as the study_table rule draws it."""
+    from exabench.analysis import studies
+    from exabench.analysis.study_picture import write_study_picture
+    from exabench.campaign.studies import load_catalogue
+
+    def record(run_id, nodes, value):
+        return {"run_id": run_id, "benchmark": "convnet_cifar10", "status": "ok", "params": {"scaling": "strong"},
+                "layout": {"nodes": nodes, "ranks_per_node": 1, "threads_per_rank": 64, "gpus_per_rank": 0,
+                           "ranks": nodes},
+                "workload": {"headline": "throughput", "scaling": "strong"},
+                "metrics": {"throughput": {"value": value, "unit": "images/s", "higher_is_better": True}}}
+
+    study = load_catalogue()["stampede2-strong-scaling"]
+    df = studies.study_table(study, [record("a1", 1, 100.0), record("a4", 4, 220.0)], "stampede2", "stampede2")
+    csv = res / "tables" / "study-stampede2-strong-scaling.csv"
+    df.to_csv(csv, index=False)
+    write_study_picture(csv, res / "plots" / "study-stampede2-strong-scaling.json")
+    return res / "plots" / "study-stampede2-strong-scaling.json"
+
+
+def _heat_map(res: Path) -> Path:
+    """The cluster acceptance's heat map of a synthetic 8-node campaign, one slow node, one slow link."""
+    from exabench.analysis import node_verdict as nv
+    from helpers_node_verdict import _campaign
+
+    out = res / "acceptance" / "cluster" / "plots"
+    verdict = nv.judge(*_campaign(slow_node="n03", slow_link="n06"))
+    entry = plots.draw("heat_map", "Nodes x tests (robust z)", lambda p: plots.plot_node_heat_map(verdict, p),
+                       out / "heat_map.png")
+    plots.write_index([entry], out / "index.json")
+    return out / "index.json"
 
 
 def test_the_page_is_self_contained_summary_first(page):
@@ -54,7 +101,7 @@ def test_the_page_is_self_contained_summary_first(page):
     # Nothing to fetch: no link, script or stylesheet from elsewhere; the pictures are data URIs.
     assert "http:" not in html and "https:" not in html and "<script" not in html and "<link" not in html
     sources = [s.split('"')[0] for s in html.split(' src="')[1:]]
-    assert len(sources) == 4 and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert len(sources) == len(PICTURES) and all(s.startswith("data:image/png;base64,") for s in sources)
     order = [html.index(s) for s in ("<h2>Summary</h2>", "<h2>Pictures</h2>", "<h2>Tables</h2>")]
     assert order == sorted(order)
     assert "<p>9 of 9 runs ok, 0 not ok.</p>" in html
@@ -68,11 +115,10 @@ def test_chromium_renders_the_page_and_every_picture_shows_data(page, tmp_path):
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
     url = probed.as_uri()
-    dom, log = _chromium(tmp_path, "--dump-dom", url)
+    dom, log = _chromium(tmp_path, "--dump-dom", "--window-size=1280,800", url)  # laid out as the screenshot is
     assert not [ln for ln in log.splitlines() if ":CONSOLE" in ln], log[-3000:]  # no error, no message at all
     probe = json.loads(dom.split('<pre id="probe">')[1].split("</pre>")[0].replace("&quot;", '"'))
-    assert [b["alt"] for b in probe["boxes"]] == ["Frameworks side by side", "Time-to-accuracy curves", "Sweeps",
-                                                  "Step-time distributions"]
+    assert [b["alt"] for b in probe["boxes"]] == PICTURES
     shot = tmp_path / "page.png"
     _, log = _chromium(tmp_path, f"--screenshot={shot}", f"--window-size=1280,{probe['height']}", url)
     img = pixels(shot)

@@ -5,6 +5,7 @@ the rules, and every study's tiny variant runs through Snakemake in one campaign
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import shutil
@@ -22,6 +23,7 @@ from exabench.campaign.site import load_site
 from exabench.config import load_and_validate
 from exabench.errors import ConfigError
 from helpers_compare import REPO, env
+from helpers_png import drawn_in, pixels, shows_data
 
 CATALOGUE = catalogue.load_catalogue()
 BASE = load_and_validate(REPO / "config" / "config.yaml", "config")
@@ -239,6 +241,35 @@ def test_efficiency_within_and_outside_tolerance_on_the_published_machine():
     assert "±10 points" in row["tolerance_why"]
     far = [_record("a1", 1, 100.0, CONVNET, strong), _record("a4", 4, 100.0, CONVNET, strong)]
     assert studies.study_table(STRONG, far, "stampede2", "stampede2").iloc[0]["verdict"] == studies.OUTSIDE
+
+
+def test_the_study_picture_shows_each_reproduced_figure_against_its_tolerance_band(tmp_path):
+    # On the published machine: ConvNet's efficiency within its band, CaffeNet's outside, the two
+    # figures not measured left out and counted; the tiny variant's table draws nothing and says why.
+    from exabench.analysis.figures import NothingToDraw
+    from exabench.analysis.study_picture import plot_study, study_points, write_study_picture
+    strong = {"scaling": "strong"}
+    recs = [_record("a1", 1, 100.0, CONVNET, strong), _record("a4", 4, 220.0, CONVNET, strong),
+            _record("c1", 1, 100.0, "caffenet", strong), _record("c4", 4, 100.0, "caffenet", strong)]
+    df = studies.study_table(STRONG, recs, "stampede2", "stampede2")
+    points = study_points(df)
+    assert [(p["figure"], p["verdict"]) for p in points] == [
+        ("strong-efficiency-4-knl-convnet", studies.WITHIN), ("strong-efficiency-4-knl-caffenet", studies.OUTSIDE)]
+    assert points[0]["ratio"] == pytest.approx(1.1) and points[0]["band"] == pytest.approx((0.8, 1.2))  # ±0.1 of 0.5
+    assert points[1]["ratio"] == pytest.approx(0.5)
+    # The workflow's path: the table's CSV read back, the picture beside its index.
+    csv = tmp_path / "study-stampede2-strong-scaling.csv"
+    df.to_csv(csv, index=False)
+    assert "study picture ->" in write_study_picture(csv, tmp_path / "plots" / "study-stampede2-strong-scaling.json")
+    img = pixels(tmp_path / "plots" / "study-stampede2-strong-scaling.png")
+    assert shows_data(img) and len(drawn_in(img, "C2")) > 20 and len(drawn_in(img, "C3")) > 20  # within, outside
+    tiny = studies.study_table(STRONG, recs, "local", "tiny")
+    with pytest.raises(NothingToDraw, match="tiny variant's runs are laptop scale"):
+        plot_study(tiny, tmp_path / "tiny.png")
+    tiny.to_csv(csv, index=False)
+    write_study_picture(csv, tmp_path / "plots" / "study-stampede2-strong-scaling.json")
+    [entry] = json.loads((tmp_path / "plots" / "study-stampede2-strong-scaling.json").read_text())
+    assert entry["file"] is None and not (tmp_path / "plots" / "study-stampede2-strong-scaling.png").exists()
 
 
 def test_another_machine_is_shown_and_never_judged():

@@ -14,6 +14,7 @@ from exabench.analysis.figures import NothingToDraw
 from exabench.analysis.plots import plot_energy_to_solution
 from exabench.records.tidy import ENERGY_COLUMNS, tidy_table
 from helpers_mlperf import oc20_log as _log
+from helpers_png import pixels, shows_data
 
 
 def _record(run_id, energy):
@@ -54,7 +55,7 @@ def test_the_energy_to_solution_figure_draws_measured_runs_only(tmp_path):
     runs = pd.DataFrame([{"benchmark": "cosmoflow", "site": "s", "metric": "time_to_train", "status": "ok",
                           "value": v, "unit": "s", "energy_j": e} for v, e in ((100, 5e4), (110, 5.5e4), (105, math.nan))])
     drawn = plot_energy_to_solution(runs, tmp_path / "energy.png")
-    assert drawn.stat().st_size > 0
+    assert shows_data(pixels(drawn), min_pixels=60)  # two points: the measured runs
     # Without a measured energy: no picture, the reason for the plots index instead.
     with pytest.raises(NothingToDraw, match="^3 MLPerf runs, none with measured energy"):
         plot_energy_to_solution(runs.assign(energy_j=math.nan), tmp_path / "none.png")

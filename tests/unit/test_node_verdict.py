@@ -20,6 +20,7 @@ from exabench.config import validate
 from exabench.errors import ConfigError
 
 from helpers_node_verdict import NODES, _campaign, _record
+from helpers_png import pixels, shows_data
 from helpers_sites import site
 
 
@@ -168,9 +169,11 @@ def test_write_verdict_writes_every_output(tmp_path, monkeypatch):
     out = tmp_path / "out"
     assert (out / "drain.txt").read_text().startswith("scontrol update nodename=n01 state=drain")
     assert sorted(p.name for p in (out / "plots").iterdir()) == [
-        "allreduce.tiny.n2r1t1.busbw.png", "gemm.tiny.n1r1t1.tflops.png", "heat_map.png", "index.json", "index.md",
-        "pingpong.tiny.n2r1t1.bandwidth.png", "stream.tiny.n1r1t1.triad_gbs.png"]
+        "allreduce.tiny.n2r1t1.busbw.png", "gemm.tiny.n1r1t1.tflops.png", "heat_map.json", "heat_map.png",
+        "index.json", "index.md", "pingpong.tiny.n2r1t1.bandwidth.png", "stream.tiny.n1r1t1.triad_gbs.png"]
     assert [e["file"] for e in json.loads((out / "plots" / "index.json").read_text())][0] == "heat_map.png"
+    for png in (out / "plots").glob("*.png"):
+        assert shows_data(pixels(png)), png.name
     assert "FLAGGED: nodes n01; links none" in (out / "verdict.md").read_text()
     assert len((out / "tests.csv").read_text().splitlines()) == 1 + len(planned)
 

@@ -155,6 +155,14 @@ def get_node_records(wildcards=None):
     return sorted(glob(f"{RESULTS}/records/nodes/*.json"))
 
 
+def get_node_acceptance_pictures(wildcards=None):
+    # The cluster acceptance's pictures (the heat map of nodes x tests first) where `node_acceptance`
+    # has run: the page shows them, and is redrawn when they change. Not node_verdict's output: the
+    # page never makes `all` submit the node jobs.
+    index = f"{ACCEPTANCE}/cluster/plots/index.json"
+    return [index] if Path(index).exists() else []
+
+
 def get_compare_outputs(wildcards=None):
     return [f"{RESULTS}/tables/{name}.{ext}" for name in COMPARE_TABLES for ext in ("csv", "parquet", "md")]
 
@@ -219,6 +227,11 @@ def get_mlperf_outputs(wildcards=None):
 def get_study_outputs(wildcards=None):
     # tables/study-<name>.md and .csv of every study planned (none without `study`): `all` and `study`.
     return pipeline.study_outputs(RESULTS, STUDIES)
+
+
+def get_study_pictures(wildcards=None):
+    # Each planned study's picture index (plots/study-<name>.json), for the campaign page.
+    return [f"{RESULTS}/plots/study-{name}.json" for name in STUDIES]
 
 
 def get_study_records(wildcards):

@@ -32,7 +32,7 @@ rule history_report:
     output:
         markdown=f"{RESULTS}/history/regressions.md",  # in the report as report/regressions.html
         csv=f"{RESULTS}/history/regressions.csv",
-        # history.png's index: the picture is drawn beside it where the store has data for it
+        # the index of the history pictures (history-<benchmark>.png), drawn beside it where the store has data
         plot=f"{RESULTS}/history/pictures.json",
     log:
         f"{LOGS}/history_report.log",

@@ -90,7 +90,9 @@ rule campaign_page:
     input:
         summary=f"{RESULTS}/tables/summary.md",
         plots=get_plot_outputs()[0],
+        studies=get_study_pictures,
         history=[f"{RESULTS}/history/pictures.json"] if HISTORY_STORE != "none" else [],
+        nodes=get_node_acceptance_pictures,
         tables=[f"{RESULTS}/tables/{name}.md" for name in COMPARE_TABLES],
         verdicts=[f"{ACCEPTANCE}/verdicts.md"] if Path(REFERENCES).exists() else [],
     output:

@@ -32,11 +32,15 @@ rule study_table:
     output:
         markdown=f"{RESULTS}/tables/study-{{study}}.md",
         csv=f"{RESULTS}/tables/study-{{study}}.csv",
+        # published against reproduced: drawn beside it (study-<name>.png) where the table supports it
+        picture=f"{RESULTS}/plots/study-{{study}}.json",
     log:
         f"{LOGS}/study-{{study}}.log",
     run:
         study, variant, _ = STUDIES[wildcards.study]
-        pipeline.write_study_table(study, variant, list(input), SITE, output.markdown, output.csv, log[0])
+        pipeline.write_study_table(
+            study, variant, list(input), SITE, output.markdown, output.csv, output.picture, log[0]
+        )
 
 
 rule study:
