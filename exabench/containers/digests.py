@@ -1,5 +1,5 @@
-"""Image digests: sha256 of a .sif file or of a directory image's canonical listing, recorded
-beside the image as `<image>.sha256`."""
+"""Image digests: sha256 of a .sif file, an OCI image's manifest digest, or a directory image's
+canonical listing, recorded beside the image as `<image>.sha256`."""
 
 from __future__ import annotations
 
@@ -51,7 +51,12 @@ def directory_digest(path: str | Path) -> str:
 
 
 def image_digest(path: str | Path) -> str:
+    """A SIF's (any file's) sha256; an OCI image layout's manifest digest, its blobs checked
+    (exabench.containers.oci); another directory image's canonical listing."""
+    from exabench.containers.oci import is_oci_layout, oci_digest
     path = Path(path)
+    if is_oci_layout(path):
+        return oci_digest(path)
     return directory_digest(path) if path.is_dir() else file_digest(path)
 
 
