@@ -449,7 +449,8 @@ def real_cpu_images(tmp_path_factory):
     """One real build of containers/cpu.def for this module: Snakemake's container_image rule makes
     the SIF without Apptainer (the base, core and check layers: the frameworks layer, 5 GB of torch
     + TensorFlow, and analytics are left out here), and its container_oci rule the OCI image of the
-    SIF's root file system. Yields (work folder, images folder, the site as a dict)."""
+    SIF's root file system. Yields (work folder, images folder, the site as a dict, the digests of
+    the SIF and the OCI image as built: the SIF test changes the SIF afterwards)."""
     reason = _real_build_skip_reason() or missing_tools_or_userns({"umoci": "umoci", "unsquashfs": "squashfs-tools"})
     if reason:
         pytest.skip(reason)
@@ -470,7 +471,7 @@ def real_cpu_images(tmp_path_factory):
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     logs = work / "logs" / raw["name"] / "containers"
     assert res.returncode == 0, res.stderr[-2000:] + "".join(p.read_text()[-3000:] for p in logs.glob("*.log"))
-    yield work, images, raw
+    yield work, images, raw, {kind: containers.recorded_digest(images / f"cpu.{kind}") for kind in ("sif", "oci")}
     if "EXABENCH_CI_IMAGE_DIR" not in os.environ:
         shutil.rmtree(images, ignore_errors=True)  # about 500 MB; pytest keeps old tmp dirs
 
@@ -481,7 +482,7 @@ def real_cpu_images(tmp_path_factory):
 def test_real_cpu_sif_built_by_snakemake_runs_kmeans_and_records_its_digest(tmp_path, real_cpu_images):
     """The SIF siftool reads back as Apptainer's layout; K-Means tiny runs on 2 ranks from its
     squashfs partition (host mpirun -> ch-run per rank); the record carries the SIF's digest."""
-    work, images, raw = real_cpu_images
+    work, images, raw, _ = real_cpu_images
     raw, sif = dict(raw), images / "cpu.sif"
     log = work / "logs" / raw["name"] / "containers" / "cpu.log"
     assert "apptainer is not installed here: building" in log.read_text()
@@ -550,12 +551,11 @@ def test_real_cpu_oci_image_runs_a_kmeans_campaign_and_its_records_carry_the_oci
     tiny, 2 ranks) on a site with `runtime: charliecloud` and the OCI image pinned by its digest;
     every rank runs in the root file system umoci unpacked from it, and the record and the tidy
     table name the OCI image, its digest and the runtime."""
-    work, images, raw = real_cpu_images
-    layout = images / "cpu.oci"
-    digest = containers.recorded_digest(layout)
+    work, images, raw, built = real_cpu_images
+    layout, digest = images / "cpu.oci", built["oci"]
     assert digest == containers.oci_digest(layout)
     manifest = json.loads((layout / "blobs/sha256" / digest.split(":")[1]).read_text())
-    assert manifest["annotations"]["org.exabench.from-sif"] == containers.recorded_digest(images / "cpu.sif")
+    assert manifest["annotations"]["org.exabench.from-sif"] == built["sif"]
     config = json.loads((layout / "blobs/sha256" / manifest["config"]["digest"].split(":")[1]).read_text())
     assert config["config"]["Labels"]["org.exabench.layers"] == "base,core,check"
     assert "PYTHONPATH=/opt/exabench" in config["config"]["Env"]
