@@ -14,7 +14,7 @@ the OCI image of a stack is the SIF's root file system as an OCI image layout (o
 
 from exabench.containers.build import *  # noqa: F401,F403 - the package's API, by submodule
 from exabench.containers.digests import *  # noqa: F401,F403
-from exabench.containers.oci import is_oci_layout, oci_digest, oci_from_sif  # noqa: F401
+from exabench.containers.oci import oci_from_sif, unpacked_rootfs  # noqa: F401
 from exabench.containers.recipes import *  # noqa: F401,F403
 from exabench.containers.runtime import *  # noqa: F401,F403
 from exabench.containers.sif import *  # noqa: F401,F403

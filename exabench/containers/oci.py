@@ -33,11 +33,12 @@ import tempfile
 from pathlib import Path
 
 from exabench import __version__
+from exabench.containers.digests import (MANIFEST_TYPE, file_digest, is_oci_layout, manifest_descriptor,  # noqa: F401
+                                         oci_blob, oci_digest)
 from exabench.errors import ContainerError
 
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
-MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 REF_NAME = "org.opencontainers.image.ref.name"
@@ -45,11 +46,6 @@ FROM_SIF = "org.exabench.from-sif"  # manifest annotation: the digest of the SIF
 # The PATH an image's Env starts from when %environment extends $PATH (Docker's and Podman's default).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 UNPACKED_MARK = "exabench-unpacked-from"  # in a bundle: the manifest digest it was unpacked from
-
-
-def is_oci_layout(path: str | Path) -> bool:
-    path = Path(path)
-    return path.is_dir() and (path / "oci-layout").is_file() and (path / "index.json").is_file()
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -189,7 +185,6 @@ def oci_from_sif(sif: str | Path, dest: str | Path, log=None, timeout_s: int = 1
     """The OCI image layout of a SIF's root file system (its primary squashfs partition, unpacked by
     unsquashfs) with the SIF's labels, %environment and %runscript; returns the manifest digest
     (the `<dest>.sha256` beside it is the caller's: digests.write_digest)."""
-    from exabench.containers.digests import file_digest
     from exabench.containers.sif import INSPECT_METADATA, extract_partition, read_sif
     sif, dest = Path(sif), Path(dest)
     if shutil.which("unsquashfs") is None:
@@ -226,57 +221,10 @@ def oci_from_sif(sif: str | Path, dest: str | Path, log=None, timeout_s: int = 1
 # --- reading -------------------------------------------------------------------------------------
 
 
-def _blob(layout: Path, digest: str) -> Path:
-    algo, _, hexdigest = digest.partition(":")
-    return layout / "blobs" / algo / hexdigest
-
-
-def _verified(layout: Path, descriptor: dict, what: str) -> Path:
-    from exabench.containers.digests import sha256_file
-    digest = descriptor.get("digest", "")
-    path = _blob(layout, digest)
-    if not digest.startswith("sha256:") or not path.is_file():
-        raise ContainerError(str(layout), what, digest, "a blob under blobs/sha256/", "is missing")
-    actual = "sha256:" + sha256_file(path)
-    if actual != digest or path.stat().st_size != descriptor.get("size"):
-        raise ContainerError(str(layout), what, digest, f"the blob's own digest ({actual}, "
-                             f"{path.stat().st_size} bytes)", "does not match: the image was changed")
-    return path
-
-
-def manifest_descriptor(layout: str | Path) -> dict:
-    """The one manifest an exabench OCI image layout's index names."""
-    layout = Path(layout)
-    try:
-        index = json.loads((layout / "index.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise ContainerError(str(layout), "index.json", "?", "an OCI image index", f"cannot be read ({exc})") from None
-    manifests = [m for m in index.get("manifests", []) if m.get("mediaType") == MANIFEST_TYPE]
-    if len(manifests) != 1:
-        raise ContainerError(str(layout), "index.json manifests", len(manifests), "exactly one image manifest")
-    return manifests[0]
-
-
-def oci_digest(layout: str | Path) -> str:
-    """The image's digest (its manifest's), after checking the manifest, config and every layer
-    against the digests and sizes that name them."""
-    layout = Path(layout)
-    descriptor = manifest_descriptor(layout)
-    manifest = json.loads(_verified(layout, descriptor, "manifest").read_bytes())
-    for i, d in enumerate([manifest.get("config", {}), *manifest.get("layers", [])]):
-        _verified(layout, d, "config" if i == 0 else f"layer {i}")
-    return descriptor["digest"]
-
-
 def oci_config(layout: str | Path) -> dict:
     layout = Path(layout)
-    manifest = json.loads(_blob(layout, manifest_descriptor(layout)["digest"]).read_bytes())
-    return json.loads(_blob(layout, manifest["config"]["digest"]).read_bytes())
-
-
-def oci_size(layout: str | Path) -> int:
-    """Bytes of the layout's blobs (what a registry push or a copy moves)."""
-    return sum(p.stat().st_size for p in Path(layout).rglob("*") if p.is_file())
+    manifest = json.loads(oci_blob(layout, manifest_descriptor(layout)["digest"]).read_bytes())
+    return json.loads(oci_blob(layout, manifest["config"]["digest"]).read_bytes())
 
 
 def unpacked_rootfs(layout: str | Path, digest: str, timeout_s: int = 900) -> Path:

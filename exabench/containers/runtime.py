@@ -236,7 +236,8 @@ def runnable_image(site, image: str, digest: str | None = None) -> str:
         if Path(image).is_file():
             extract_partition(image, partition)
         return str(partition)
-    from exabench.containers.oci import is_oci_layout, unpacked_rootfs
+    from exabench.containers.digests import is_oci_layout
+    from exabench.containers.oci import unpacked_rootfs
     if is_oci_layout(image):
         return str(unpacked_rootfs(image, digest or verified_digest(site, image) or ""))
     if image.rstrip("/").endswith(".oci"):  # not here (a script rendered for another machine): named
