@@ -579,3 +579,15 @@ def test_real_cpu_oci_image_runs_a_kmeans_campaign_and_its_records_carry_the_oci
     table = pd.read_csv(work / "results/oci/tables/results.csv")
     assert table[["container_runtime", "container_image", "container_digest"]].drop_duplicates().values.tolist() \
         == [["charliecloud", str(layout), digest]]
+
+    # `exabench reproduce` of the campaign's archive checks the image: this one, or it refuses.
+    def exabench(*args):
+        return subprocess.run([sys.executable, "-m", "exabench", *args], cwd=work, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    packed = exabench("archive", "--results", "results/oci", "--out", "oci.tar.gz", "--site", "oci-site.yaml")
+    assert packed.returncode == 0, packed.stderr
+    same = exabench("reproduce", "oci.tar.gz", "--out", "r1", "--image", str(layout))
+    assert same.returncode == 0 and f"ran in: charliecloud cpu image {digest}: 1 run(s)" in same.stdout, same.stdout
+    other = exabench("reproduce", "oci.tar.gz", "--out", "r2", "--image", str(images / "cpu.sif"))
+    assert other.returncode == 1 and f"container differs: {record['run_id']}: ran image digest {digest}; the " \
+        f"image {images / 'cpu.sif'} given to reproduce has sha256:" in other.stdout, other.stdout
