@@ -228,7 +228,7 @@ def cmd_reproduce(args) -> int:
     import tempfile
     from exabench.analysis.archive import check_report, reproduce
     dest = args.out or tempfile.mkdtemp(prefix="exabench-reproduce-")
-    check = reproduce(args.archive, dest)
+    check = reproduce(args.archive, dest, args.image)
     print(check_report(check, args.archive))
     print(f"unpacked and rebuilt under {dest}")
     return 0 if check.ok else 1
@@ -667,6 +667,8 @@ def _add_reproduce(sub) -> None:
     p = sub.add_parser("reproduce", help="check an archive's hashes and rebuild every table and plot from it")
     p.add_argument("archive")
     p.add_argument("--out", default=None, help="directory to unpack and rebuild in (default: a new temp dir)")
+    p.add_argument("--image", default=None, help="an image (.sif, OCI image layout, directory) whose digest every "
+                                                 "containerised record must carry (the image you would rerun with)")
     p.set_defaults(fn=cmd_reproduce)
 
 

@@ -5,8 +5,8 @@
 # A second run checks stamps and installs nothing when nothing changed.
 #   --test: also what the test suite drives for real: a two-node Slurm on loopback (munge,
 #           slurmctld, slurmd, PMIx) and a container build (debootstrap, mksquashfs, siftool for the
-#           SIF; charliecloud's ch-run to run it); Chromium, which opens the campaign's HTML page
-#           headless (tests/integration/test_report_browser.py).
+#           SIF; umoci to unpack its OCI image; charliecloud's ch-run to run both); Chromium, which
+#           opens the campaign's HTML page headless (tests/integration/test_report_browser.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 with_test_tools=0
@@ -24,8 +24,8 @@ command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 [ -e /usr/include/x86_64-linux-gnu/mpi/mpi.h ] || [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] \
   || dpkg -s libopenmpi-dev >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
 if [ "$with_test_tools" = 1 ]; then
-  for pkg in munge slurmctld slurmd slurm-client libpmix-dev debootstrap squashfs-tools siftool charliecloud-runtime \
-      cmake g++ chromium; do
+  for pkg in munge slurmctld slurmd slurm-client libpmix-dev debootstrap squashfs-tools siftool umoci \
+      charliecloud-runtime cmake g++ chromium; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
   done
 fi

@@ -171,10 +171,15 @@ class Check:
     differing: list[str] = field(default_factory=list)    # rebuilt, not byte-identical to the original
     not_rebuilt: list[str] = field(default_factory=list)  # an original that reproduce does not rebuild
     new: list[str] = field(default_factory=list)          # rebuilt, no original in the archive
+    # The containers the records ran in (exabench.analysis.container_check): a runtime or image other
+    # than the site file's (or the image given) fails the check; the others are warnings.
+    container_differs: list[str] = field(default_factory=list)
+    container_warnings: list[str] = field(default_factory=list)
+    containers: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.mismatched or self.missing or self.unlisted or self.differing)
+        return not (self.mismatched or self.missing or self.unlisted or self.differing or self.container_differs)
 
 
 def verify_inventory(root: Path, check: Check) -> None:
@@ -286,10 +291,35 @@ def logs_of_kept_outputs(before: dict[str, Path], kept: dict[str, Path]) -> dict
             if not (name.startswith("logs/") and name.count("/") == 1 and Path(name).stem in cut)}
 
 
-def reproduce(archive: str | Path, dest: str | Path) -> Check:
+def check_containers(root: Path, check: Check, image: str | None = None) -> None:
+    """The records' runtime and image digest against the archived site file's container section
+    and, with `image`, against that image's digest (exabench.analysis.container_check)."""
+    import yaml
+    from exabench.analysis.container_check import container_findings
+    from exabench.containers.digests import image_digest
+    from exabench.records.tidy import load_records
+
+    site_file, site_container = root / "site" / "site.yaml", None  # None: no site file archived
+    if site_file.is_file():
+        try:
+            site = yaml.safe_load(site_file.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ExabenchError(f"{site_file}: the archived site file is not YAML ({exc})") from None
+        site_container = (site.get("container") if isinstance(site, dict) else None) or {}
+    if image is not None and not Path(image).exists():
+        raise ExabenchError(f"--image {image}: no such image (valid: the .sif file, OCI image layout or "
+                            "directory image the runs ran)")
+    given = (image, image_digest(image)) if image is not None else None
+    records = load_records(sorted((root / "records").glob("*.json")))
+    check.container_differs, check.container_warnings, check.containers = container_findings(
+        records, site_container, given)
+
+
+def reproduce(archive: str | Path, dest: str | Path, image: str | None = None) -> Check:
     root = unpack(archive, dest)
     check = Check()
     verify_inventory(root, check)
+    check_containers(root, check, image)
     out = root / "reproduced"
     rebuilt = {p.relative_to(out).as_posix() for p in rebuild(root, out)}
     originals = {p.relative_to(root).as_posix() for d in DERIVED for p in (root / d).glob("*") if p.is_file()}
@@ -312,9 +342,13 @@ def check_report(check: Check, archive: str) -> str:
                          ("present but not in the inventory", check.unlisted),
                          ("rebuilt, NOT identical to the original", check.differing),
                          ("original not rebuilt by reproduce", check.not_rebuilt),
-                         ("rebuilt, no original to compare", check.new)):
+                         ("rebuilt, no original to compare", check.new),
+                         ("container differs", check.container_differs),
+                         ("container warning", check.container_warnings)):
         for name in items:
             lines.append(f"  {label}: {name}")
+    for line in check.containers:
+        lines.append(f"  ran in: {line}")
     lines.append(f"  {len(check.identical)} rebuilt files identical to the originals")
     lines.append("REPRODUCED: every hash matches and every rebuilt file is identical" if check.ok
                  else "NOT REPRODUCED: see above")

@@ -1,11 +1,12 @@
-"""`python -m exabench.containers`: regenerate the Dockerfiles, lint the recipes, digest or build an image."""
+"""`python -m exabench.containers`: regenerate the Dockerfiles, lint the recipes, digest or build an image
+(a directory image, a SIF, or the OCI image of a SIF)."""
 
 from __future__ import annotations
 
 
 from exabench.config import REPO_ROOT
 
-from exabench.containers.build import build_cache_dir, build_directory_image, build_sif_image
+from exabench.containers.build import build_cache_dir, build_directory_image, build_oci_image, build_sif_image
 from exabench.containers.digests import write_digest
 from exabench.containers.recipes import (STACKS, dockerfile, dockerfile_path, lint_recipe, parse_recipe,
                                          recipe_path)
@@ -44,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("stack")
     s.add_argument("dest", help="the .sif file to write")
     s.add_argument("--layers", default="", help="comma-separated %%post layers (default: all)")
+    o = sub.add_parser("build-oci", help="write a SIF's root file system as an OCI image layout (its digest "
+                                         "beside it, <dest>.sha256)")
+    o.add_argument("sif")
+    o.add_argument("dest", help="the OCI image layout folder to write, e.g. results/images/cpu.oci")
     args = ap.parse_args(argv)
     if args.cmd == "dockerfiles":
         for stack in STACKS:
@@ -57,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return verify_gpu_arch(args.capabilities)
     elif args.cmd == "digest":
         print(write_digest(args.image))
+    elif args.cmd == "build-oci":
+        print(build_oci_image(args.sif, args.dest, "/dev/stdout"))
     elif args.cmd in ("build-dir", "build-sif"):
         build = build_directory_image if args.cmd == "build-dir" else build_sif_image
         layers = tuple(x for x in args.layers.split(",") if x) or None

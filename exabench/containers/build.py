@@ -95,6 +95,17 @@ def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> st
     return verified_digest(site, str(image)) or ""
 
 
+def build_oci_image(sif: str | Path, image: str | Path, log_path: str | Path) -> str:
+    """The OCI image layout `image` of the SIF `sif`'s root file system (exabench.containers.oci),
+    its digest (the manifest's) recorded beside it as `<image>.sha256`; returns the digest."""
+    from exabench.containers.oci import oci_from_sif
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        log.write(f"# OCI image layout of {sif}'s root file system (unsquashfs, one gzip'd tar layer)\n")
+        oci_from_sif(sif, image, log=log)
+    return write_digest(image)
+
+
 def build_cache_dir() -> Path | None:
     """Where debootstrap bases are kept between builds: $EXABENCH_BUILD_CACHE (empty: no cache),
     else $XDG_CACHE_HOME/exabench (~/.cache/exabench)."""

@@ -1,16 +1,20 @@
-"""Image digests: sha256 of a .sif file or of a directory image's canonical listing, recorded
-beside the image as `<image>.sha256`."""
+"""Image digests: sha256 of a .sif file, an OCI image's manifest digest, or a directory image's
+canonical listing, recorded beside the image as `<image>.sha256`."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import stat
 from pathlib import Path
 
+from exabench.errors import ContainerError
+
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"  # the OCI image manifest's media type
 
 
 def sha256_file(path: str | Path) -> str:
@@ -50,8 +54,61 @@ def directory_digest(path: str | Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def image_digest(path: str | Path) -> str:
+# --- OCI image layouts (written by exabench.containers.oci) ---------------------------------------
+
+
+def is_oci_layout(path: str | Path) -> bool:
     path = Path(path)
+    return path.is_dir() and (path / "oci-layout").is_file() and (path / "index.json").is_file()
+
+
+def oci_blob(layout: Path, digest: str) -> Path:
+    algo, _, hexdigest = digest.partition(":")
+    return layout / "blobs" / algo / hexdigest
+
+
+def _verified(layout: Path, descriptor: dict, what: str) -> Path:
+    digest = descriptor.get("digest", "")
+    path = oci_blob(layout, digest)
+    if not digest.startswith("sha256:") or not path.is_file():
+        raise ContainerError(str(layout), what, digest, "a blob under blobs/sha256/", "is missing")
+    actual = "sha256:" + sha256_file(path)
+    if actual != digest or path.stat().st_size != descriptor.get("size"):
+        raise ContainerError(str(layout), what, digest, f"the blob's own digest ({actual}, "
+                             f"{path.stat().st_size} bytes)", "does not match: the image was changed")
+    return path
+
+
+def manifest_descriptor(layout: str | Path) -> dict:
+    """The one manifest an exabench OCI image layout's index names."""
+    layout = Path(layout)
+    try:
+        index = json.loads((layout / "index.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ContainerError(str(layout), "index.json", "?", "an OCI image index", f"cannot be read ({exc})") from None
+    manifests = [m for m in index.get("manifests", []) if m.get("mediaType") == MANIFEST_TYPE]
+    if len(manifests) != 1:
+        raise ContainerError(str(layout), "index.json manifests", len(manifests), "exactly one image manifest")
+    return manifests[0]
+
+
+def oci_digest(layout: str | Path) -> str:
+    """The image's digest (its manifest's), after checking the manifest, config and every layer
+    against the digests and sizes that name them."""
+    layout = Path(layout)
+    descriptor = manifest_descriptor(layout)
+    manifest = json.loads(_verified(layout, descriptor, "manifest").read_bytes())
+    for i, d in enumerate([manifest.get("config", {}), *manifest.get("layers", [])]):
+        _verified(layout, d, "config" if i == 0 else f"layer {i}")
+    return descriptor["digest"]
+
+
+def image_digest(path: str | Path) -> str:
+    """A SIF's (any file's) sha256; an OCI image layout's manifest digest, its blobs checked
+    (above); another directory image's canonical listing."""
+    path = Path(path)
+    if is_oci_layout(path):
+        return oci_digest(path)
     return directory_digest(path) if path.is_dir() else file_digest(path)
 
 

@@ -217,22 +217,32 @@ def wrap_program(site, spec_path: str | Path, framework: str | None, env: dict |
     program = [CONTAINER_PYTHON, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]
     cenv = container_env(site, stack, image, digest, env)
     cenv[ENV_VERIFIED] = "1" if verified else "0"
-    runnable = runnable_image(site, image)
+    runnable = runnable_image(site, image, digest if verified else None)
     mount = charliecloud_mount_point(site, runnable, results_root)
     return exec_prefix(site, runnable, binds, cenv, mount) + program
 
 
-def runnable_image(site, image: str) -> str:
-    """What the runtime is handed: the image itself, except that ch-run, which runs directories
-    and squashfs files but not SIF, gets the SIF's primary system partition, copied beside it as
-    `<image>.squashfs` (the same bytes; the record names the SIF and its digest)."""
-    if runtime(site) != "charliecloud" or not image.endswith(".sif") or is_uri(image):
+def runnable_image(site, image: str, digest: str | None = None) -> str:
+    """What the runtime is handed: the image itself, except for ch-run, which runs directories
+    and squashfs files but neither SIF nor OCI images: a SIF's primary system partition, copied
+    beside it as `<image>.squashfs` (the same bytes), or an OCI image's root file system, unpacked
+    by umoci into `<image>.bundle/rootfs` (its blobs checked against `digest`). The record names
+    the image itself and its digest."""
+    if runtime(site) != "charliecloud" or is_uri(image):
         return image
-    from exabench.containers.sif import extract_partition
-    partition = Path(image + ".squashfs")
-    if Path(image).is_file():
-        extract_partition(image, partition)
-    return str(partition)
+    if image.endswith(".sif"):
+        from exabench.containers.sif import extract_partition
+        partition = Path(image + ".squashfs")
+        if Path(image).is_file():
+            extract_partition(image, partition)
+        return str(partition)
+    from exabench.containers.digests import is_oci_layout
+    from exabench.containers.oci import unpacked_rootfs
+    if is_oci_layout(image):
+        return str(unpacked_rootfs(image, digest or verified_digest(site, image) or ""))
+    if image.rstrip("/").endswith(".oci"):  # not here (a script rendered for another machine): named
+        return image.rstrip("/") + ".bundle/rootfs"
+    return image
 
 
 def charliecloud_mount_point(site, image: str, results_root: str | Path) -> Path | None:
@@ -247,7 +257,8 @@ def charliecloud_mount_point(site, image: str, results_root: str | Path) -> Path
     own mount namespace, so any number of ranks, on any number of nodes, use the same empty
     folder. It is made only where the image is (a script rendered for another machine names it).
     """
-    if runtime(site) != "charliecloud" or is_uri(image) or Path(image).is_dir() or image.endswith((".d", "/")):
+    if runtime(site) != "charliecloud" or is_uri(image) or Path(image).is_dir() \
+            or image.endswith((".d", "/", ".bundle/rootfs")):
         return None
     point = Path(results_root).resolve() / "ch-mount"
     if Path(image).is_file():

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers_containers import missing_tools_or_userns
+from helpers_containers import missing_tools_or_userns, shell_rootfs
 
 from exabench import containers
 from exabench.campaign.site import load_site
@@ -31,31 +30,13 @@ TOOLS = {"ch-run": "charliecloud-runtime", "mksquashfs": "squashfs-tools", "sift
          "mpirun": "openmpi-bin", "unshare": "util-linux", "ldd": "libc-bin"}
 
 
-def _shell_rootfs(root: Path) -> Path:
-    """A root file system holding the host's /bin/sh and its libraries, the files ch-run binds
-    over (/etc/passwd, /etc/group, hosts, resolv.conf) and /ch/environment (bare --set-env reads it)."""
-    sh = Path(os.path.realpath(shutil.which("sh")))
-    for d in ("ch", "bin", "dev", "proc", "sys", "tmp", "etc", "home", "root", "var/tmp"):
-        (root / d).mkdir(parents=True, exist_ok=True)
-    shutil.copy2(sh, root / "bin" / "sh")
-    ldd = subprocess.run(["ldd", str(sh)], capture_output=True, text=True, timeout=30).stdout
-    for lib in {w for line in ldd.splitlines() for w in line.split() if w.startswith("/")}:
-        dest = root / lib.lstrip("/")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(os.path.realpath(lib), dest)
-    for name in ("passwd", "group", "hosts", "resolv.conf"):
-        (root / "etc" / name).write_text("")
-    (root / "ch" / "environment").write_text("PATH=/bin\n")
-    return root
-
-
 @pytest.fixture(scope="module")
 def shell_sif(tmp_path_factory) -> Path:
     reason = missing_tools_or_userns(TOOLS)
     if reason:
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("shell-sif")
-    root = _shell_rootfs(work / "rootfs")
+    root = shell_rootfs(work / "rootfs")
     sif = work / "images" / "shell.sif"
     assemble_sif(root, sif, "Bootstrap: scratch\n", {"data": {"attributes": {}}, "type": "container"},
                  rootfs_arch(root))

@@ -15,8 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
+
+from helpers_containers import missing_tools_or_userns
 
 from exabench import __version__, containers
 from exabench.containers.runtime import _literal_prefix
@@ -437,40 +440,51 @@ def test_unknown_build_layer_names_the_site_key(tmp_path):
 def _real_build_skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "needs root (debootstrap and the chroot build of %post)"
-    from helpers_containers import missing_tools_or_userns
-
     return missing_tools_or_userns({"debootstrap": "debootstrap", "mksquashfs": "squashfs-tools", "siftool": "siftool",
                                     "ch-run": "charliecloud-runtime", "unshare": "util-linux", "mpirun": "openmpi-bin"})
+
+
+@pytest.fixture(scope="module")
+def real_cpu_images(tmp_path_factory):
+    """One real build of containers/cpu.def for this module: Snakemake's container_image rule makes
+    the SIF without Apptainer (the base, core and check layers: the frameworks layer, 5 GB of torch
+    + TensorFlow, and analytics are left out here), and its container_oci rule the OCI image of the
+    SIF's root file system. Yields (work folder, images folder, the site as a dict, the digests of
+    the SIF and the OCI image as built: the SIF test changes the SIF afterwards)."""
+    reason = _real_build_skip_reason() or missing_tools_or_userns({"umoci": "umoci", "unsquashfs": "squashfs-tools"})
+    if reason:
+        pytest.skip(reason)
+    os.environ.setdefault("USER", "root")  # ch-run refuses to start without $USER
+    work = tmp_path_factory.mktemp("real-cpu")
+    images = Path(os.environ.get("EXABENCH_CI_IMAGE_DIR", work / "images"))
+    raw = yaml.safe_load((REPO / "profiles/local/site.yaml").read_text())
+    raw["node"]["cores_per_socket"] = 2
+    raw["container"] = {"runtime": "apptainer", "image_dir": str(images), "layers": ["base", "core", "check"]}
+    (work / "build-site.yaml").write_text(yaml.safe_dump(raw))
+    (work / "config.yaml").write_text(yaml.safe_dump(
+        {"timeout_s": 300, "benchmarks": [{"name": "kmeans", "preset": "tiny", "sweep": {"ranks_per_node": [2]}}]}))
+    (work / "containers").symlink_to(REPO / "containers")  # the rule's input, relative to its directory
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
+                          str(REPO / "profiles/local"), "containers", "oci_images", "--configfile",
+                          str(work / "config.yaml"), "--config", f"site={work / 'build-site.yaml'}", "--forcerun",
+                          "container_image"], cwd=work, capture_output=True, text=True, timeout=1400,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    logs = work / "logs" / raw["name"] / "containers"
+    assert res.returncode == 0, res.stderr[-2000:] + "".join(p.read_text()[-3000:] for p in logs.glob("*.log"))
+    yield work, images, raw, {kind: containers.recorded_digest(images / f"cpu.{kind}") for kind in ("sif", "oci")}
+    if "EXABENCH_CI_IMAGE_DIR" not in os.environ:
+        shutil.rmtree(images, ignore_errors=True)  # about 500 MB; pytest keeps old tmp dirs
 
 
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_real_cpu_sif_built_by_snakemake_runs_kmeans_and_records_its_digest(tmp_path):
-    """Snakemake's container_image rule builds containers/cpu.sif without Apptainer (the base,
-    core and check layers: the frameworks layer, 5 GB of torch + TensorFlow, and analytics are
-    left out here); siftool reads it back as Apptainer's layout; K-Means tiny runs on 2 ranks from
-    its squashfs partition (host mpirun -> ch-run per rank); the record carries the SIF's digest."""
-    reason = _real_build_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    os.environ.setdefault("USER", "root")  # ch-run refuses to start without $USER
-    images = Path(os.environ.get("EXABENCH_CI_IMAGE_DIR", tmp_path / "images"))
-    sif = images / "cpu.sif"
-    raw = yaml.safe_load((REPO / "profiles/local/site.yaml").read_text())
-    raw["node"]["cores_per_socket"] = 2
-    raw["container"] = {"runtime": "apptainer", "image_dir": str(images), "layers": ["base", "core", "check"]}
-    (tmp_path / "build-site.yaml").write_text(yaml.safe_dump(raw))
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(
-        {"timeout_s": 300, "benchmarks": [{"name": "kmeans", "preset": "tiny", "sweep": {"ranks_per_node": [2]}}]}))
-    (tmp_path / "containers").symlink_to(REPO / "containers")  # the rule's input, relative to its directory
-    res = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
-                          str(REPO / "profiles/local"), "containers", "--configfile", str(tmp_path / "config.yaml"),
-                          "--config", f"site={tmp_path / 'build-site.yaml'}", "--forcerun", "container_image"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=1400,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
-    log = tmp_path / "logs" / raw["name"] / "containers" / "cpu.log"
-    assert res.returncode == 0, res.stderr[-2000:] + (log.read_text()[-3000:] if log.exists() else "")
+def test_real_cpu_sif_built_by_snakemake_runs_kmeans_and_records_its_digest(tmp_path, real_cpu_images):
+    """The SIF siftool reads back as Apptainer's layout; K-Means tiny runs on 2 ranks from its
+    squashfs partition (host mpirun -> ch-run per rank); the record carries the SIF's digest."""
+    work, images, raw, _ = real_cpu_images
+    raw, sif = dict(raw), images / "cpu.sif"
+    log = work / "logs" / raw["name"] / "containers" / "cpu.log"
     assert "apptainer is not installed here: building" in log.read_text()
     digest = containers.recorded_digest(sif)
     assert digest == containers.file_digest(sif)
@@ -527,5 +541,53 @@ def test_real_cpu_sif_built_by_snakemake_runs_kmeans_and_records_its_digest(tmp_
         f.write(b"x")
     with pytest.raises(containers.ContainerError, match="refusing to run"):
         write_run_files(run, site, paths)
-    if "EXABENCH_CI_IMAGE_DIR" not in os.environ:
-        shutil.rmtree(images, ignore_errors=True)  # about 500 MB; pytest keeps old tmp dirs
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_real_cpu_oci_image_runs_a_kmeans_campaign_and_its_records_carry_the_oci_digest(real_cpu_images):
+    """The OCI image Snakemake made of the SIF's root file system: a Snakemake campaign (K-Means
+    tiny, 2 ranks) on a site with `runtime: charliecloud` and the OCI image pinned by its digest;
+    every rank runs in the root file system umoci unpacked from it, and the record and the tidy
+    table name the OCI image, its digest and the runtime."""
+    work, images, raw, built = real_cpu_images
+    layout, digest = images / "cpu.oci", built["oci"]
+    assert digest == containers.oci_digest(layout)
+    manifest = json.loads((layout / "blobs/sha256" / digest.split(":")[1]).read_text())
+    assert manifest["annotations"]["org.exabench.from-sif"] == built["sif"]
+    config = json.loads((layout / "blobs/sha256" / manifest["config"]["digest"].split(":")[1]).read_text())
+    assert config["config"]["Labels"]["org.exabench.layers"] == "base,core,check"
+    assert "PYTHONPATH=/opt/exabench" in config["config"]["Env"]
+
+    site = dict(raw, name="oci", container={"runtime": "charliecloud", "image": str(layout), "digest": digest,
+                                             "env": {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}})
+    (work / "oci-site.yaml").write_text(yaml.safe_dump(site))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
+                          str(REPO / "profiles/local"), "results/oci/tables/results.csv", "--configfile",
+                          str(work / "config.yaml"), "--config", f"site={work / 'oci-site.yaml'}"], cwd=work,
+                         capture_output=True, text=True, timeout=800, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    [path] = (work / "results/oci/records").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "ok" and record["layout"]["ranks"] == 2 and record["metrics"]
+    assert record["provenance"]["container"] == {"runtime": "charliecloud", "image": str(layout), "stack": "cpu",
+                                                 "digest": digest, "digest_verified": True}
+    assert "torch" not in record["provenance"]["packages"]  # the image's Python ran it, not the host's venv
+    job = (work / "results/oci/runs" / record["run_id"] / "job.sh").read_text()
+    assert f"{layout}.bundle/rootfs" in job
+    table = pd.read_csv(work / "results/oci/tables/results.csv")
+    assert table[["container_runtime", "container_image", "container_digest"]].drop_duplicates().values.tolist() \
+        == [["charliecloud", str(layout), digest]]
+
+    # `exabench reproduce` of the campaign's archive checks the image: this one, or it refuses.
+    def exabench(*args):
+        return subprocess.run([sys.executable, "-m", "exabench", *args], cwd=work, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    packed = exabench("archive", "--results", "results/oci", "--out", "oci.tar.gz", "--site", "oci-site.yaml")
+    assert packed.returncode == 0, packed.stderr
+    same = exabench("reproduce", "oci.tar.gz", "--out", "r1", "--image", str(layout))
+    assert same.returncode == 0 and f"ran in: charliecloud cpu image {digest}: 1 run(s)" in same.stdout, same.stdout
+    other = exabench("reproduce", "oci.tar.gz", "--out", "r2", "--image", str(images / "cpu.sif"))
+    assert other.returncode == 1 and f"container differs: {record['run_id']}: ran image digest {digest}; the " \
+        f"image {images / 'cpu.sif'} given to reproduce has sha256:" in other.stdout, other.stdout

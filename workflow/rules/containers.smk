@@ -7,6 +7,9 @@
 # squashfs primary partition (exabench/containers/sif.py; differences in docs/containers.md).
 # A site with a prebuilt container.image (path or oras:// / docker:// URI) builds nothing; a native
 # site (runtime none, the local profile) builds nothing. Target: `snakemake --profile profiles/<site> containers`.
+# The OCI image of a stack is its SIF's root file system as an OCI image layout (<stack>.oci, its
+# manifest digest in <stack>.oci.sha256; exabench/containers/oci.py), so the two cannot drift:
+# `snakemake ... oci_images` (the OCI images of the SIFs the planned runs need) or `... <image_dir>/cpu.oci`.
 IMAGE_DIR = str(pipeline.image_dir(SITE, Path(RESULTS).resolve()).resolve())
 # Every image the planned runs need (empty for native or prebuilt): render's input on such sites.
 CONTAINER_IMAGES = pipeline.needed_images(
@@ -18,8 +21,13 @@ wildcard_constraints:
     stack="|".join(pipeline.CONTAINER_STACKS),
 
 
+# The OCI images of the same stacks (rule container_oci).
+OCI_IMAGES = [image.removesuffix(".sif") + ".oci" for image in CONTAINER_IMAGES]
+
+
 localrules:
     containers,
+    oci_images,
 
 
 rule containers:
@@ -39,3 +47,22 @@ rule container_image:
         **pipeline.allocation_resources(SITE),  # the site's account and partition, as for the runs
     run:
         pipeline.build_image(SITE, wildcards.stack, output.image, log[0])
+
+
+rule oci_images:
+    input:
+        OCI_IMAGES,
+
+
+rule container_oci:
+    input:
+        sif=f"{IMAGE_DIR}/{{stack}}.sif",
+    output:
+        image=directory(f"{IMAGE_DIR}/{{stack}}.oci"),
+        digest=f"{IMAGE_DIR}/{{stack}}.oci.sha256",
+    log:
+        f"{LOGS}/containers/{{stack}}.oci.log",
+    resources:
+        **pipeline.allocation_resources(SITE),
+    run:
+        pipeline.build_oci_image(input.sif, output.image, log[0])
