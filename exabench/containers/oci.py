@@ -91,7 +91,10 @@ def _write_layer(root: Path, blobs: Path) -> tuple[str, str, int]:
     try:
         with os.fdopen(fd, "wb") as raw:
             packed = _Hashing(raw)
-            with gzip.GzipFile(filename="", mode="wb", fileobj=packed, compresslevel=6, mtime=0) as gz:
+            # Level 1: under half the time of level 6 for about 15 % more bytes (240 MB of site-packages:
+            # 10.2 s and 80.7 MB against 22.8 s and 70.5 MB). A build on a login node is the wait a
+            # user sees; the layer is pulled once per site.
+            with gzip.GzipFile(filename="", mode="wb", fileobj=packed, compresslevel=1, mtime=0) as gz:
                 plain = _Hashing(gz)
                 with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                     for dirpath, dirnames, filenames in os.walk(root):
