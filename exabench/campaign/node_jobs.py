@@ -63,12 +63,26 @@ def node_states(env: dict) -> dict[str, str]:
 
 
 def job_states(ids: list[str], env: dict) -> dict[str, str]:
-    """Each job's state (scontrol keeps finished jobs for MinJobAge; squeue forgets them sooner)."""
-    out = {}
+    """Each job's state, in ONE `squeue` call for all of them (`-t all`: finished jobs too, which the
+    controller keeps for MinJobAge; squeue(1) lists only pending and running ones otherwise). A job
+    squeue no longer knows (forgotten, or squeue refused the list because one id is) is asked of
+    `scontrol show job` alone: a campaign of thousands of group jobs then costs the controller one
+    query per poll, not one per job."""
+    ids = [j for j in ids if j]
+    out: dict[str, str] = {}
+    if ids:
+        try:
+            text = _slurm(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i %T"], env)
+        except ExabenchError:
+            text = ""
+        for line in text.splitlines():
+            job, _, state = line.strip().partition(" ")
+            if job in ids and state:
+                out[job] = state.strip().upper()
     for job in ids:
-        text = _slurm(["scontrol", "show", "job", job], env) if job else ""
-        hit = re.search(r"JobState=(\w+)", text)
-        out[job] = hit.group(1) if hit else "UNKNOWN"
+        if job not in out:
+            hit = re.search(r"JobState=(\w+)", _slurm(["scontrol", "show", "job", job], env))
+            out[job] = hit.group(1) if hit else "UNKNOWN"
     return out
 
 
