@@ -70,6 +70,9 @@ class Criteria:
     confirmations: int = CONFIRMATIONS
     z_screen: float = Z_SCREEN
     accept_down: bool = False  # a node down during acceptance is not accepted unless this is set
+    # A confirmation round follows (node_acceptance: exabench.analysis.node_confirm): the first pass
+    # also flags a node worse than z_screen (and by min_effect) in one test, as a suspect to confirm.
+    confirm: bool = False
 
 
 def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, kinds: tuple[str, ...],
@@ -104,7 +107,7 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
             row = {"kind": kind, "configuration": config, "benchmark": it["benchmark"], "metric": metric,
                    "unit": unit, "subject": " ".join(it["nodes"]) if kind != "all" else "all",
                    "nodes": it["nodes"], "round": it["round"], "run_id": it["run_id"], "value": math.nan,
-                   "median": med, "mad": mad, "z": math.nan, "ratio": math.nan, "slow": False, "failed": False,
+                   "median": med, "mad": mad, "log_mad": ref.log_mad if ref else math.nan, "z": math.nan, "ratio": math.nan, "slow": False, "failed": False,
                    "status": "", "note": "", "cause": "", "verdict": "not-judged", "observations": 0,
                    "higher_is_better": True}
             rec = it["rec"]
@@ -172,6 +175,9 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
             bad_nodes[node] = [evidence(r) for r in failed + slow]
         elif len(slow) >= crit.node_min_tests:
             suspects[node] = [evidence(r) for r in slow]
+        elif crit.confirm and (screened := [r for r in own if r["verdict"] != "in-doubt"
+                                                  and _beyond(r, crit.z_screen, crit)]):
+            suspects[node] = [f"screen: {evidence(r)}" for r in screened]
     rows += _test_rows(planned, records, crit, ("pair",), frozenset(bad_nodes) | frozenset(suspects))
     pair_rows = [r for r in rows if r["kind"] == "pair" and r["status"] != DOWN]
     pairs: dict[tuple, list[dict]] = {}
@@ -219,14 +225,19 @@ def _node_rows_without_bad_nodes(planned: list[dict], records: dict[str, dict], 
     return rows
 
 
+def _beyond(r: dict, z: float, crit: Criteria) -> bool:
+    """Whether a judged figure is worse than its reference by more than `z` robust z and min_effect."""
+    if math.isnan(r["z"]):
+        return False
+    worse = 1 / r["ratio"] if r["higher_is_better"] else r["ratio"]
+    bad_side = -r["z"] if r["higher_is_better"] else r["z"]
+    return bad_side > z and worse >= 1 + crit.min_effect
+
+
 def _screened(rows: list[dict], crit: Criteria) -> set[str]:
     tests: dict[str, set] = {}
     for r in rows:
-        if r["kind"] != "node" or math.isnan(r["z"]):
-            continue
-        worse = 1 / r["ratio"] if r["higher_is_better"] else r["ratio"]
-        bad_side = -r["z"] if r["higher_is_better"] else r["z"]
-        if bad_side > crit.z_screen and worse >= 1 + crit.min_effect:
+        if r["kind"] == "node" and _beyond(r, crit.z_screen, crit):
             tests.setdefault(r["subject"], set()).add((r["configuration"], r["metric"]))
     return {node for node, ts in tests.items() if len(ts) >= crit.confirmations}
 
@@ -292,9 +303,14 @@ def drain_line(node: str, verdict: dict) -> str:
     if node in verdict["bad_nodes"]:
         tests = [r for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]
                  and (r["slow"] or r["failed"])]
+        again = [r for r in (verdict.get("confirmation") or {}).get("rows", []) if r["kind"] == "node"
+                 and r["nodes"] == [node] and r["verdict"] in ("slow", "failed")]
         what.append("bad node: " + ", ".join([f"{r['configuration']} " + (r["cause"] if r["failed"] else
                                                                           f"{r['ratio']:.2f}x median")
-                                              for r in tests] + [text.split(" (")[0] for text in
+                                              for r in tests]
+                                             + [f"confirmed {r['configuration']} " + (
+                                                 r["cause"] if r["verdict"] == "failed" else
+                                                 f"{r['ratio']:.2f}x controls") for r in again] + [text.split(" (")[0] for text in
                                                                  verdict["bad_nodes"][node] if
                                                                  text.startswith("reference: ")]))
     if node in verdict["bad_links"]:
@@ -320,6 +336,15 @@ def verdict_markdown(verdict: dict, site: str) -> str:
                          ("Suspects (re-test, not drained)", verdict["suspects"])):
         lines.append(f"## {title}")
         lines += [f"- **{n}**: " + "; ".join(ev) for n, ev in table.items()] or ["- none"]
+        lines.append("")
+    confirmation = verdict.get("confirmation")
+    if confirmation:
+        lines += [f"## Confirmation round {confirmation['round'] or '(none ran)'}: the nodes the first pass flagged, "
+                  "measured again beside known-good nodes (controls: " + (" ".join(confirmation["controls"]) or "none")
+                  + "); drained only when confirmed"]
+        if confirmation["in_doubt"]:
+            lines.append(f"- not confirmed: {confirmation['in_doubt']}")
+        lines += [f"- **{n}**: {c['result']}: " + "; ".join(c["evidence"]) for n, c in confirmation["nodes"].items()]
         lines.append("")
     lines += ["## Nodes down (not accepted" + (": accept_down is set" if c.get("accept_down") else "") + ")",
               *([f"- {n}: its runs {DOWN}" for n in verdict["down"]] or ["- none"]), ""]
