@@ -151,8 +151,14 @@ rule node_confirm:
         f"{LOGS}/node_confirm.log",
     run:
         pipeline.confirm_node_groups(
-            list(RUNS.values()), SITE, RESULTS, input[0], config.get("every_node") or {}, config["campaign"],
-            output[0], log[0]
+            list(RUNS.values()),
+            SITE,
+            RESULTS,
+            input[0],
+            config.get("every_node") or {},
+            config["campaign"],
+            output[0],
+            log[0],
         )
 
 
