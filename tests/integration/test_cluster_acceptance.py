@@ -28,7 +28,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1000)]
 SCRIPT = REPO / "scripts" / "slurm-cluster.sh"
 CLUSTER_DIR = Path("/tmp/exabench-cluster")  # profiles/slurm-cluster/site.yaml names its slurm.conf
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-SLOW_NODE, SLOW_LINK, TRANSIENT = "n03", "n06", "n02"  # n02: no pair partner of n06's partners
+# n02 is paired with neither of n06's partners: its slow pairs leave them their alibi for n06's link
+SLOW_NODE, SLOW_LINK, TRANSIENT = "n03", "n06", "n02"
 CONFIG = """campaign: cluster-ci
 preset: tiny
 timeout_s: 240
@@ -102,14 +103,14 @@ def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_pat
     for name in ("Snakefile", "workflow", "profiles", "config"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, work / name)
     (work / "config" / "ci.yaml").write_text(CONFIG)
-    snakemake = [SNAKEMAKE, "--profile", "profiles/slurm-cluster", "--configfile", "config/ci.yaml"]
+    options = ["--profile", "profiles/slurm-cluster", "--configfile", "config/ci.yaml"]  # after the target
     # the first pass alone, then the transient fault lifted, then the confirmation round and the verdict
-    first = subprocess.run([*snakemake, "results/slurm-cluster/nodes/groups/jobs.json"], cwd=work, env=cluster,
-                           capture_output=True, text=True, timeout=420)
+    first = subprocess.run([SNAKEMAKE, "results/slurm-cluster/nodes/groups/jobs.json", *options], cwd=work,
+                           env=cluster, capture_output=True, text=True, timeout=420)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     fault("slow-node", TRANSIENT, "1")
-    res = subprocess.run([*snakemake, "node_acceptance"], cwd=work, env=cluster, capture_output=True, text=True,
-                         timeout=420)
+    res = subprocess.run([SNAKEMAKE, "node_acceptance", *options], cwd=work, env=cluster, capture_output=True,
+                         text=True, timeout=420)
     out = work / "results" / "slurm-cluster" / "acceptance" / "cluster"
     report = (out / "verdict.md").read_text() if (out / "verdict.md").exists() else res.stdout[-4000:]
     assert res.returncode != 0, "a flagged node must fail the target:\n" + report
