@@ -107,7 +107,8 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
             row = {"kind": kind, "configuration": config, "benchmark": it["benchmark"], "metric": metric,
                    "unit": unit, "subject": " ".join(it["nodes"]) if kind != "all" else "all",
                    "nodes": it["nodes"], "round": it["round"], "run_id": it["run_id"], "value": math.nan,
-                   "median": med, "mad": mad, "log_mad": ref.log_mad if ref else math.nan, "z": math.nan, "ratio": math.nan, "slow": False, "failed": False,
+                   "median": med, "mad": mad, "log_mad": ref.log_mad if ref else math.nan, "z": math.nan,
+                   "ratio": math.nan, "slow": False, "failed": False,
                    "status": "", "note": "", "cause": "", "verdict": "not-judged", "observations": 0,
                    "higher_is_better": True}
             rec = it["rec"]
@@ -198,6 +199,9 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
             bad_links[node] = [evidence(r) for p in mine for r in pairs[p] if r["slow"] or r["failed"]]
             bad_links[node].append(f"partners fine in their other pairs: {' '.join(sorted(fine_elsewhere, key=_natural))}")
     suspects = {n: ev for n, ev in suspects.items() if n not in bad_links}
+    if crit.confirm:  # a round follows: a node slow with several partners is worth measuring again
+        suspects.update(_common_node_of_slow_pairs(nodes, pairs, slow_pair, set(bad_nodes) | set(bad_links)
+                                                   | set(suspects) | lost))
     # Down over every kind of run: a node that dies after its own tests shows only in its pairs' runs.
     down = sorted({n for r in rows if r["status"] == DOWN for n in _down_nodes(r["note"])} | lost, key=_natural)
     unexplained = [" ".join(p) for p, bad in slow_pair.items()
@@ -208,6 +212,24 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
                "allocation": [r for r in rows if r["kind"] == "all"], "criteria": dict(crit.__dict__)}
     verdict["status"] = {n: _node_status(n, verdict) for n in nodes}
     return verdict
+
+
+def _common_node_of_slow_pairs(nodes: list[str], pairs: dict[tuple, list[dict]], slow_pair: dict[tuple, bool],
+                               known: set[str]) -> dict[str, list[str]]:
+    """Suspects the bad-link rule cannot convict (a partner's alibi is spoilt by another fault, or the
+    node turned slow after its own tests): nodes slow in pairs with two or more partners that are no
+    bad nodes, in more than half of their pairs. Their common node is the likelier culprit than
+    each partner; the confirmation round, pairing it with known-good nodes, decides."""
+    out = {}
+    for node in nodes:
+        if node in known:
+            continue
+        mine = [p for p in pairs if node in p]
+        slow = [p for p in mine if slow_pair[p] and not (set(p) - {node}) & known]
+        partners = sorted({q for p in slow for q in p if q != node}, key=_natural)
+        if len(partners) >= 2 and 2 * len(slow) > len(mine):
+            out[node] = [f"pairs slow with {len(partners)} partners ({' '.join(partners)}) of its {len(mine)} pairs"]
+    return out
 
 
 def _node_rows_without_bad_nodes(planned: list[dict], records: dict[str, dict], crit: Criteria,
@@ -305,14 +327,12 @@ def drain_line(node: str, verdict: dict) -> str:
                  and (r["slow"] or r["failed"])]
         again = [r for r in (verdict.get("confirmation") or {}).get("rows", []) if r["kind"] == "node"
                  and r["nodes"] == [node] and r["verdict"] in ("slow", "failed")]
-        what.append("bad node: " + ", ".join([f"{r['configuration']} " + (r["cause"] if r["failed"] else
-                                                                          f"{r['ratio']:.2f}x median")
-                                              for r in tests]
-                                             + [f"confirmed {r['configuration']} " + (
-                                                 r["cause"] if r["verdict"] == "failed" else
-                                                 f"{r['ratio']:.2f}x controls") for r in again] + [text.split(" (")[0] for text in
-                                                                 verdict["bad_nodes"][node] if
-                                                                 text.startswith("reference: ")]))
+        first = [f"{r['configuration']} " + (r["cause"] if r["failed"] else f"{r['ratio']:.2f}x median")
+                 for r in tests]
+        confirmed = [f"confirmed {r['configuration']} " + (r["cause"] if r["verdict"] == "failed" else
+                                                             f"{r['ratio']:.2f}x controls") for r in again]
+        outside = [text.split(" (")[0] for text in verdict["bad_nodes"][node] if text.startswith("reference: ")]
+        what.append("bad node: " + ", ".join(first + confirmed + outside))
     if node in verdict["bad_links"]:
         what.append("bad link: every pair slow, partners fine elsewhere")
     reason = re.sub(r"[\"'\\\n]", "", "exabench acceptance: " + " / ".join(what))[:200]

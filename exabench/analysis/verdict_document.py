@@ -54,7 +54,8 @@ def _own_rows(node: str, verdict: dict) -> list[dict]:
     first = [{"cause": r["cause"], "slow": r["slow"], "failed": r["failed"]} for r in verdict["rows"]
              if r["kind"] == "node" and r["nodes"] == [node]]
     again = [{"cause": r["cause"], "slow": r["verdict"] == "slow", "failed": r["verdict"] == "failed"}
-             for r in (verdict.get("confirmation") or {}).get("rows", []) if r["kind"] == "node" and r["nodes"] == [node]]
+             for r in (verdict.get("confirmation") or {}).get("rows", [])
+             if r["kind"] == "node" and r["nodes"] == [node]]
     return first + again
 
 

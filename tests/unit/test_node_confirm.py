@@ -135,3 +135,19 @@ def test_the_screen_flags_on_the_lower_threshold_only_when_a_round_confirms():
     assert -CRIT.z_max < z < -CRIT.z_screen  # between the screen and the judgement
     assert first_without["status"]["n05"] == "pass"
     assert first_with["status"]["n05"] == "suspect" and first_with["suspects"]["n05"][0].startswith("screen: ")
+
+
+def test_pairs_slow_with_several_partners_point_at_their_common_node():
+    planned, records = _campaign(slow_link="n06")
+    partner = sorted(n for p in planned if p["kind"] == "pair" and "n06" in p["nodes"] for n in p["nodes"]
+                     if n != "n06")[0]
+    for p in planned:  # the partner's other pairs slow as well: its alibi for n06 is spoilt
+        if p["kind"] == "pair" and partner in p["nodes"] and "n06" not in p["nodes"]:
+            for metric in records[p["run_id"]]["metrics"].values():
+                metric["value"] /= 8
+    without = nv.judge(planned, records, nv.Criteria())
+    assert without["bad_links"] == {} and without["status"]["n06"] == "pass"  # the old rule names nobody
+    first = nv.judge(planned, records, CRIT)
+    assert first["suspects"]["n06"][0].startswith("pairs slow with 3 partners")
+    v = nc.judge(first, *_round(first, slow_link=("n06",)), CRIT)
+    assert v["status"]["n06"] == "drain" and list(v["bad_links"]) == ["n06"]
