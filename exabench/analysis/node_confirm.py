@@ -132,7 +132,11 @@ def judge(verdict: dict, confirmation: dict, records: dict[str, dict], crit: Cri
     # controls whose own node runs failed this round: a suspect's pair with one proves nothing
     failed_controls = {n for q in planned if q["role"] == "control" and q["kind"] == "node"
                        and records.get(q["run_id"], {}).get("status") != "ok" for n in q["nodes"]}
-    first_rows = {(r["kind"], r["configuration"]): r["metric"] for r in verdict["rows"]}
+    judged: dict[tuple, list[str]] = {}  # (kind, configuration) -> the metrics the first pass judged
+    for r in verdict["rows"]:
+        judged.setdefault((r["kind"], r["configuration"]), [])
+        if r["metric"] not in judged[(r["kind"], r["configuration"])]:
+            judged[(r["kind"], r["configuration"])].append(r["metric"])
     rows, outcome = [], {}
     for node in flagged:
         mine = []
@@ -142,12 +146,13 @@ def judge(verdict: dict, confirmation: dict, records: dict[str, dict], crit: Cri
             if p["kind"] == "pair" and set(p["nodes"]) & failed_controls:
                 continue  # its partner failed as a control: not a test of the suspect's link
             rec = records.get(p["run_id"])
-            metric = first_rows.get((p["kind"], p["configuration"])) or (headline_metric(rec) if rec else "")
-            ctrl = [figure(records[q["run_id"]], metric, crit) for q in planned
-                    if q["role"] == "control" and q["kind"] == p["kind"] and q["configuration"] == p["configuration"]
-                    and records.get(q["run_id"], {}).get("status") == "ok"
-                    and metric in records[q["run_id"]].get("metrics", {})]
-            mine.append(_row(p, rec, metric, ctrl, spread.get((p["kind"], p["configuration"], metric)), crit))
+            for metric in judged.get((p["kind"], p["configuration"])) or [headline_metric(rec) if rec else ""]:
+                ctrl = [figure(records[q["run_id"]], metric, crit) for q in planned
+                        if q["role"] == "control" and q["kind"] == p["kind"]
+                        and q["configuration"] == p["configuration"]
+                        and records.get(q["run_id"], {}).get("status") == "ok"
+                        and metric in records[q["run_id"]].get("metrics", {})]
+                mine.append(_row(p, rec, metric, ctrl, spread.get((p["kind"], p["configuration"], metric)), crit))
         rows += mine
         outcome[node] = _decide(node, mine, verdict, confirmation)
     return _applied(verdict, confirmation, rows, outcome)
