@@ -761,15 +761,36 @@ def confirm_node_groups(runs: list[Run], site: Site, results_dir: str, jobs_json
                         campaign: str, out_json: str, log_path: str) -> None:
     """The confirmation round after the first pass (exabench.analysis.node_confirm): every node the
     first pass flags measured again beside known-good nodes, as new runs; written as
-    nodes/groups/confirm.json, which node_verdict reads beside jobs.json."""
+    nodes/groups/confirm.json (the round, its suspects and controls, why none ran, its runs), which
+    node_verdict reads beside jobs.json."""
+    from exabench.analysis import node_confirm, node_verdict
     from exabench.analysis.node_verdict_files import read_node_record
     from exabench.campaign import node_jobs
     with logged(log_path) as log:
+        def say(text):
+            _say(log, f"exabench: {text}", echo=True)
         planned = json.loads(Path(jobs_json).read_text())["planned"]
         records = {p["run_id"]: read_node_record(p) for p in planned if Path(p["record"]).exists()}
-        doc = node_jobs.confirmation_round(runs, site, Path(results_dir), planned, records, node_criteria(every_node),
-                                           campaign, node_jobs.slurm_env(site.env),
-                                           lambda text: _say(log, f"exabench: {text}", echo=True))
+        crit = node_criteria(every_node)
+        first = node_verdict.judge(planned, records, crit)
+        flagged = node_confirm.suspects(first) if crit.confirm else []
+        doc = {"round": None, "suspects": flagged, "controls": [], "in_doubt": "", "planned": [], "jobs": {}}
+        controls = node_confirm.controls(first, flagged)
+        if flagged:
+            doc["in_doubt"] = node_confirm.in_doubt(first, crit) or (
+                "" if controls else "no node passed the first pass: no control to confirm against")
+        if not flagged:
+            say("first pass: no node flagged, nothing to confirm")
+        elif doc["in_doubt"]:
+            say(f"first pass flags {' '.join(flagged)}; not confirmed: {doc['in_doubt']}")
+        else:
+            round_ = node_jobs.next_round(Path(results_dir))
+            say(f"first pass flags {' '.join(flagged)}: confirmation round {round_} beside controls "
+                f"{' '.join(controls)}")
+            result = node_jobs.confirmation_round(runs, site, Path(results_dir),
+                                                  node_confirm.groups(flagged, controls, round_), round_, campaign,
+                                                  node_jobs.slurm_env(site.env), say)
+            doc.update(round=round_, controls=controls, planned=result["planned"], jobs=result["jobs"])
         node_jobs.write_jobs(out_json, doc)
 
 

@@ -25,10 +25,10 @@ import statistics
 from exabench.analysis.failure_cause import failure_cause
 from exabench.analysis.node_reference import log_z
 from exabench.analysis.node_verdict import DOWN, Criteria, _natural, figure
+from exabench.campaign.node_jobs import CONFIRM_SUFFIX as SUFFIX
 from exabench.records.record import headline_metric
 
 CONTROLS = 2  # known-good nodes measured beside the suspects: two make a control pair for the links
-SUFFIX = ".confirm-"
 
 
 def suspects(verdict: dict) -> list[str]:
@@ -178,12 +178,15 @@ def _decide(node: str, mine: list[dict], verdict: dict, confirmation: dict) -> t
         why = [f"{r['configuration']}: {r['verdict']}: {r['note']}" for r in needed
                if r["verdict"] not in ("pass", "slow", "failed")]
         return "inconclusive", ["confirmation could not judge it"] + (why or ["no confirmation run"])
-    return "cleared", [f"confirmation: {r['configuration']} {r['note']}" for r in own + pairs
-                       if r["verdict"] == "pass"]
+    return "cleared", [f"confirmation {_where(r)}: {r['note']}" for r in own + pairs if r["verdict"] == "pass"]
+
+
+def _where(r: dict) -> str:
+    return f"{r['configuration']} pair {r['subject']}" if r["kind"] == "pair" else r["configuration"]
 
 
 def _evidence(r: dict) -> str:
-    where = f"pair {r['subject']}" if r["kind"] == "pair" else r["configuration"]
+    where = f"pair {r['subject']}" if r["kind"] == "pair" else r["configuration"]  # as the first pass says it
     if r["verdict"] == "failed":
         return f"confirmation {where}: {r['cause']}: {r['note']}"
     return f"confirmation {where} {r['metric']} {r['value']:.4g} {r['unit']} = {r['note']}"

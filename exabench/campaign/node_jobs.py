@@ -181,42 +181,28 @@ def slurm_env(site_env: dict) -> dict:
     return env
 
 
-# -- the confirmation round (exabench.analysis.node_confirm) -------------------------------------------
+# -- the confirmation round (exabench.analysis.node_confirm decides what it runs) ---------------------
+
+CONFIRM_SUFFIX = ".confirm-"  # a confirmation run's id: <run>.node-<group>.confirm-<round>
+
 
 def next_round(root: Path) -> int:
     """The confirmation round after the last one recorded: a rerun re-measures its suspects anew,
     never reusing an earlier round's records."""
-    from exabench.analysis.node_confirm import SUFFIX
-    rounds = [int(m.group(1)) for p in (Path(root) / "records" / "nodes").glob(f"*{SUFFIX}*.json")
-              if (m := re.search(re.escape(SUFFIX) + r"(\d+)\.json$", p.name))]
+    rounds = [int(m.group(1)) for p in (Path(root) / "records" / "nodes").glob(f"*{CONFIRM_SUFFIX}*.json")
+              if (m := re.search(re.escape(CONFIRM_SUFFIX) + r"(\d+)\.json$", p.name))]
     return max(rounds, default=0) + 1
 
 
-def confirmation_round(runs: list[Run], site, root: Path, first_planned: list[dict], records: dict[str, dict],
-                       crit, campaign: str, env: dict, say) -> dict:
-    """Judge the first pass, and when it flags nodes, render, submit and follow the round that
-    confirms them (suspects and controls side by side); returns nodes/groups/confirm.json's content:
-    the round, its suspects and controls, why none ran (in_doubt), its planned runs with their status."""
-    from exabench.analysis import node_confirm, node_verdict
+def confirmation_round(runs: list[Run], site, root: Path, spec: list[tuple[str, tuple[str, ...], str, str]],
+                       round_: int, campaign: str, env: dict, say) -> dict:
+    """Render, submit and follow a confirmation round: `spec` its groups as (name, nodes, kind, role),
+    suspects and controls side by side in the order they are to run. Returns run_groups' result,
+    each planned run with its role and round."""
     from exabench.campaign.node_groups import group_jobs, group_script
     from exabench.campaign.node_sweep import node_sweep_paths
     from exabench.campaign.render import real_folders
     from exabench.io import atomic_write_many
-    first = node_verdict.judge(first_planned, records, crit)
-    flagged = node_confirm.suspects(first) if crit.confirm else []
-    doc = {"round": None, "suspects": flagged, "controls": [], "in_doubt": "", "planned": [], "jobs": {}}
-    if not flagged:
-        say("first pass: no node flagged, nothing to confirm")
-        return doc
-    doc["in_doubt"] = node_confirm.in_doubt(first, crit)
-    controls = node_confirm.controls(first, flagged)
-    if not doc["in_doubt"] and not controls:
-        doc["in_doubt"] = "no node passed the first pass: no control to confirm against"
-    if doc["in_doubt"]:
-        say(f"first pass flags {' '.join(flagged)}; not confirmed: {doc['in_doubt']}")
-        return doc
-    round_ = next_round(root)
-    spec = node_confirm.groups(flagged, controls, round_)
     groups = [NodeGroup(name, nodes, "pair" if kind == "pair" else "group") for name, nodes, kind, _ in spec]
     role = {name: r for name, _, _, r in spec}
     out, folders, files, scripts = Path(root) / "nodes" / "groups", real_folders(root), [], {}
@@ -227,6 +213,4 @@ def confirmation_round(runs: list[Run], site, root: Path, first_planned: list[di
         scripts[g.name] = paths[0]
     atomic_write_many(files)
     planned = [{**p, "role": role[p["group"]], "confirm": round_} for p in planned_node_runs(runs, groups, root)]
-    say(f"first pass flags {' '.join(flagged)}: confirmation round {round_} beside controls {' '.join(controls)}")
-    result = run_groups(planned, scripts, env, say)
-    return {**doc, "round": round_, "controls": controls, "planned": result["planned"], "jobs": result["jobs"]}
+    return run_groups(planned, scripts, env, say)
