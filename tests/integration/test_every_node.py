@@ -446,7 +446,7 @@ def test_node_prepare_and_node_agent_refuse_bad_input_in_one_line(tmp_path):
                      agent.stderr.strip())
 
 
-STAND_IN_SQUEUE = """#!/usr/bin/env bash
+STAND_IN_SQUEUE_STATES = """#!/usr/bin/env bash
 # `squeue -h -t all -j ID,ID,... -o "%i %T"`: each job's state, one line each, in one call; the queued job
 # runs for two looks, then ends (and leaves the queue).
 echo "$5" >> "$QUEUE/squeue-calls"
@@ -471,7 +471,8 @@ def test_node_acceptance_submits_every_group_through_a_one_job_per_user_queue(tm
               '>&2; exit 1; fi\necho "$2" >> "$QUEUE/sent"; n=$(wc -l < "$QUEUE/sent"); echo "$n" > "$QUEUE/job"; '
               'echo "$n"\n')
     # scontrol fails: every poll asks squeue alone, once for all the active jobs
-    for name, text in (("sbatch", sbatch), ("squeue", STAND_IN_SQUEUE), ("scontrol", "#!/usr/bin/env bash\nexit 1\n"),
+    for name, text in (("sbatch", sbatch), ("squeue", STAND_IN_SQUEUE_STATES),
+                       ("scontrol", "#!/usr/bin/env bash\nexit 1\n"),
                        ("sinfo", "#!/usr/bin/env bash\nfor n in c1 c2 c3; do echo \"$n idle\"; done\n")):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -492,7 +493,8 @@ def test_node_acceptance_polls_all_its_active_jobs_in_one_squeue_call(tmp_path):
     bin_dir, queue = tmp_path / "bin", tmp_path / "queue"
     bin_dir.mkdir(), queue.mkdir()
     sbatch = '#!/usr/bin/env bash\necho "$2" >> "$QUEUE/sent"; wc -l < "$QUEUE/sent"\n'
-    for name, text in (("sbatch", sbatch), ("squeue", STAND_IN_SQUEUE), ("scontrol", "#!/usr/bin/env bash\nexit 1\n"),
+    for name, text in (("sbatch", sbatch), ("squeue", STAND_IN_SQUEUE_STATES),
+                       ("scontrol", "#!/usr/bin/env bash\nexit 1\n"),
                        ("sinfo", "#!/usr/bin/env bash\nfor n in c1 c2 c3; do echo \"$n idle\"; done\n")):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
