@@ -733,6 +733,43 @@ def run_node_groups(runs: list[Run], site: Site, results_dir: str, groups, out_j
         node_jobs.write_jobs(out_json, result)
 
 
+def confirm_node_groups(runs: list[Run], site: Site, results_dir: str, jobs_json: str, every_node: dict,
+                        campaign: str, out_json: str, log_path: str) -> None:
+    """The confirmation round after the first pass (exabench.analysis.node_confirm): every node the
+    first pass flags measured again beside known-good nodes, as new runs; written as
+    nodes/groups/confirm.json (the round, its suspects and controls, why none ran, its runs), which
+    node_verdict reads beside jobs.json."""
+    from exabench.analysis import node_confirm, node_verdict
+    from exabench.analysis.node_verdict_files import read_node_record
+    from exabench.campaign import node_jobs
+    with logged(log_path) as log:
+        def say(text):
+            _say(log, f"exabench: {text}", echo=True)
+        planned = json.loads(Path(jobs_json).read_text())["planned"]
+        records = {p["run_id"]: read_node_record(p) for p in planned if Path(p["record"]).exists()}
+        crit = node_criteria(every_node)
+        first = node_verdict.judge(planned, records, crit)
+        flagged = node_confirm.suspects(first) if crit.confirm else []
+        doc = {"round": None, "suspects": flagged, "controls": [], "in_doubt": "", "planned": [], "jobs": {}}
+        controls = node_confirm.controls(first, flagged)
+        if flagged:
+            doc["in_doubt"] = node_confirm.in_doubt(first, crit) or (
+                "" if controls else "no node passed the first pass: no control to confirm against")
+        if not flagged:
+            say("first pass: no node flagged, nothing to confirm")
+        elif doc["in_doubt"]:
+            say(f"first pass flags {' '.join(flagged)}; not confirmed: {doc['in_doubt']}")
+        else:
+            round_ = node_jobs.next_round(Path(results_dir))
+            say(f"first pass flags {' '.join(flagged)}: confirmation round {round_} beside controls "
+                f"{' '.join(controls)}")
+            result = node_jobs.confirmation_round(runs, site, Path(results_dir),
+                                                  node_confirm.groups(flagged, controls, round_), round_, campaign,
+                                                  node_jobs.slurm_env(site.env), say)
+            doc.update(round=round_, controls=controls, planned=result["planned"], jobs=result["jobs"])
+        node_jobs.write_jobs(out_json, doc)
+
+
 def missing_node_runs(runs: list[Run], groups, results_dir: str) -> list[str]:
     """The node runs without a record (node_jobs' params: a change re-runs it, so a rerun after a
     node came back submits what it missed)."""
@@ -747,21 +784,25 @@ def node_criteria(every_node: dict):
     defaults = nv.Criteria()
     keys = ("z_max", "min_effect", "node_min_tests", "pair_min_tests", "max_outlier_share", "confirmations",
             "z_screen", "accept_down")
-    return nv.Criteria(**{k: judging.get(k, getattr(defaults, k)) for k in keys},
+    return nv.Criteria(**{k: judging.get(k, getattr(defaults, k)) for k in keys}, confirm=judging.get("confirm", True),
                        metrics=judging.get("metrics") or {}, best_of=tuple(judging.get("best_of") or ()))
 
 
 def node_verdict(jobs_json: str, out_dir: str, site: Site, every_node: dict, verdict_json: str,
-                 log_path: str, campaign: str = "") -> None:
+                 log_path: str, campaign: str = "", confirm_json: str | None = None) -> None:
     """The cluster verdict (exabench.analysis.node_verdict): report, verdict.json, tests table, plots, JUnit,
     drain list."""
     from exabench.analysis.node_verdict_files import write_verdict
     with logged(log_path) as log, _DRAWING:  # it draws its plots
         # verdict_json (the rule's output) is out_dir/verdict.json: named so that Snakemake knows it
-        v = write_verdict(jobs_json, out_dir, site.name, node_criteria(every_node), campaign)
+        v = write_verdict(jobs_json, out_dir, site.name, node_criteria(every_node), campaign, confirm_json)
+        cleared, unsure = ([n for n, st in v["status"].items() if st == want] for want in ("suspect-cleared",
+                                                                                          "inconclusive"))
+        confirmed = (f"cleared by confirmation: {' '.join(cleared) or 'none'}; inconclusive: "
+                     f"{' '.join(unsure) or 'none'}; ") if v.get("confirmation") else ""
         _say(log, f"exabench: cluster acceptance: {len(v['nodes'])} nodes; bad nodes: "
                   f"{' '.join(v['bad_nodes']) or 'none'}; bad links: {' '.join(v['bad_links']) or 'none'}; "
-                  f"suspects: {' '.join(v['suspects']) or 'none'}; "
+                  f"suspects: {' '.join(v['suspects']) or 'none'}; {confirmed}"
                   f"down: {' '.join(v['down']) or 'none'} -> {out_dir}/verdict.md", echo=True)
 
 

@@ -552,11 +552,17 @@ def node_sweep_verdict(records: list[dict], refs: list[Reference] | None = None,
     """The verdict of the every-node script's records (one run per single-node configuration and node,
     its run id ending in .node-<name>): node_acceptance's judgement (exabench.analysis.node_verdict),
     as node tests. A run outside a reference of the site fails its node as a failed run does."""
+    from dataclasses import replace
+
     from exabench.analysis import node_verdict as nv
+    from exabench.analysis.node_confirm import SUFFIX
+    records = [r for r in records if SUFFIX not in r["run_id"]]  # node_acceptance's confirmation runs
     planned = [{"group": node_of(r), "kind": "node", "round": 0, "nodes": [node_of(r)], "run_id": r["run_id"],
                 "configuration": NODE_SUFFIX.sub("", r["run_id"]), "benchmark": r["benchmark"], "record": "-"}
                for r in records]
-    verdict = nv.judge(planned, {r["run_id"]: r for r in records}, crit or nv.Criteria(z_max=z_max))
+    # no confirmation round on this path: the first pass decides, a one-figure slowness a suspect
+    verdict = nv.judge(planned, {r["run_id"]: r for r in records}, replace(crit or nv.Criteria(z_max=z_max),
+                                                                           confirm=False))
     verdict["references"] = {}  # run id -> [(within, "reference: ...")]
     by_node: dict[str, list] = {}
     for r in records:

@@ -70,6 +70,9 @@ class Criteria:
     confirmations: int = CONFIRMATIONS
     z_screen: float = Z_SCREEN
     accept_down: bool = False  # a node down during acceptance is not accepted unless this is set
+    # A confirmation round follows (node_acceptance: exabench.analysis.node_confirm): the first pass
+    # also flags a node worse than z_screen (and by min_effect) in one test, as a suspect to confirm.
+    confirm: bool = False
 
 
 def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, kinds: tuple[str, ...],
@@ -104,7 +107,8 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
             row = {"kind": kind, "configuration": config, "benchmark": it["benchmark"], "metric": metric,
                    "unit": unit, "subject": " ".join(it["nodes"]) if kind != "all" else "all",
                    "nodes": it["nodes"], "round": it["round"], "run_id": it["run_id"], "value": math.nan,
-                   "median": med, "mad": mad, "z": math.nan, "ratio": math.nan, "slow": False, "failed": False,
+                   "median": med, "mad": mad, "log_mad": ref.log_mad if ref else math.nan, "z": math.nan,
+                   "ratio": math.nan, "slow": False, "failed": False,
                    "status": "", "note": "", "cause": "", "verdict": "not-judged", "observations": 0,
                    "higher_is_better": True}
             rec = it["rec"]
@@ -172,6 +176,9 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
             bad_nodes[node] = [evidence(r) for r in failed + slow]
         elif len(slow) >= crit.node_min_tests:
             suspects[node] = [evidence(r) for r in slow]
+        elif crit.confirm and (screened := [r for r in own if r["verdict"] != "in-doubt"
+                                                  and _beyond(r, crit.z_screen, crit)]):
+            suspects[node] = [f"screen: {evidence(r)}" for r in screened]
     rows += _test_rows(planned, records, crit, ("pair",), frozenset(bad_nodes) | frozenset(suspects))
     pair_rows = [r for r in rows if r["kind"] == "pair" and r["status"] != DOWN]
     pairs: dict[tuple, list[dict]] = {}
@@ -192,6 +199,9 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
             bad_links[node] = [evidence(r) for p in mine for r in pairs[p] if r["slow"] or r["failed"]]
             bad_links[node].append(f"partners fine in their other pairs: {' '.join(sorted(fine_elsewhere, key=_natural))}")
     suspects = {n: ev for n, ev in suspects.items() if n not in bad_links}
+    if crit.confirm:  # a round follows: a node slow with several partners is worth measuring again
+        suspects.update(_common_node_of_slow_pairs(nodes, pairs, slow_pair, set(bad_nodes) | set(bad_links)
+                                                   | set(suspects) | lost))
     # Down over every kind of run: a node that dies after its own tests shows only in its pairs' runs.
     down = sorted({n for r in rows if r["status"] == DOWN for n in _down_nodes(r["note"])} | lost, key=_natural)
     unexplained = [" ".join(p) for p, bad in slow_pair.items()
@@ -202,6 +212,24 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
                "allocation": [r for r in rows if r["kind"] == "all"], "criteria": dict(crit.__dict__)}
     verdict["status"] = {n: _node_status(n, verdict) for n in nodes}
     return verdict
+
+
+def _common_node_of_slow_pairs(nodes: list[str], pairs: dict[tuple, list[dict]], slow_pair: dict[tuple, bool],
+                               known: set[str]) -> dict[str, list[str]]:
+    """Suspects the bad-link rule cannot convict (a partner's alibi is spoilt by another fault, or the
+    node turned slow after its own tests): nodes slow in pairs with two or more partners that are no
+    bad nodes, in more than half of their pairs. Their common node is the likelier culprit than
+    each partner; the confirmation round, pairing it with known-good nodes, decides."""
+    out = {}
+    for node in nodes:
+        if node in known:
+            continue
+        mine = [p for p in pairs if node in p]
+        slow = [p for p in mine if slow_pair[p] and not (set(p) - {node}) & known]
+        partners = sorted({q for p in slow for q in p if q != node}, key=_natural)
+        if len(partners) >= 2 and 2 * len(slow) > len(mine):
+            out[node] = [f"pairs slow with {len(partners)} partners ({' '.join(partners)}) of its {len(mine)} pairs"]
+    return out
 
 
 def _node_rows_without_bad_nodes(planned: list[dict], records: dict[str, dict], crit: Criteria,
@@ -219,14 +247,19 @@ def _node_rows_without_bad_nodes(planned: list[dict], records: dict[str, dict], 
     return rows
 
 
+def _beyond(r: dict, z: float, crit: Criteria) -> bool:
+    """Whether a judged figure is worse than its reference by more than `z` robust z and min_effect."""
+    if math.isnan(r["z"]):
+        return False
+    worse = 1 / r["ratio"] if r["higher_is_better"] else r["ratio"]
+    bad_side = -r["z"] if r["higher_is_better"] else r["z"]
+    return bad_side > z and worse >= 1 + crit.min_effect
+
+
 def _screened(rows: list[dict], crit: Criteria) -> set[str]:
     tests: dict[str, set] = {}
     for r in rows:
-        if r["kind"] != "node" or math.isnan(r["z"]):
-            continue
-        worse = 1 / r["ratio"] if r["higher_is_better"] else r["ratio"]
-        bad_side = -r["z"] if r["higher_is_better"] else r["z"]
-        if bad_side > crit.z_screen and worse >= 1 + crit.min_effect:
+        if r["kind"] == "node" and _beyond(r, crit.z_screen, crit):
             tests.setdefault(r["subject"], set()).add((r["configuration"], r["metric"]))
     return {node for node, ts in tests.items() if len(ts) >= crit.confirmations}
 
@@ -292,11 +325,14 @@ def drain_line(node: str, verdict: dict) -> str:
     if node in verdict["bad_nodes"]:
         tests = [r for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]
                  and (r["slow"] or r["failed"])]
-        what.append("bad node: " + ", ".join([f"{r['configuration']} " + (r["cause"] if r["failed"] else
-                                                                          f"{r['ratio']:.2f}x median")
-                                              for r in tests] + [text.split(" (")[0] for text in
-                                                                 verdict["bad_nodes"][node] if
-                                                                 text.startswith("reference: ")]))
+        again = [r for r in (verdict.get("confirmation") or {}).get("rows", []) if r["kind"] == "node"
+                 and r["nodes"] == [node] and r["verdict"] in ("slow", "failed")]
+        first = [f"{r['configuration']} " + (r["cause"] if r["failed"] else f"{r['ratio']:.2f}x median")
+                 for r in tests]
+        confirmed = [f"confirmed {r['configuration']} " + (r["cause"] if r["verdict"] == "failed" else
+                                                             f"{r['ratio']:.2f}x controls") for r in again]
+        outside = [text.split(" (")[0] for text in verdict["bad_nodes"][node] if text.startswith("reference: ")]
+        what.append("bad node: " + ", ".join(first + confirmed + outside))
     if node in verdict["bad_links"]:
         what.append("bad link: every pair slow, partners fine elsewhere")
     reason = re.sub(r"[\"'\\\n]", "", "exabench acceptance: " + " / ".join(what))[:200]
@@ -320,6 +356,15 @@ def verdict_markdown(verdict: dict, site: str) -> str:
                          ("Suspects (re-test, not drained)", verdict["suspects"])):
         lines.append(f"## {title}")
         lines += [f"- **{n}**: " + "; ".join(ev) for n, ev in table.items()] or ["- none"]
+        lines.append("")
+    confirmation = verdict.get("confirmation")
+    if confirmation:
+        lines += [f"## Confirmation round {confirmation['round'] or '(none ran)'}: the nodes the first pass flagged, "
+                  "measured again beside known-good nodes (controls: " + (" ".join(confirmation["controls"]) or "none")
+                  + "); drained only when confirmed"]
+        if confirmation["in_doubt"]:
+            lines.append(f"- not confirmed: {confirmation['in_doubt']}")
+        lines += [f"- **{n}**: {c['result']}: " + "; ".join(c["evidence"]) for n, c in confirmation["nodes"].items()]
         lines.append("")
     lines += ["## Nodes down (not accepted" + (": accept_down is set" if c.get("accept_down") else "") + ")",
               *([f"- {n}: its runs {DOWN}" for n in verdict["down"]] or ["- none"]), ""]

@@ -36,14 +36,21 @@ def heat_map_json(verdict: dict) -> str:
 
 
 def write_verdict(jobs_json: str | Path, out_dir: str | Path, site: str, crit: Criteria | None = None,
-                  campaign: str = "") -> dict:
-    """Read the plan of node runs and their records; write verdict.md, verdict.json (checked against
-    its schema), tests.csv, junit.xml, drain.txt, plots/heat_map.png and its numbers (heat_map.json),
-    plots/<test>.png and plots/index.json and index.md under out_dir. Returns the verdict."""
+                  campaign: str = "", confirm_json: str | Path | None = None) -> dict:
+    """Read the plan of node runs and their records (and the confirmation round's, confirm_json);
+    write verdict.md, verdict.json (checked against its schema), tests.csv, junit.xml, drain.txt,
+    plots/heat_map.png and its numbers (heat_map.json), plots/<test>.png and plots/index.json and
+    index.md under out_dir. Returns the verdict: the first pass's, with the confirmation round
+    applied (exabench.analysis.node_confirm)."""
+    from exabench.analysis import node_confirm
     from exabench.io import atomic_write_text
     planned = json.loads(Path(jobs_json).read_text())["planned"]
     records = {p["run_id"]: read_node_record(p) for p in planned if Path(p["record"]).exists()}
     verdict = judge(planned, records, crit)
+    if confirm_json:
+        confirmation = json.loads(Path(confirm_json).read_text())
+        confirmed = {p["run_id"]: read_node_record(p) for p in confirmation["planned"] if Path(p["record"]).exists()}
+        verdict = node_confirm.judge(verdict, confirmation, confirmed, crit or Criteria())
     write_files(verdict, out_dir, site, campaign)
     out = Path(out_dir) / "plots"
     out.mkdir(exist_ok=True)

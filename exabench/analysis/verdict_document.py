@@ -15,7 +15,8 @@ from exabench.analysis import node_verdict as nv
 SCHEMA = "exabench-verdict/1"
 DECISIONS = {0: "accepted", 1: "drain", 2: "undecided"}
 ACTIONS = {"pass": "none", "suspect": "re-test (slow on one observation only: confirm before draining)",
-           "suspect-cleared": "none", "inconclusive": "re-test (not judged, or judged against a baseline in doubt)",
+           "suspect-cleared": "none (flagged in the first pass, well in the confirmation round)",
+           "inconclusive": "re-test (not judged, judged against a baseline in doubt, or not confirmable)",
            "down": "bring the node back and run the acceptance again (only its missing runs run)"}
 
 
@@ -30,22 +31,63 @@ def _test(r: dict) -> dict:
             "higher_is_better": r["higher_is_better"], "cause": r["cause"] or None, "detail": r["note"]}
 
 
+def _confirm_test(r: dict) -> dict:
+    """A confirmation round's test: the reference is the controls' figure of the same round."""
+    return {"kind": r["kind"], "test": r["configuration"], "metric": r["metric"], "unit": r["unit"],
+            "subject": r["subject"], "run_id": r["run_id"], "status": r["verdict"], "figure": _number(r["value"]),
+            "reference": _number(r["reference"]), "ratio": _number(r["ratio"]), "z": _number(r["z"]),
+            "higher_is_better": r["higher_is_better"], "cause": r["cause"] or None, "detail": r["note"]}
+
+
+def _confirmation(node: str, verdict: dict) -> dict | None:
+    c = verdict.get("confirmation") or {}
+    mine = (c.get("nodes") or {}).get(node)
+    if not mine:
+        return None
+    return {"round": c["round"], "result": mine["result"], "controls": c["controls"],
+            "tests": [_confirm_test(r) for r in c["rows"] if node in r["nodes"]]}
+
+
+def _own_rows(node: str, verdict: dict) -> list[dict]:
+    """The node's own tests that count against it: the first pass's slow or failed, and the
+    confirmation round's (its verdict as `slow`/`failed`)."""
+    first = [{"cause": r["cause"], "slow": r["slow"], "failed": r["failed"]} for r in verdict["rows"]
+             if r["kind"] == "node" and r["nodes"] == [node]]
+    again = [{"cause": r["cause"], "slow": r["verdict"] == "slow", "failed": r["verdict"] == "failed"}
+             for r in (verdict.get("confirmation") or {}).get("rows", [])
+             if r["kind"] == "node" and r["nodes"] == [node]]
+    return first + again
+
+
 def _cause(node: str, verdict: dict, status: str) -> str | None:
     if status == "drain":
-        failed = [r["cause"] for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node] and r["failed"]]
-        causes = list(dict.fromkeys(failed)) + (["slow"] if any(
-            r["slow"] for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]) else [])
+        own = _own_rows(node, verdict)
+        failed = [r["cause"] for r in own if r["failed"]]
+        causes = list(dict.fromkeys(failed)) + (["slow"] if any(r["slow"] for r in own) else [])
         outside = any(e.startswith("reference: ") for e in verdict["bad_nodes"].get(node, []))
         return ", ".join(causes + (["outside its reference"] if outside else [])
                          + (["bad link"] if node in verdict["bad_links"] else []))
+    confirmation = (verdict.get("confirmation") or {}).get("nodes", {}).get(node)
+    if status == "inconclusive" and confirmation:
+        return ("baseline in doubt" if verdict["confirmation"]["in_doubt"]
+                else "flagged, not confirmable (the confirmation round could not judge it)")
     return {"pass": None, "down": "node down", "suspect": "slow (first pass only)",
+            "suspect-cleared": "flagged in the first pass, not confirmed",
             "inconclusive": "baseline in doubt" if any(
                 r["verdict"] == "in-doubt" for r in verdict["rows"] if node in r["nodes"]) else "not judged"
             }.get(status, None)
 
 
+def _confirmation_evidence(node: str, verdict: dict, status: str) -> list[str]:
+    """What the round found of a node it did not drain (a drained node's is in its evidence already)."""
+    mine = (verdict.get("confirmation") or {}).get("nodes", {}).get(node)
+    if not mine or status == "drain":
+        return []
+    return [f"first pass: {e}" for e in mine["first_pass"]] + [f"{mine['result']}: {e}" for e in mine["evidence"]]
+
+
 def _severity(node: str, verdict: dict, status: str) -> str:
-    if status == "pass":
+    if status in ("pass", "suspect-cleared"):
         return "none"
     mine = [r for r in verdict["rows"] if node in r["nodes"] and (r["slow"] or r["failed"])]
     if status == "down" or any(r["failed"] for r in mine):
@@ -71,19 +113,23 @@ def document(verdict: dict, site: str, campaign: str) -> dict:
                        "action": "drain" + link if status == "drain" else ACTIONS[status],
                        "drain": drains.get(node),
                        "evidence": verdict["bad_nodes"].get(node, []) + verdict["bad_links"].get(node, [])
-                       + verdict["suspects"].get(node, []),
+                       + verdict["suspects"].get(node, [])
+                       + _confirmation_evidence(node, verdict, status),
+                       "confirmation": _confirmation(node, verdict),
                        "tests": [_test(r) for r in verdict["rows"] if node in r["nodes"] and r["kind"] != "all"]}
     return {"schema": SCHEMA, "campaign": campaign, "site": site,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "code_version": {"exabench": __version__, "git_commit": git["commit"], "git_dirty": git["dirty"]},
             "thresholds": {k: crit[k] for k in ("z_max", "z_screen", "min_effect", "log_mad_floor",
                                                 "max_outlier_share", "confirmations", "node_min_tests",
-                                                "pair_min_tests")}
+                                                "pair_min_tests", "confirm")}
             | {"best_of": list(crit["best_of"]), "metrics": crit["metrics"]},
             "decision": DECISIONS[code], "exit_code": code, "accept_down": bool(crit["accept_down"]),
             "nodes": nodes, "baseline_in_doubt": verdict["baseline_in_doubt"],
             "unexplained_pairs": verdict["unexplained_pairs"],
-            "allocation": [_test(r) for r in verdict["allocation"]], "drain": nv.drain_lines(verdict)}
+            "allocation": [_test(r) for r in verdict["allocation"]], "drain": nv.drain_lines(verdict),
+            "confirmation": {k: (verdict.get("confirmation") or {}).get(k) for k in ("round", "controls", "in_doubt")}
+            if verdict.get("confirmation") else None}
 
 
 def validated(doc: dict, file: str) -> dict:

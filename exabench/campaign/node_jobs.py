@@ -63,12 +63,26 @@ def node_states(env: dict) -> dict[str, str]:
 
 
 def job_states(ids: list[str], env: dict) -> dict[str, str]:
-    """Each job's state (scontrol keeps finished jobs for MinJobAge; squeue forgets them sooner)."""
-    out = {}
+    """Each job's state, in ONE `squeue` call for all of them (`-t all`: finished jobs too, which the
+    controller keeps for MinJobAge; squeue(1) lists only pending and running ones otherwise). A job
+    squeue no longer knows (forgotten, or squeue refused the list because one id is) is asked of
+    `scontrol show job` alone: a campaign of thousands of group jobs then costs the controller one
+    query per poll, not one per job."""
+    ids = [j for j in ids if j]
+    out: dict[str, str] = {}
+    if ids:
+        try:
+            text = _slurm(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i %T"], env)
+        except ExabenchError:
+            text = ""
+        for line in text.splitlines():
+            job, _, state = line.strip().partition(" ")
+            if job in ids and state:
+                out[job] = state.strip().upper()
     for job in ids:
-        text = _slurm(["scontrol", "show", "job", job], env) if job else ""
-        hit = re.search(r"JobState=(\w+)", text)
-        out[job] = hit.group(1) if hit else "UNKNOWN"
+        if job not in out:
+            hit = re.search(r"JobState=(\w+)", _slurm(["scontrol", "show", "job", job], env))
+            out[job] = hit.group(1) if hit else "UNKNOWN"
     return out
 
 
@@ -165,3 +179,38 @@ def slurm_env(site_env: dict) -> dict:
     if site_env.get("SLURM_CONF"):
         env["SLURM_CONF"] = str(site_env["SLURM_CONF"])
     return env
+
+
+# -- the confirmation round (exabench.analysis.node_confirm decides what it runs) ---------------------
+
+CONFIRM_SUFFIX = ".confirm-"  # a confirmation run's id: <run>.node-<group>.confirm-<round>
+
+
+def next_round(root: Path) -> int:
+    """The confirmation round after the last one recorded: a rerun re-measures its suspects anew,
+    never reusing an earlier round's records."""
+    rounds = [int(m.group(1)) for p in (Path(root) / "records" / "nodes").glob(f"*{CONFIRM_SUFFIX}*.json")
+              if (m := re.search(re.escape(CONFIRM_SUFFIX) + r"(\d+)\.json$", p.name))]
+    return max(rounds, default=0) + 1
+
+
+def confirmation_round(runs: list[Run], site, root: Path, spec: list[tuple[str, tuple[str, ...], str, str]],
+                       round_: int, campaign: str, env: dict, say) -> dict:
+    """Render, submit and follow a confirmation round: `spec` its groups as (name, nodes, kind, role),
+    suspects and controls side by side in the order they are to run. Returns run_groups' result,
+    each planned run with its role and round."""
+    from exabench.campaign.node_groups import group_jobs, group_script
+    from exabench.campaign.node_sweep import node_sweep_paths
+    from exabench.campaign.render import real_folders
+    from exabench.io import atomic_write_many
+    groups = [NodeGroup(name, nodes, "pair" if kind == "pair" else "group") for name, nodes, kind, _ in spec]
+    role = {name: r for name, _, _, r in spec}
+    out, folders, files, scripts = Path(root) / "nodes" / "groups", real_folders(root), [], {}
+    for g, modes in group_jobs(runs, site, groups):
+        paths = node_sweep_paths(out / f"{g.name}.sh", len(modes))
+        files += [(path, group_script(job, site, root, g, campaign, path.stem, folders), 0o755)
+                  for path, job in zip(paths, modes)]
+        scripts[g.name] = paths[0]
+    atomic_write_many(files)
+    planned = [{**p, "role": role[p["group"]], "confirm": round_} for p in planned_node_runs(runs, groups, root)]
+    return run_groups(planned, scripts, env, say)

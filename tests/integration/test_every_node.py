@@ -446,14 +446,18 @@ def test_node_prepare_and_node_agent_refuse_bad_input_in_one_line(tmp_path):
                      agent.stderr.strip())
 
 
-STAND_IN_SCONTROL = """#!/usr/bin/env bash
-# `scontrol show job ID`: the queued job runs for two looks, then ends (and leaves the queue).
-if [[ -e "$QUEUE/job" && $(cat "$QUEUE/job") == "$3" ]]; then
-  echo "$3" >> "$QUEUE/looked"
-  if (( $(grep -c "^$3$" "$QUEUE/looked") >= 2 )); then rm "$QUEUE/job"; echo "JobState=COMPLETED"; exit 0; fi
-  echo "JobState=RUNNING"; exit 0
-fi
-echo "JobState=COMPLETED"
+STAND_IN_SQUEUE_STATES = """#!/usr/bin/env bash
+# `squeue -h -t all -j ID,ID,... -o "%i %T"`: each job's state, one line each, in one call; the queued job
+# runs for two looks, then ends (and leaves the queue).
+echo "$5" >> "$QUEUE/squeue-calls"
+for id in ${5//,/ }; do
+  if [[ -e "$QUEUE/job" && $(cat "$QUEUE/job") == "$id" ]]; then
+    echo "$id" >> "$QUEUE/looked"
+    if (( $(grep -c "^$id$" "$QUEUE/looked") >= 2 )); then rm "$QUEUE/job"; echo "$id COMPLETED"; continue; fi
+    echo "$id RUNNING"; continue
+  fi
+  echo "$id COMPLETED"
+done
 """
 
 
@@ -466,7 +470,9 @@ def test_node_acceptance_submits_every_group_through_a_one_job_per_user_queue(tm
     sbatch = ('#!/usr/bin/env bash\nif [[ -e "$QUEUE/job" ]]; then echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" '
               '>&2; exit 1; fi\necho "$2" >> "$QUEUE/sent"; n=$(wc -l < "$QUEUE/sent"); echo "$n" > "$QUEUE/job"; '
               'echo "$n"\n')
-    for name, text in (("sbatch", sbatch), ("scontrol", STAND_IN_SCONTROL),
+    # scontrol fails: every poll asks squeue alone, once for all the active jobs
+    for name, text in (("sbatch", sbatch), ("squeue", STAND_IN_SQUEUE_STATES),
+                       ("scontrol", "#!/usr/bin/env bash\nexit 1\n"),
                        ("sinfo", "#!/usr/bin/env bash\nfor n in c1 c2 c3; do echo \"$n idle\"; done\n")):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -479,3 +485,21 @@ def test_node_acceptance_submits_every_group_through_a_one_job_per_user_queue(tm
     assert {g: j["state"] for g, j in result["jobs"].items()} == {"c1": "COMPLETED", "c2": "COMPLETED",
                                                                   "c3": "COMPLETED"}
     assert "submitted 1 group job(s), 2 waiting for room in their queue" in said[0]
+    assert len((queue / "squeue-calls").read_text().split()) == 2 * 3  # two looks per job, one call each
+
+
+def test_node_acceptance_polls_all_its_active_jobs_in_one_squeue_call(tmp_path):
+    from exabench.campaign.node_jobs import run_groups
+    bin_dir, queue = tmp_path / "bin", tmp_path / "queue"
+    bin_dir.mkdir(), queue.mkdir()
+    sbatch = '#!/usr/bin/env bash\necho "$2" >> "$QUEUE/sent"; wc -l < "$QUEUE/sent"\n'
+    for name, text in (("sbatch", sbatch), ("squeue", STAND_IN_SQUEUE_STATES),
+                       ("scontrol", "#!/usr/bin/env bash\nexit 1\n"),
+                       ("sinfo", "#!/usr/bin/env bash\nfor n in c1 c2 c3; do echo \"$n idle\"; done\n")):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    planned = [{"group": g, "nodes": [g], "record": str(tmp_path / f"{g}.json")} for g in ("c1", "c2", "c3")]
+    result = run_groups(planned, {g: tmp_path / f"{g}.sh" for g in ("c1", "c2", "c3")},
+                        {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(queue)}, lambda text: None, poll_s=0.01)
+    assert (queue / "squeue-calls").read_text().split() == ["1,2,3"]  # one poll, one call, every job
+    assert {j["state"] for j in result["jobs"].values()} == {"COMPLETED"}

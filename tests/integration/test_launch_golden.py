@@ -467,7 +467,7 @@ def test_stampede2_every_node_run_takes_its_node_task_slots():
     ("titan", dict(nodes=1, ranks_per_node=1, gpus_per_rank=1), "nid00042", "aprun -L 42 -n 1 -N 1 -d 16 -j 1 -cc depth ./a.out"),
     # Slurm srun(1): --nodelist, --nodes as many (Frontier)
     ("frontier", dict(nodes=1, ranks_per_node=8, cores_per_rank=7, threads_per_rank=7, gpus_per_rank=1), "frontier00042",
-     "srun --nodes=1 --nodelist=frontier00042 --ntasks=8 --ntasks-per-node=8 --cpus-per-task=7 "
+     "srun --nodes=1 --nodelist=frontier00042 --kill-on-bad-exit=1 --ntasks=8 --ntasks-per-node=8 --cpus-per-task=7 "
      "--cpu-bind=threads --gpus-per-task=1 --gpu-bind=closest ./a.out"),
 ])
 def test_name_placed_launchers_need_no_index(site_name, request_, node, ours):

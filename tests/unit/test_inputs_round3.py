@@ -214,10 +214,12 @@ def test_slurm_job_ids_sacct_takes_are_accepted(job):
 # --- 8. a node-pinned srun line gives each option once ---------------------------------------------
 
 @pytest.mark.parametrize("line,pinned", [
-    ("srun --nodes=1 --ntasks=8 --cpus-per-task=7 ./a.out", "srun --nodes=1 --nodelist=c7 --ntasks=8 --cpus-per-task=7 ./a.out"),
-    ("srun -N 1 -n 4 /py -m exabench.runner", "srun --nodes=1 --nodelist=c7 -n 4 /py -m exabench.runner"),
-    ("srun -N1 -w c1 -l /py", "srun --nodes=1 --nodelist=c7 -l /py"),
-    ("srun --nodes 2 --nodelist=a,b /py --nodes=9 -N 3", "srun --nodes=1 --nodelist=c7 /py --nodes=9 -N 3"),
+    ("srun --nodes=1 --ntasks=8 --cpus-per-task=7 ./a.out", "srun --nodes=1 --nodelist=c7 --kill-on-bad-exit=1 --ntasks=8 --cpus-per-task=7 ./a.out"),
+    ("srun -N 1 -n 4 /py -m exabench.runner", "srun --nodes=1 --nodelist=c7 --kill-on-bad-exit=1 -n 4 /py -m exabench.runner"),
+    ("srun -N1 -w c1 -l /py", "srun --nodes=1 --nodelist=c7 --kill-on-bad-exit=1 -l /py"),
+    ("srun --nodes 2 --nodelist=a,b /py --nodes=9 -N 3", "srun --nodes=1 --nodelist=c7 --kill-on-bad-exit=1 /py --nodes=9 -N 3"),
+    # the line's own choice is replaced: a failing rank always ends an acceptance run's step
+    ("srun -K0 --kill-on-bad-exit=0 -K -n 2 /py", "srun --nodes=1 --nodelist=c7 --kill-on-bad-exit=1 -n 2 /py"),
 ])
 def test_a_node_pinned_srun_line_gives_nodes_and_nodelist_once(line, pinned):
     from exabench.campaign.node_sweep import pin_to_node

@@ -309,7 +309,8 @@ def test_every_node_verdict_keys_reach_the_criteria_and_bad_values_are_refused()
     crit = pipeline.node_criteria(config["every_node"])
     assert (crit.z_screen, crit.confirmations, crit.max_outlier_share, crit.accept_down, crit.best_of) == (
         2.5, 3, 0.4, True, ("stream",))
-    assert pipeline.node_criteria({}) == nv.Criteria()
+    assert pipeline.node_criteria({}) == nv.Criteria(confirm=True)  # node_acceptance confirms by default
+    assert pipeline.node_criteria({"verdict": {"confirm": False}}).confirm is False
     for bad, says in (({"max_outlier_share": 1.5}, r"every_node.verdict.max_outlier_share' = 1.5 .*maximum 1"),
                       ({"confirmations": 0}, r"every_node.verdict.confirmations' = 0 .*minimum 1"),
                       ({"accept_down": "maybe"}, r"every_node.verdict.accept_down' = 'maybe' .*boolean"),

@@ -14,6 +14,7 @@ localrules:
     node_report,
     node_check,
     node_jobs,
+    node_confirm,
     node_verdict,
     node_acceptance,
 
@@ -138,9 +139,33 @@ rule node_jobs:
         pipeline.run_node_groups(list(RUNS.values()), SITE, RESULTS, NODE_GROUPS, output[0], log[0])
 
 
-rule node_verdict:
+# Screen, then confirm: every node the first pass flags is measured again, beside known-good nodes
+# (controls) in the same round, as new runs (<run>.node-<node>.confirm-<round>); the verdict drains
+# only what the round confirms (docs/acceptance.md).
+rule node_confirm:
     input:
         f"{RESULTS}/nodes/groups/jobs.json",
+    output:
+        f"{RESULTS}/nodes/groups/confirm.json",
+    log:
+        f"{LOGS}/node_confirm.log",
+    run:
+        pipeline.confirm_node_groups(
+            list(RUNS.values()),
+            SITE,
+            RESULTS,
+            input[0],
+            config.get("every_node") or {},
+            config["campaign"],
+            output[0],
+            log[0],
+        )
+
+
+rule node_verdict:
+    input:
+        jobs=f"{RESULTS}/nodes/groups/jobs.json",
+        confirm=f"{RESULTS}/nodes/groups/confirm.json",
     output:
         markdown=report(f"{ACCEPTANCE}/cluster/verdict.md", caption="../report/node_verdict.rst", category="Acceptance"),
         json=f"{ACCEPTANCE}/cluster/verdict.json",
@@ -151,13 +176,14 @@ rule node_verdict:
         f"{LOGS}/node_verdict.log",
     run:
         pipeline.node_verdict(
-            input[0],
+            input.jobs,
             f"{ACCEPTANCE}/cluster",
             SITE,
             config.get("every_node") or {},
             output.json,
             log[0],
             config["campaign"],
+            input.confirm,
         )
 
 

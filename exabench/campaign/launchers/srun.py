@@ -51,18 +51,25 @@ _PINNED = {"--nodes": "-N", "--nodelist": "-w"}
 
 def on_nodes(argv: list[str], nodes: tuple[str, ...], ranks_per_node: int) -> list[str]:
     """Slurm srun(1): `--nodelist` the named nodes, `--nodes` as many, in place of the line's own
-    node count or list (srun's options end at the program's first word; those after are its own)."""
+    node count or list (srun's options end at the program's first word; those after are its own),
+    and `--kill-on-bad-exit=1`: a rank that fails ends the step ("terminate a job if any task exits
+    with a non-zero exit code", srun(1)), so its partner in an acceptance pair does not wait out the
+    run's time limit for it. (This is the node-pinned line of acceptance runs only.)"""
     kept, i = [], 1
     while i < len(argv) and argv[i].startswith("-"):
         word = argv[i]
         name, eq, _ = word.partition("=")
         takes_next = not eq and len(word) == 2 and word[1] in _SHORT_WITH_VALUE
+        if name == "--kill-on-bad-exit" or word == "-K" or word.startswith("-K") and word[2:].isdigit():
+            i += 1  # set below; srun's optional value is always in the same word (-K1, --kill-on-bad-exit=0)
+            continue
         if name in _PINNED or word[:2] in _PINNED.values():
             i += 2 if word in _PINNED.values() or (name in _PINNED and not eq) else 1
             continue
         kept += argv[i:i + 2] if takes_next else [word]
         i += 2 if takes_next else 1
-    return [argv[0], f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", *kept, *argv[i:]]
+    return [argv[0], f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", "--kill-on-bad-exit=1", *kept,
+            *argv[i:]]
 
 
 def threads_per_core(site: Site, layout: Layout) -> int:
