@@ -202,9 +202,9 @@ def test_an_accepted_launch_runs_its_ranks_with_mpirun_scaled_down(tmp_path, mon
 
 
 @pytest.mark.parametrize("argv, line", [
-    (["--profile", "profiles/frontier"], "exabench: error: --profile profiles/frontier: site frontier submits each run "
-     "through its executor (submit: jobs); valid here: a bundle site (submit: bundles): summit, summitdev, titan, "
-     "theta, polaris, aurora"),
+    (["--profile", "profiles/local"], "exabench: error: --profile profiles/local: site local has no scheduler to "
+     "rehearse (scheduler: none); valid here: a bundle site (summit, summitdev, titan, theta, polaris, aurora) or a "
+     "Slurm site (frontier, perlmutter, cori-knl, stampede2, dgx-superpod, slurm-local)"),
     (["--profile", "profiles/nowhere"], "exabench: error: --profile profiles/nowhere: no site.yaml there; valid: a "
      "site profile folder such as profiles/summit"),
     (["--profile", "profiles/summit", "--config", "scale"], "exabench: error: --config scale: not valid; valid: "
