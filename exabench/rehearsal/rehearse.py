@@ -1,4 +1,4 @@
-"""`exabench rehearse --profile profiles/<site>`: a bundle site's documented path, run here.
+"""`exabench rehearse --profile profiles/<site>`: a site's documented path, run here.
 
 In a scratch copy of the workflow, with the stand-ins first on PATH: `snakemake --profile
 profiles/<site> bundle`, then each bundle script submitted as the site file says (`bsub script`,
@@ -8,6 +8,10 @@ then its `acceptance` target; then `every_node_script`, its every-node.sh submit
 scale=rack, preset=tiny unless told otherwise. The report (rehearsal.md) says what was submitted,
 what each stand-in accepted or refused and why, the runs and their records, the node-hours the real
 campaign would request, and the verdicts.
+
+A Slurm site takes the same path through the real Slurm SLURM_CONF names (the loopback cluster):
+its sbatch and srun are stand-ins that check the site's lines, map them to that cluster and hand
+them to the real commands (exabench.rehearsal.slurm); every_node_script is left out there.
 """
 
 from __future__ import annotations
@@ -71,8 +75,8 @@ def _site(profile: str) -> Site:
     if site.submit != "bundles" and site.scheduler != "slurm":
         raise ExabenchError(f"--profile {profile}: site {site.name} has no scheduler to rehearse (scheduler: "
                             f"{site.scheduler or 'none'}); valid here: a bundle site (summit, summitdev, titan, theta, "
-                            "polaris, aurora) or a Slurm site (frontier, perlmutter, cori-knl, stampede2, dgx-superpod, "
-                            "slurm-local)")
+                            "polaris, aurora) or a Slurm site (frontier, perlmutter, cori-knl, stampede2, "
+                            "dgx-superpod, slurm-local)")
     return site
 
 

@@ -10,6 +10,11 @@ from collections import Counter
 from exabench.markdown import table
 
 
+# A decision's details, in this order: the job as asked (and as rehearsed, on a Slurm site), the launch's ranks.
+DETAILS = ("job", "queue", "nodes", "minutes", "tasks", "ranks", "nodes_here", "tasks_here", "ranks_here", "exit",
+           "note")
+
+
 def _cell(text) -> str:
     return str(text).replace("|", "/").replace("\n", " ")
 
@@ -60,9 +65,7 @@ def render(r, s) -> str:
     out += ["", "## Submit and launch stand-ins", ""]
     out += table(["tool", "verdict", "what", "details"],
                  [[d["tool"], d["verdict"], _cell(d["what"])[:160],
-                   _cell(d.get("why") or ", ".join(f"{k} {d[k]}" for k in ("job", "queue", "nodes", "minutes", "tasks",
-                                                                         "ranks", "nodes_here", "tasks_here", "ranks_here",
-                                                                         "exit", "note") if k in d))]
+                   _cell(d.get("why") or ", ".join(f"{k} {d[k]}" for k in DETAILS if k in d))]
                   for d in decisions])
     mapped = dict.fromkeys((d["tool"], change) for d in decisions for change in d.get("mapped", ()))
     if mapped:   # what the loopback cluster could not give, changed after the site's rules were checked

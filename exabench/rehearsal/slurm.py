@@ -49,6 +49,11 @@ def site_rule(book_name: str, name: str, site: Site) -> Rule:
     return Rule(key, rules[key]["says"], rules[key]["source"])
 
 
+def site_rule_entry(book_name: str, name: str, site: Site) -> dict:
+    rules = book(book_name)["rules"]
+    return rules.get(f"{name}@{site.name}", rules[name])
+
+
 def refuse(book_name: str, name: str, site: Site, detail: str) -> Refused:
     return Refused(book(book_name)["tool"], site_rule(book_name, name, site), detail)
 
@@ -141,13 +146,15 @@ def _kinds(book_name: str) -> tuple[dict, dict]:
     return kinds, spellings
 
 
-def _spank_sites(book_name: str, option: str, site: Site) -> bool:
-    """Whether `option`, a SPANK plugin's, is one this site's Slurm loads."""
+def _known_here(book_name: str, option: str, site: Site) -> bool:
+    """Whether this site's Slurm knows `option`: a SPANK plugin's only where the site loads it (the
+    sbatch book lists the sites; an srun option names its plugin, the site's container runtime)."""
     spec = book(book_name)
     sites = spec.get("spank", {}).get(option)
     if sites is not None:
         return site.name in sites
-    plugin = (spec["options"].get(option) or {}).get("spank") if isinstance(spec["options"].get(option), dict) else None
+    entry = spec["options"][option]
+    plugin = entry.get("spank") if isinstance(entry, dict) else None
     return plugin is None or (site.container or {}).get("runtime") == plugin
 
 
@@ -171,7 +178,7 @@ def parse(book_name: str, words: list[str], site: Site, program: bool = False) -
         name = spellings.get(word)
         if name is None:
             raise refuse(book_name, "known_option", site, f"'{words[i]}'")
-        if not _spank_sites(book_name, name, site):
+        if not _known_here(book_name, name, site):
             raise refuse(book_name, "spank", site, f"'{words[i]}' on {site.name}")
         kind = kinds[name]
         if kind == "flag":
@@ -243,15 +250,9 @@ def check_job(opts: Options, site: Site) -> batch.Job:
         wrong = [f for f in re.split(r"[,&|]", v["--constraint"]) if known is not None and f not in known]
         if wrong:
             raise refuse(SBATCH, "constraint", site, f"--constraint {v['--constraint']} ({', '.join(wrong)})")
-    minutes = _minutes(v.get("--time", "")) or 0
     queue = v.get("--qos" if queue_key(site) == "qos" else "--partition", "")
-    job = batch.Job(nodes, minutes, queue, v.get("--account", ""), v.get("--job-name", "job"), {})
-    return job
-
-
-def site_rule_entry(book_name: str, name: str, site: Site) -> dict:
-    rules = book(book_name)["rules"]
-    return rules.get(f"{name}@{site.name}", rules[name])
+    return batch.Job(nodes, _minutes(v.get("--time", "")) or 0, queue, v.get("--account", ""),
+                     v.get("--job-name", "job"), {})
 
 
 def check_queue(job: batch.Job, site: Site) -> str:
@@ -323,8 +324,8 @@ def sbatch(argv: list[str], site: Site) -> int:
     state = batch.state_dir() / "slurm"
     state.mkdir(parents=True, exist_ok=True)
     copy = state / f"{len(list(state.glob('*.sh'))) + 1:03d}-{script.name}"
-    header = [f"{book(SBATCH)['directive']} {o}" if v == "yes" and o in ("--exclusive",) else
-              f"{book(SBATCH)['directive']} {o}={v}" for o, v in mapped.options]
+    kinds, directive = _kinds(SBATCH)[0], book(SBATCH)["directive"]
+    header = [f"{directive} {o}" if kinds[o] == "flag" else f"{directive} {o}={v}" for o, v in mapped.options]
     copy.write_text("\n".join([text.splitlines()[0], *header, *_body(text)]) + "\n")
     asked_tasks = opts.int("--ntasks", opts.int("--ntasks-per-node", 1) * job.nodes)
     env = {**os.environ, ENV + "NODES": str(job.nodes), ENV + "TASKS": str(asked_tasks)}
