@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from exabench.campaign.site import Site
 from exabench.errors import ExabenchError
-from exabench.rehearsal.rules import book, refuse, setting
+from exabench.rehearsal.rules import book, real_command, refuse, setting
 
 DEFAULT_RANKS = 2   # ranks a launch starts here when the rehearsal does not say
 
@@ -183,7 +183,6 @@ def ranks_argv(ranks: int, launch: Launch) -> tuple[list[str], int]:
     """How the ranks start here: within a real Slurm job of a Slurm rehearsal (ibrun on Stampede2), as
     a step of that job through the real srun; otherwise through mpirun."""
     if os.environ.get("SLURM_JOB_ID") and setting("HERE"):
-        from exabench.rehearsal.slurm import real_command
         here = max(1, min(ranks, int(setting("RANKS", str(DEFAULT_RANKS))),
                           int(os.environ.get("SLURM_NTASKS", "0") or ranks)))
         nodes = min(here, int(os.environ.get("SLURM_JOB_NUM_NODES", "1")))

@@ -24,7 +24,7 @@ from exabench.campaign.allocation import queue_key
 from exabench.campaign.site import Site
 from exabench.errors import ExabenchError
 from exabench.rehearsal import batch, launch
-from exabench.rehearsal.rules import ENV, Refused, Rule, book, log_event, setting
+from exabench.rehearsal.rules import ENV, Refused, Rule, book, log_event, real_command, setting
 from exabench.rehearsal.rules import refuse as launch_refuse
 
 SBATCH, SRUN = "sbatch-slurm", "srun-slurm"
@@ -56,17 +56,6 @@ def site_rule_entry(book_name: str, name: str, site: Site) -> dict:
 
 def refuse(book_name: str, name: str, site: Site, detail: str) -> Refused:
     return Refused(book(book_name)["tool"], site_rule(book_name, name, site), detail)
-
-
-def real_command(name: str) -> str:
-    """The real Slurm command, found on PATH past the stand-ins' folder."""
-    bin_dir = setting("BIN")
-    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != bin_dir)
-    found = shutil.which(name, path=path)
-    if found is None:
-        raise ExabenchError(f"the rehearsal of a Slurm site runs the real {name}, and this machine has none on PATH; "
-                            "valid: the loopback Slurm (bash scripts/slurm-local.sh start)")
-    return found
 
 
 def probe(env: dict) -> Here:
