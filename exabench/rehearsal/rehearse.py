@@ -129,6 +129,9 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
              ranks: int = 2, timeout: int = 3600) -> Rehearsal:
     """Run the site's path in `work` (a fresh copy of `checkout`'s workflow) and write its report."""
     site = _site(profile)
+    # A Slurm site: the cluster SLURM_CONF names (the loopback one), asked first what it has (for the
+    # stand-ins' scaling); with none answering, nothing is written.
+    here = slurm.probe(dict(os.environ)) if through_slurm(site) else None
     if work.exists():
         shutil.rmtree(work)
     copy_workflow(checkout, work)
@@ -139,10 +142,10 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
                                        write_bin(work / "bin"), ranks)}
     package_root = str(Path(__file__).resolve().parents[2])   # the jobs import this same exabench
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-    if through_slurm(site):   # the loopback cluster SLURM_CONF names: what it has, for the stand-ins' scaling
-        r.here = slurm.probe(env)
-        env.update(LOOPBACK_MPI, **{ENV + "HERE": slurm.here_setting(r.here)})
-        r.images = placeholder_images(site, (r.results).resolve())
+    if here is not None:
+        r.here = here
+        env.update(LOOPBACK_MPI, **{ENV + "HERE": slurm.here_setting(here)})
+        r.images = placeholder_images(site, r.results.resolve())
     prof = f"profiles/{Path(profile).name}"
     config = ["--config", f"site={prof}/site.yaml", *DEFAULTS, *overrides]
     config += ["--configfile", str(Path(configfile).resolve())] if configfile else []

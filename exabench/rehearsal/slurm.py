@@ -68,9 +68,10 @@ def probe(env: dict) -> Here:
     lines = out.stdout.split("\n")
     default = next((line for line in lines if "*" in line), lines[0]).split()
     if out.returncode or len(default) < 5:
-        raise ExabenchError(f"no Slurm cluster answers (SLURM_CONF={env.get('SLURM_CONF', 'unset')}): "
-                            f"{(out.stderr or out.stdout).strip()[:200]}; valid: the loopback Slurm started with "
-                            "`bash scripts/slurm-local.sh start` and `source /tmp/exabench-slurm/env.sh`")
+        said = " ".join((out.stderr or out.stdout).split())[:200]   # sinfo's words, on the one line
+        raise ExabenchError(f"no Slurm cluster answers (SLURM_CONF={env.get('SLURM_CONF', 'unset')}): {said}; "
+                            "valid: the loopback Slurm started with `bash scripts/slurm-local.sh start` and "
+                            "`source /tmp/exabench-slurm/env.sh`")
     return Here(int(default[0]), int(default[1].rstrip("+")), int(default[2].rstrip("+")), default[3].rstrip("*"),
                 _minutes(default[4]) or 60)
 

@@ -220,6 +220,18 @@ def test_rehearse_refuses_what_it_cannot_rehearse_in_one_line(tmp_path, monkeypa
     assert not (tmp_path / "w").exists()
 
 
+def test_rehearse_on_a_slurm_site_with_no_cluster_answering_says_so_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    from exabench.cli import main
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere" / "slurm.conf"))
+    assert main(["rehearse", "--profile", "profiles/perlmutter", "--work", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"exabench: error: no Slurm cluster answers (SLURM_CONF={tmp_path}/nowhere/slurm.conf): ")
+    assert err.endswith("valid: the loopback Slurm started with `bash scripts/slurm-local.sh start` and "
+                        "`source /tmp/exabench-slurm/env.sh`") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "w").exists()
+
+
 def test_bsub_takes_the_script_on_stdin_and_lists_a_batch_node_before_the_compute_node(tmp_path):
     # `bsub < job.sh` as OLCF's examples submit; LSB_DJOB_HOSTFILE names the launch node first, so a
     # script taking the compute nodes as the lines after the first finds this machine's one node.
