@@ -786,8 +786,9 @@ def _add_restore(sub) -> None:
 
 
 def _add_rehearse(sub) -> None:
-    p = sub.add_parser("rehearse", help="run a bundle site's documented path here, its submit commands and "
-                       "launchers replaced by stand-ins that check the centre's rules (docs/clusters.md)")
+    p = sub.add_parser("rehearse", help="run a site's documented path here, its submit commands and launchers "
+                       "replaced by stand-ins that check the centre's rules (a Slurm site's then run on the "
+                       "loopback Slurm SLURM_CONF names; docs/clusters.md)")
     p.add_argument("--profile", required=True, help="the site profile, e.g. profiles/summit")
     p.add_argument("--configfile", default=None, help="a campaign of your own instead of the site's campaign.yaml")
     p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",

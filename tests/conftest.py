@@ -14,7 +14,9 @@ import yaml
 from alone import ALONE
 
 REPO = Path(__file__).resolve().parents[1]
-pytest_plugins = ["suite_clock"]  # the ten slowest tests and the suite's time against its limit (make test)
+# suite_clock: the ten slowest tests and the suite's time against its limit (make test); helpers_slurm:
+# the loopback Slurm (slurm_cluster), one for the whole session whichever test files ask for it.
+pytest_plugins = ["suite_clock", "helpers_slurm"]
 sys.path.insert(0, str(REPO))  # tests import the checkout's package even without the editable install
 
 # Open MPI refuses root without these; harmless otherwise.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from exabench.campaign.site import Site
 from exabench.errors import ExabenchError
-from exabench.rehearsal.rules import book, refuse, setting
+from exabench.rehearsal.rules import book, real_command, refuse, setting
 
 DEFAULT_RANKS = 2   # ranks a launch starts here when the rehearsal does not say
 
@@ -167,7 +167,8 @@ def check_mpiexec_hydra(site: Site, launch: Launch, nodes: int) -> int:
 
 
 def check_ibrun(site: Site, launch: Launch, nodes: int) -> int:
-    tasks = int(os.environ.get("SLURM_NTASKS", "0") or 0)
+    # The tasks the site's header asked for (a Slurm rehearsal keeps them: the loopback job has fewer).
+    tasks = int(setting("TASKS") or os.environ.get("SLURM_NTASKS", "0") or 0)
     ranks, offset = launch.values.get("ranks", tasks or 1), launch.values.get("offset", 0)
     if tasks and offset + ranks > tasks:
         raise refuse("ibrun", "ranks_fit_job", f"-n {ranks} -o {offset} in a job of {tasks} task(s)")
@@ -176,6 +177,17 @@ def check_ibrun(site: Site, launch: Launch, nodes: int) -> int:
 
 CHECKS = {"jsrun": check_jsrun, "aprun": check_aprun, "mpiexec-pals": check_mpiexec_pals,
           "mpiexec-hydra": check_mpiexec_hydra, "ibrun": check_ibrun}
+
+
+def ranks_argv(ranks: int, launch: Launch) -> tuple[list[str], int]:
+    """How the ranks start here: within a real Slurm job of a Slurm rehearsal (ibrun on Stampede2), as
+    a step of that job through the real srun; otherwise through mpirun."""
+    if os.environ.get("SLURM_JOB_ID") and setting("HERE"):
+        here = max(1, min(ranks, int(setting("RANKS", str(DEFAULT_RANKS))),
+                          int(os.environ.get("SLURM_NTASKS", "0") or ranks)))
+        nodes = min(here, int(os.environ.get("SLURM_JOB_NUM_NODES", "1")))
+        return [real_command("srun"), f"--nodes={nodes}", f"--ntasks={here}", "--mpi=pmix", *launch.program], here
+    return mpirun_argv(ranks, launch)
 
 
 def mpirun_argv(ranks: int, launch: Launch) -> tuple[list[str], int]:

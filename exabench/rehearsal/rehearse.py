@@ -1,4 +1,4 @@
-"""`exabench rehearse --profile profiles/<site>`: a bundle site's documented path, run here.
+"""`exabench rehearse --profile profiles/<site>`: a site's documented path, run here.
 
 In a scratch copy of the workflow, with the stand-ins first on PATH: `snakemake --profile
 profiles/<site> bundle`, then each bundle script submitted as the site file says (`bsub script`,
@@ -8,6 +8,10 @@ then its `acceptance` target; then `every_node_script`, its every-node.sh submit
 scale=rack, preset=tiny unless told otherwise. The report (rehearsal.md) says what was submitted,
 what each stand-in accepted or refused and why, the runs and their records, the node-hours the real
 campaign would request, and the verdicts.
+
+A Slurm site takes the same path through the real Slurm SLURM_CONF names (the loopback cluster):
+its sbatch and srun are stand-ins that check the site's lines, map them to that cluster and hand
+them to the real commands (exabench.rehearsal.slurm); every_node_script is left out there.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from exabench.campaign import launchers
 from exabench.campaign.allocation import submit_line
 from exabench.campaign.site import Site, load_site
 from exabench.errors import ExabenchError
+from exabench.rehearsal import slurm
 from exabench.rehearsal.report import render
+from exabench.rehearsal.rules import ENV
 from exabench.rehearsal.standins import environment, write_bin
 
 WORKFLOW = ("Snakefile", "workflow", "profiles", "config", "requirements.txt", "requirements.lock")
@@ -52,6 +58,8 @@ class Rehearsal:
     submitted: list = field(default_factory=list)    # (script, Step)
     verdicts: list = field(default_factory=list)     # the steps that judge (acceptance, node_check)
     summary: object = None
+    here: object = None       # a Slurm site's: the loopback cluster it ran on (slurm.Here)
+    images: list = field(default_factory=list)   # placeholder image files (a Slurm site that builds its own)
 
     @property
     def results(self) -> Path:
@@ -64,11 +72,37 @@ def _site(profile: str) -> Site:
         raise ExabenchError(f"--profile {profile}: no site.yaml there; valid: a site profile folder such as "
                             "profiles/summit")
     site = load_site(site_file)
-    if site.submit != "bundles":
-        raise ExabenchError(f"--profile {profile}: site {site.name} submits each run through its executor "
-                            f"(submit: {site.submit}); valid here: a bundle site (submit: bundles): "
-                            "summit, summitdev, titan, theta, polaris, aurora")
+    if site.submit != "bundles" and site.scheduler != "slurm":
+        raise ExabenchError(f"--profile {profile}: site {site.name} has no scheduler to rehearse (scheduler: "
+                            f"{site.scheduler or 'none'}); valid here: a bundle site (summit, summitdev, titan, theta, "
+                            "polaris, aurora) or a Slurm site (frontier, perlmutter, cori-knl, stampede2, "
+                            "dgx-superpod, slurm-local)")
     return site
+
+
+def through_slurm(site: Site) -> bool:
+    """A Slurm site is rehearsed through the real Slurm of this machine; the others through stand-ins."""
+    return site.scheduler == "slurm"
+
+
+# Open MPI between the loopback cluster's "nodes", which share one host (profiles/slurm-local/site.yaml):
+# TCP over lo, no shared-memory segments (two nodes' ranks on one host collide in vader's).
+LOOPBACK_MPI = {"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo",
+                "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def placeholder_images(site: Site, results: Path) -> list[Path]:
+    """Empty files where the site's built images go: no image is built here (the ranks run on this
+    machine's Python), and the campaign's render job waits for them on a site that builds its own."""
+    from exabench.containers import STACKS, runtimes
+    from exabench.containers.runtime import built_image_path, runtime
+    if runtime(site) not in runtimes.names(builds_sif=True) or (site.container or {}).get("image"):
+        return []
+    made = sorted({built_image_path(site, stack, results) for stack in STACKS})
+    for path in made:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    return made
 
 
 def copy_workflow(checkout: Path, work: Path) -> None:
@@ -95,6 +129,9 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
              ranks: int = 2, timeout: int = 3600) -> Rehearsal:
     """Run the site's path in `work` (a fresh copy of `checkout`'s workflow) and write its report."""
     site = _site(profile)
+    # A Slurm site: the cluster SLURM_CONF names (the loopback one), asked first what it has (for the
+    # stand-ins' scaling); with none answering, nothing is written.
+    here = slurm.probe(dict(os.environ)) if through_slurm(site) else None
     if work.exists():
         shutil.rmtree(work)
     copy_workflow(checkout, work)
@@ -105,6 +142,10 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
                                        write_bin(work / "bin"), ranks)}
     package_root = str(Path(__file__).resolve().parents[2])   # the jobs import this same exabench
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+    if here is not None:
+        r.here = here
+        env.update(LOOPBACK_MPI, **{ENV + "HERE": slurm.here_setting(here)})
+        r.images = placeholder_images(site, r.results.resolve())
     prof = f"profiles/{Path(profile).name}"
     config = ["--config", f"site={prof}/site.yaml", *DEFAULTS, *overrides]
     config += ["--configfile", str(Path(configfile).resolve())] if configfile else []
@@ -118,7 +159,9 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
         # Every-node acceptance: the one script (jobs) that runs each single-node run on every node of
         # the allocation, here on this one; then the nodes' verdict. Only where the launcher has one
         # step across every node (srun); elsewhere every_node_script refuses the site, with the reason.
-        if launchers.facts(site.launcher).node_step and \
+        # (A Slurm site's every-node job steps name the site's own nodes; every-node acceptance runs on the
+        # loopback cluster itself: tests/integration/test_slurm.py.)
+        if launchers.facts(site.launcher).node_step and not through_slurm(site) and \
                 _run(r, [*snakemake, "every_node_script", *config], env, timeout).returncode == 0:
             script = r.results / "nodes" / "every-node.sh"
             r.submitted.append((script, _run(r, ["bash", "-c", submit_line(site, script.relative_to(work))], env,
@@ -164,7 +207,7 @@ def summarize(r: Rehearsal) -> Summary:
     queues = {q.name: q for q in r.site.queues}
     hours = 0.0
     for d in decisions:   # the nodes a queue charges (Theta's default: 128 at least) x the walltime asked
-        if d["tool"] in ("bsub", "qsub") and d["verdict"] == "accepted":
+        if d["tool"] in ("bsub", "qsub", "sbatch") and d["verdict"] == "accepted":
             q = queues.get(d["queue"])
             hours += (q.charged_nodes(d["nodes"]) if q else d["nodes"]) * d["minutes"] / 60
     summary = Summary(decisions, planned, records, hours)

@@ -10,6 +10,11 @@ from collections import Counter
 from exabench.markdown import table
 
 
+# A decision's details, in this order: the job as asked (and as rehearsed, on a Slurm site), the launch's ranks.
+DETAILS = ("job", "queue", "nodes", "minutes", "tasks", "ranks", "nodes_here", "tasks_here", "ranks_here", "exit",
+           "note")
+
+
 def _cell(text) -> str:
     return str(text).replace("|", "/").replace("\n", " ")
 
@@ -25,6 +30,24 @@ def shown(command: list) -> str:
     return shlex.join(command[2:] if command[1:2] == ["-m"] else command)
 
 
+def scaling(r) -> str:
+    """How the site's jobs were scaled to this machine."""
+    if r.here is None:
+        return ("Scaled to this machine: each batch job runs here at once on this one host (its header's node count "
+                "is checked, and kept in EXABENCH_REHEARSAL_NODES); each launch starts at most "
+                f"{r.ranks} rank(s) of those it asks for (the table's ranks vs ranks_here), "
+                "through mpirun; container images are not built here, so programs run on this machine's Python.")
+    h = r.here
+    images = f" (placeholder files: {', '.join(p.name for p in r.images)})" if r.images else ""
+    return (f"Scaled to this machine: each batch script went to the real Slurm here (partition {h.partition}: "
+            f"{h.nodes} node(s) of {h.cpus} CPUs and {h.memory_mb} MB, {h.minutes} min at most) through `sbatch "
+            "--wait`, one after another, after its #SBATCH lines were checked as the site asked for them; the "
+            "table gives each job as asked (nodes, tasks) and as rehearsed (nodes_here, tasks_here), at most "
+            f"{r.ranks} task(s) a job, and each srun or ibrun line its ranks as asked and as started. What the "
+            "loopback cluster cannot give is changed or removed after the check (below). Container images are "
+            f"not built or pulled here{images}: programs run on this machine's Python.")
+
+
 def render(r, s) -> str:
     """The report of rehearsal `r` with its summary `s` (exabench.rehearsal.rehearse.Summary)."""
     decisions, planned, records = s.decisions, s.planned, s.records
@@ -35,20 +58,19 @@ def render(r, s) -> str:
            f"{len(s.refused)} refusal(s), {len(planned)} run(s) planned, {len(planned) - len(s.missing)} with a record "
            f"({', '.join(f'{n} {s}' for s, n in sorted(statuses.items())) or 'none'}); "
            f"{s.node_hours:,.1f} node-hours the real campaign would request; {seconds:,.0f} s here.", "",
-           "Scaled to this machine: each batch job runs here at once on this one host (its header's node count "
-           "is checked, and kept in EXABENCH_REHEARSAL_NODES); each launch starts at most "
-           f"{r.ranks} rank(s) of those it asks for (the table's ranks vs ranks_here), "
-           "through mpirun; container images are not built here, so programs run on this machine's Python.", "",
-           "## Commands", ""]
+           scaling(r), "", "## Commands", ""]
     out += table(["command", "exit", "seconds", "last lines"],
                  [[f"`{_cell(shown(st.command))}`", st.returncode,
                    f"{st.seconds:.0f}", _cell(_tail(st.output))] for st in r.steps])
     out += ["", "## Submit and launch stand-ins", ""]
     out += table(["tool", "verdict", "what", "details"],
                  [[d["tool"], d["verdict"], _cell(d["what"])[:160],
-                   _cell(d.get("why") or ", ".join(f"{k} {d[k]}" for k in ("job", "queue", "nodes", "minutes", "ranks",
-                                                                         "ranks_here", "exit", "note") if k in d))]
+                   _cell(d.get("why") or ", ".join(f"{k} {d[k]}" for k in DETAILS if k in d))]
                   for d in decisions])
+    mapped = dict.fromkeys((d["tool"], change) for d in decisions for change in d.get("mapped", ()))
+    if mapped:   # what the loopback cluster could not give, changed after the site's rules were checked
+        out += ["", "## Mapped to the loopback cluster", ""]
+        out += table(["tool", "change (why)"], [[tool, _cell(change)] for tool, change in mapped])
     out += ["", "## Runs and their records", ""]
     out += table(["run", "record"], [[run, records.get(run, "**no record**")] for run in planned])
     out += ["", "## Verdicts", ""]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -68,3 +69,14 @@ def log_event(tool: str, verdict: str, what: str, **extra) -> None:
     line = json.dumps({"time": time.time(), "tool": tool, "verdict": verdict, "what": what, **extra})
     with open(path, "a") as f:
         f.write(line + "\n")
+
+
+def real_command(name: str) -> str:
+    """The real command (Slurm's sbatch and srun), found on PATH past the stand-ins' folder."""
+    bin_dir = setting("BIN")
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != bin_dir)
+    found = shutil.which(name, path=path)
+    if found is None:
+        raise ExabenchError(f"the rehearsal of a Slurm site runs the real {name}, and this machine has none on PATH; "
+                            "valid: the loopback Slurm (bash scripts/slurm-local.sh start)")
+    return found

@@ -20,7 +20,9 @@ from exabench.errors import ExabenchError
 from exabench.rehearsal import batch, launch
 from exabench.rehearsal.rules import ENV, Refused, book, log_event, refuse, setting
 
-TOOLS = ("bsub", "qsub", "jsrun", "aprun", "mpiexec", "ibrun", "singularity", "apptainer", "module")
+TOOLS = ("bsub", "qsub", "jsrun", "aprun", "mpiexec", "ibrun", "sbatch", "srun", "singularity", "apptainer",
+         "shifter", "podman-hpc", "module")
+CONTAINERS = ("singularity", "apptainer", "shifter", "podman-hpc")
 
 
 def write_bin(folder: Path, python: str = sys.executable) -> Path:
@@ -97,31 +99,45 @@ def start(tool: str, argv: list[str], site: Site) -> int:
     name = launcher_book(tool, site)
     line = launch.parse(name, argv)
     ranks = launch.CHECKS[name](site, line, launch.job_nodes(name))
-    cmd, here = launch.mpirun_argv(ranks, line)
+    cmd, here = launch.ranks_argv(ranks, line)
     env = {**os.environ, **line.env}
     if os.geteuid() == 0:   # Open MPI refuses root unless told (this container runs as root)
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     rc = subprocess.call(cmd, env=env)
+    under_slurm = Path(cmd[0]).name == "srun"   # a Slurm rehearsal: a step of the real job (launch.ranks_argv)
     log_event(tool, "accepted", " ".join([tool, *argv])[:300], book=name, ranks=ranks, ranks_here=here,
-              job=setting("JOB"), exit=rc)
+              job=setting("JOB") or os.environ.get("SLURM_JOB_ID", ""), exit=rc,
+              **({"note": "ranks started by the real srun --mpi=pmix within the job"} if under_slurm else {}))
     return rc
 
 
+# A runtime's subcommand, and whether an image word comes before the program (Shifter's is --image=).
+RUNTIME_FORM = {"singularity": ("exec", True), "apptainer": ("exec", True), "podman-hpc": ("run", True),
+                "shifter": (None, False)}
+
+
 def container(tool: str, argv: list[str]) -> int:
-    """`singularity exec [options] IMAGE CMD...`: no image is built here, so the command runs on this
-    machine's own Python, with the --env variables the line sets."""
-    if not argv or argv[0] != "exec":
-        raise ExabenchError(f"{tool} {' '.join(argv[:2])}: the rehearsal's {tool} runs `{tool} exec` only")
-    env, i = dict(os.environ), 1
+    """`singularity|apptainer exec [options] IMAGE CMD...`, `podman-hpc run [options] IMAGE CMD...`,
+    `shifter [options] CMD...`: no image is built or pulled here, so the command runs on this machine's
+    own Python, with the --env variables the line sets."""
+    sub, has_image = RUNTIME_FORM[tool]
+    if sub and (not argv or argv[0] != sub):
+        raise ExabenchError(f"{tool} {' '.join(argv[:2])}: the rehearsal's {tool} runs `{tool} {sub}` only")
+    env, i = dict(os.environ), 1 if sub else 0
+    image = ""
     while i < len(argv) and argv[i].startswith("-"):
         word = argv[i]
-        if word.startswith("--env="):
-            key, _, val = word[6:].partition("=")
+        if word.startswith(("--env=", "-e=")):
+            key, _, val = word.split("=", 1)[1].partition("=")
             env[key] = val
-        elif word in ("--bind", "-B", "--env", "--pwd", "--home"):
+        elif word.startswith("--image="):
+            image = word[8:]
+        elif word in ("--bind", "-B", "--env", "--pwd", "--home", "--volume", "-v", "-e"):
             i += 1
         i += 1
-    image, program = argv[i], argv[i + 1:]
+    if has_image:
+        image, i = argv[i], i + 1
+    program = argv[i:]
     if program and program[0] in ("python", "python3"):   # the image's Python: here, the rehearsal's own
         program = [sys.executable, *program[1:]]
     log_event(tool, "ran natively", image, note="no image here: the program ran on this machine's Python")
@@ -134,12 +150,15 @@ def main(argv: list[str]) -> int:
         log_event(tool, "skipped", " ".join(args), note="no environment modules here")
         return 0
     try:
-        if tool in ("singularity", "apptainer"):
+        if tool in CONTAINERS:
             return container(tool, args)
         if not setting("SITE"):
             raise ExabenchError(f"exabench's rehearsal stand-in for {tool} runs under `exabench rehearse`; valid: "
                                 f"{ENV}SITE naming the site file whose rules it checks")
         site = load_site(setting("SITE"))
+        if tool in ("sbatch", "srun"):
+            from exabench.rehearsal import slurm
+            return slurm.sbatch(args, site) if tool == "sbatch" else slurm.srun(args, site)
         return submit(tool, args, site) if tool in ("bsub", "qsub") else start(tool, args, site)
     except Refused as exc:
         log_event(tool, "refused", " ".join(args)[:300], rule=exc.rule.name, source=exc.rule.source, why=str(exc))
@@ -157,6 +176,9 @@ if __name__ == "__main__":
 def check_rendered(site: Site, results: Path) -> tuple[int, list[str]]:
     """Every bundle script's directives and every run's launch line under `results` checked as the
     stand-ins would at submission and launch, nothing run: (lines checked, refusals)."""
+    if site.scheduler == "slurm":  # the real loopback Slurm's stand-ins (exabench.rehearsal.slurm)
+        from exabench.rehearsal import slurm
+        return slurm.check_rendered(site, results)
     submit_name = schedulers.rehearsal_book(site)
     launch_name, prefix = launcher_book(site.launcher, site), book(submit_name)["directive"]
     checked, refused = 0, []

@@ -1,4 +1,4 @@
-"""`exabench rehearse --profile profiles/<site>` runs a bundle site's documented path here, end to end:
+"""`exabench rehearse --profile profiles/<site>` runs a site's documented path here, end to end. A bundle site:
 `snakemake --profile ... bundle`, each bundle script through the stand-in submit command (bsub on
 Summit's LSF, qsub on Polaris' PBS Pro), the ranks through the stand-in launcher (jsrun, PALS
 mpiexec) and mpirun, then the aggregate and acceptance. Every planned run comes back with a record.
@@ -7,18 +7,32 @@ node only: the rehearsal runs it where the launcher has one step across every no
 
 The campaign is a small subset of the sites' own (two GEMM runs, on 1 and 2 nodes: two bundles, so
 two submissions), not the rack-scale default campaign (132 runs on Summit): a tiny ResNet-50 run
-takes a minute on this shared machine, and the suite cannot spend hours per site."""
+takes a minute on this shared machine, and the suite cannot spend hours per site.
+
+A Slurm site (Perlmutter here) goes through the real loopback Slurm (the session's slurm_cluster): its
+bundle scripts' #SBATCH headers checked against the Slurm rule book and the site file, mapped to the
+loopback cluster, submitted with the real sbatch; its srun lines checked, then run by the real srun.
+Every real site's default campaign (rack scale, tiny preset) is rendered and checked as the stand-ins
+check it, nothing run."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
+import yaml
+
+from exabench.campaign.bundles import plan_bundles
+from exabench.campaign.plan import expand
+from exabench.campaign.render import write_bundles, write_runs_files
+from exabench.config import validate
+from exabench.rehearsal.standins import check_rendered
 from helpers_compare import env
-from helpers_sites import REPO
+from helpers_sites import REAL_SITES, REPO, site
 
 SMALL_CAMPAIGN = """\
 campaign: rehearsal-small
@@ -69,3 +83,55 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
 
 # Every bundle site's default campaign through the stand-ins' checks (directives and launch lines, nothing
 # run): test_bundles.py::test_the_documented_bundle_and_every_node_commands_run_for_real_on_every_bundle_site.
+
+
+@pytest.mark.timeout(900)
+def test_a_slurm_sites_documented_path_is_rehearsed_through_the_loopback_slurm(slurm_cluster, tmp_path):
+    campaign = tmp_path / "small.yaml"
+    campaign.write_text(SMALL_CAMPAIGN)
+    work = tmp_path / "rehearsal"
+    res = subprocess.run([sys.executable, "-m", "exabench", "rehearse", "--profile", "profiles/perlmutter",
+                          "--configfile", str(campaign), "--work", str(work)],
+                         cwd=REPO, env={**env(), "SLURM_CONF": slurm_cluster["SLURM_CONF"]}, capture_output=True,
+                         text=True, timeout=880)
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    assert "exabench rehearse perlmutter: rehearsed: 2 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
+    records = {p.stem: json.loads(p.read_text()) for p in (work / "results/perlmutter/records").glob("*.json")}
+    assert sorted(records) == ["gemm.tiny.fp32.n1r1t64g1", "gemm.tiny.fp32.n2r1t64g1"]
+    for run_id, rec in records.items():   # each ran in a job of the real Slurm, the 2-node run on both nodes
+        assert rec["status"] == "ok", rec.get("error")
+        environment = rec["provenance"]["environment"]
+        nodes = re.search(r"\.n(\d+)r", run_id).group(1)
+        assert environment["SLURM_JOB_ID"] and environment["SLURM_NNODES"] == nodes, (run_id, environment)
+    decisions = [json.loads(line) for line in (work / "state" / "decisions.jsonl").read_text().splitlines()]
+    jobs = [d for d in decisions if d["tool"] == "sbatch"]
+    assert [(d["what"], d["verdict"], d["queue"], d["nodes"], d["nodes_here"], d["exit"]) for d in jobs] == [
+        ("results/perlmutter/bundles/rehearsal-small-01-of-02.sh", "accepted", "debug", 1, 1, 0),
+        ("results/perlmutter/bundles/rehearsal-small-02-of-02.sh", "accepted", "debug", 2, 2, 0)]
+    for change in ("--account m0000 -> (removed)", "--qos debug -> (removed)", "--constraint gpu -> (removed)",
+                   "--gpus-per-node 1 -> (removed)"):   # the site's own directives, checked, then mapped
+        assert all(any(c.startswith(change) for c in d["mapped"]) for d in jobs), change
+    steps = [d for d in decisions if d["tool"] == "srun"]
+    assert [(d["verdict"], d["ranks"], d["ranks_here"], d["exit"]) for d in steps] == [("accepted", 1, 1, 0),
+                                                                                     ("accepted", 2, 2, 0)]
+    report = (work / "rehearsal.md").read_text()
+    for part in ("Verdict: **rehearsed**", "`sbatch results/perlmutter/bundles/rehearsal-small-01-of-02.sh`",
+                 "asked 2 node(s) x 2 task(s), rehearsed on 2 x 2", "## Mapped to the loopback cluster",
+                 "node-hours the real campaign would request", "## Verdicts"):
+        assert part in report, part
+    assert (work / "results/perlmutter/acceptance/verdicts.md").is_file()
+
+
+@pytest.mark.parametrize("name", REAL_SITES)
+def test_every_real_sites_default_campaign_passes_the_stand_ins_checks(name, tmp_path):
+    # Rendered as `exabench rehearse` plans it (the site's campaign.yaml at scale=rack, preset=tiny): every
+    # bundle script, run script and launch line checked as the stand-ins check them, nothing run.
+    s = site(name)
+    raw = yaml.safe_load((REPO / "profiles" / name / "campaign.yaml").read_text())
+    config = validate({**raw, "scale": "rack", "preset": "tiny"}, "config", f"profiles/{name}/campaign.yaml")
+    runs = expand(config, s, f"profiles/{name}/campaign.yaml")
+    results = tmp_path / name
+    bundles = write_bundles(plan_bundles(runs, s, config["campaign"], "campaign.yaml"), s, results)
+    write_runs_files(runs, s, results, workers=1)
+    checked, refused = check_rendered(s, results)
+    assert refused == [] and checked > len(bundles) + len(runs), (checked, refused[:3])

@@ -1,4 +1,5 @@
-"""Against a real two-node Slurm on loopback (tests/helpers_slurm.py starts and stops it):
+"""Against a real two-node Slurm on loopback (tests/helpers_slurm.py starts and stops it, the
+fixture slurm_cluster, registered in tests/conftest.py):
 (a) every rendered Slurm script passes `sbatch --test-only`; (b) a tiny campaign through
 snakemake-executor-plugin-slurm with two-node runs (K-Means over srun --mpi=pmix, ResNet-50
 over Gloo); (c) a bundle script submitted with sbatch, its records ingested by aggregation."""
@@ -22,7 +23,6 @@ from exabench.campaign.plan import Run
 from exabench.campaign.site import resolve_layout
 
 from helpers_sites import REPO, site
-from helpers_slurm import slurm_cluster  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -62,7 +62,7 @@ def _slurm_scripts(tmp_path: Path):
     return out
 
 
-def test_every_rendered_slurm_script_passes_sbatch_test_only(slurm_cluster, tmp_path):  # noqa: F811
+def test_every_rendered_slurm_script_passes_sbatch_test_only(slurm_cluster, tmp_path):
     for name, text in _slurm_scripts(tmp_path):
         script = tmp_path / "job.sh"
         script.write_text(text)
@@ -71,7 +71,7 @@ def test_every_rendered_slurm_script_passes_sbatch_test_only(slurm_cluster, tmp_
         assert res.returncode == 0 and "to start" in res.stderr, f"{name}: {res.stderr}\n{text}"
 
 
-def test_sbatch_test_only_rejects_what_the_controller_cannot_give(slurm_cluster, tmp_path):  # noqa: F811
+def test_sbatch_test_only_rejects_what_the_controller_cannot_give(slurm_cluster, tmp_path):
     # The check is real: three nodes do not exist on the loopback cluster.
     local = dataclasses.replace(site("slurm-local"), max_nodes=3)
     text, _ = render_script(_run(resolve_layout(local, nodes=3)), local, RunPaths(tmp_path / "x", "probe"))
@@ -96,7 +96,7 @@ def _table(work: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def test_campaign_through_the_slurm_executor_plugin_spans_both_nodes(slurm_cluster, tmp_path):  # noqa: F811
+def test_campaign_through_the_slurm_executor_plugin_spans_both_nodes(slurm_cluster, tmp_path):
     work = _workdir(tmp_path)
     res = subprocess.run([SNAKEMAKE, "--profile", "profiles/slurm-local", "--configfile", "config/slurm-local.yaml"],
                          cwd=work, env=slurm_cluster, capture_output=True, text=True, timeout=280)
@@ -113,7 +113,7 @@ def test_campaign_through_the_slurm_executor_plugin_spans_both_nodes(slurm_clust
     assert {row["status"] for row in _table(work)} == {"ok"}
 
 
-def test_bundle_script_runs_a_sweep_in_one_allocation_and_is_ingested(slurm_cluster, tmp_path):  # noqa: F811
+def test_bundle_script_runs_a_sweep_in_one_allocation_and_is_ingested(slurm_cluster, tmp_path):
     # A bundle site (submit: bundles): the loopback site's file with that one key changed.
     work = _workdir(tmp_path)
     bundle_site = work / "bundle-site.yaml"
@@ -150,7 +150,7 @@ def test_bundle_script_runs_a_sweep_in_one_allocation_and_is_ingested(slurm_clus
     assert {r["status"] for r in rows} == {"ok"}
 
 
-def test_every_node_groups_run_one_job_per_node_and_node_check_reads_them(slurm_cluster, tmp_path):  # noqa: F811
+def test_every_node_groups_run_one_job_per_node_and_node_check_reads_them(slurm_cluster, tmp_path):
     """The single-node set (K-Means and a GEMM) on each of the two nodes: one sbatch job per node running
     its runs in sequence; a resubmission skips them; node_check judges the nodes against references."""
     work = _workdir(tmp_path)
@@ -217,7 +217,7 @@ def test_every_node_groups_run_one_job_per_node_and_node_check_reads_them(slurm_
     assert {r["flagged"] for r in rows} == {"False"}
 
 
-def test_a_node_pair_group_script_passes_sbatch_test_only(slurm_cluster, tmp_path):  # noqa: F811
+def test_a_node_pair_group_script_passes_sbatch_test_only(slurm_cluster, tmp_path):
     from exabench.campaign.node_groups import group_files, node_groups
     from exabench.campaign.plan import expand
     from exabench.config import validate
@@ -253,7 +253,7 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
-def test_every_node_job_is_one_step_per_run_and_holds_few_processes_on_the_batch_node(slurm_cluster,  # noqa: F811
+def test_every_node_job_is_one_step_per_run_and_holds_few_processes_on_the_batch_node(slurm_cluster,
                                                                                       tmp_path):
     """every_node_script on both loopback nodes through sbatch: every node's records, from one srun
     step per run; the batch script's processes (sampled while it runs) stay at a fixed few."""

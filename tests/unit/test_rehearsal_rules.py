@@ -202,9 +202,9 @@ def test_an_accepted_launch_runs_its_ranks_with_mpirun_scaled_down(tmp_path, mon
 
 
 @pytest.mark.parametrize("argv, line", [
-    (["--profile", "profiles/frontier"], "exabench: error: --profile profiles/frontier: site frontier submits each run "
-     "through its executor (submit: jobs); valid here: a bundle site (submit: bundles): summit, summitdev, titan, "
-     "theta, polaris, aurora"),
+    (["--profile", "profiles/local"], "exabench: error: --profile profiles/local: site local has no scheduler to "
+     "rehearse (scheduler: none); valid here: a bundle site (summit, summitdev, titan, theta, polaris, aurora) or a "
+     "Slurm site (frontier, perlmutter, cori-knl, stampede2, dgx-superpod, slurm-local)"),
     (["--profile", "profiles/nowhere"], "exabench: error: --profile profiles/nowhere: no site.yaml there; valid: a "
      "site profile folder such as profiles/summit"),
     (["--profile", "profiles/summit", "--config", "scale"], "exabench: error: --config scale: not valid; valid: "
@@ -217,6 +217,18 @@ def test_rehearse_refuses_what_it_cannot_rehearse_in_one_line(tmp_path, monkeypa
     monkeypatch.chdir(REPO)
     assert main(["rehearse", *argv, "--work", str(tmp_path / "w")]) == 2
     assert capsys.readouterr().err.strip() == line
+    assert not (tmp_path / "w").exists()
+
+
+def test_rehearse_on_a_slurm_site_with_no_cluster_answering_says_so_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    from exabench.cli import main
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere" / "slurm.conf"))
+    assert main(["rehearse", "--profile", "profiles/perlmutter", "--work", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"exabench: error: no Slurm cluster answers (SLURM_CONF={tmp_path}/nowhere/slurm.conf): ")
+    assert err.endswith("valid: the loopback Slurm started with `bash scripts/slurm-local.sh start` and "
+                        "`source /tmp/exabench-slurm/env.sh`") and len(err.splitlines()) == 1, err
     assert not (tmp_path / "w").exists()
 
 
