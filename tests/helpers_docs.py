@@ -22,7 +22,6 @@ FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.S | re.M)
 # folder in a tree) and `exabench: ...` (a message a command prints) are not commands.
 COMMAND = re.compile(r"^((snakemake|exabench|python -m exabench|python -c|make)(?=[\s.]|$)|python bench/|bash scripts/|"
                      r"bash results/)")
-PLACEHOLDER = re.compile(r"<[a-z-]+>|\bmy\.yaml\b|\[")
 # Options that plan instead of run: a documented command runs without them unless its documented form has one.
 DRY = {"-n", "--dry-run", "--dryrun", "--summary", "--detailed-summary", "--list-target-rules"}
 
