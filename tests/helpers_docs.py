@@ -55,6 +55,9 @@ def documented_commands() -> list[Documented]:
     return out
 
 
+RAN: list[tuple[str, str]] = []  # (test, command) of every run_documented call in this session
+
+
 def registry() -> list[dict]:
     return yaml.safe_load(REGISTRY.read_text())["commands"]
 
@@ -88,6 +91,7 @@ def run_documented(command: str, *extra: str, fill: dict | None = None, cwd: Pat
         assert not (DRY & set(extra)) - set(shlex.split(entry["command"])), \
             f"`{command}` run with {extra}: a dry run is not a run"
         assert not extra or entry.get("why"), f"{REGISTRY.name}: `{entry['command']}` is run with {extra}: say why"
+    RAN.append((where, command))
     line = command
     for placeholder, value in (fill or {}).items():
         line = line.replace(placeholder, value)
@@ -95,3 +99,9 @@ def run_documented(command: str, *extra: str, fill: dict | None = None, cwd: Pat
     line = " ".join([line, *(shlex.quote(a) for a in extra)])
     return subprocess.run(["bash", "-c", line], cwd=cwd, env=_env(env), capture_output=True, text=True,
                           timeout=timeout)
+
+
+def not_run_by(test: str) -> list[str]:
+    """The commands the registry names `test` for that it has not run in this session."""
+    ran = {command for where, command in RAN if where == test}
+    return sorted({e.get("runs", e["command"]) for e in registry() if e.get("test") == test} - ran)

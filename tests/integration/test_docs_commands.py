@@ -7,7 +7,8 @@ How an entry is held to its test, so that the list cannot pass by naming tests t
   at run time looks the command up in the registry and fails unless the registry names the calling
   function as its test, and unless every argument the test adds is explained (`why`) and none of them
   plans instead of running (-n, --dry-run). Here, statically: the test calls `run_documented` and holds
-  the command's registered form as a string.
+  the command's registered form as a string; and a test without parameters ends by checking that it ran
+  every command the registry names it for.
 - An older test that builds its own command line (a session's Slurm, the rehearsal, the bundle sites)
   is held to its source: the program and every argument of the registered form appear in the test's
   source (or in the module-level helpers and constants the entry lists under `via`), and no command
@@ -31,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from helpers_compare import TINY_CONFIG, copy_workflow
-from helpers_docs import DRY, REGISTRY, REPO, documented_commands, registry, run_documented
+from helpers_docs import DRY, REGISTRY, REPO, documented_commands, not_run_by, registry, run_documented
 
 COMMANDS = documented_commands()
 PROGRAMS = ("python -m", "snakemake", "exabench", "python", "make", "bash")
@@ -235,6 +236,7 @@ def test_the_documented_local_campaign_and_results_commands_run_for_real(tmp_pat
         "--markdown l.md --site profiles/local/site.yaml --records results/local/records/*.json")
     for written in ("fit.md", "v.md", "p.png", "l.md"):
         assert (d / written).stat().st_size > 0, written
+    assert not_run_by(f"{Path(__file__).resolve().relative_to(REPO)}::{sys._getframe().f_code.co_name}") == []
 
 
 @pytest.fixture(scope="module")
@@ -299,3 +301,4 @@ def test_the_documented_flakiness_check_runs_and_counts_its_runs(tmp_path):
     out = _ok(run_documented(command, env=env, timeout=300), command)
     assert "test-repeat: 1 of 1 runs passed (1 test files" in out, out
     assert (tmp_path / "run-1.log").is_file()
+    assert not_run_by(f"{Path(__file__).resolve().relative_to(REPO)}::{sys._getframe().f_code.co_name}") == []
