@@ -17,7 +17,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 REGISTRY = Path(__file__).parent / "docs_commands.yaml"
-FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^[ \t]*```[a-z]*\n(.*?)^[ \t]*```", re.S | re.M)  # a fence in a list item is indented
 # What a user types: the pipeline, the package's commands, the repository's scripts. `exabench/` (a
 # folder in a tree) and `exabench: ...` (a message a command prints) are not commands.
 COMMAND = re.compile(r"^((snakemake|exabench|python -m exabench|python -c|make)(?=[\s.]|$)|python bench/|bash scripts/|"
