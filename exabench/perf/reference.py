@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from exabench.errors import ConfigError
+from exabench.errors import ConfigError, ExabenchError
 from exabench.perf.alphabeta import Link, Machine, Workload
 
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "published_scaling.yaml"
@@ -20,6 +20,9 @@ class Reference:
 
     def __init__(self, path: str | Path = REFERENCE):
         self.path = str(path)
+        if not Path(path).is_file():  # the CLI's default is relative to the repository's root
+            raise ExabenchError(f"{path}: no such file; valid: the published scaling reference, {REFERENCE} "
+                                "(--reference names another)")
         with open(path) as f:
             self.data = yaml.safe_load(f)
         self.sources = self.data.get("sources") or {}

@@ -150,3 +150,13 @@ def test_one_factor_gives_a_one_row_speedup_matrix():
     sp = out["speedups"]
     assert sp.shape == (1, 3) and sp.iloc[0].to_numpy() == pytest.approx(np.exp([0.0, 0.5, 0.9]), rel=0.03)
     assert out["measured_speedups"] is None and "per all runs" in out["markdown"]
+
+
+def test_a_missing_scaling_reference_is_named_not_a_traceback(tmp_path, monkeypatch):
+    # `exabench model-validate` outside the repository's root: its default reference path is relative.
+    from exabench.perf.reference import REFERENCE, Reference
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ExabenchError, match=r"results/reference/published_scaling.yaml: no such file; valid: .*"
+                       + str(REFERENCE)):
+        Reference("results/reference/published_scaling.yaml")
+    assert Reference(REFERENCE).sources
