@@ -13,28 +13,19 @@ these modules only translate them into each launcher's vocabulary, as the centre
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from types import ModuleType
 
 from exabench.campaign.launchers.facts import Placement, on_this_host
 from exabench.campaign.site import Layout, NodeSpec, Site, check_layout, pair_launcher, unpair_launcher
 from exabench.errors import ExabenchError, LayoutError
-
-_NOT_LAUNCHERS = {"facts"}
-
-
-def _discover() -> dict[str, ModuleType]:
-    found = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name not in _NOT_LAUNCHERS:
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            found[module.FACTS.name] = module
-            pair_launcher(module.FACTS.name, module.FACTS.schedulers)
-    return found
+from exabench.plugins import discover
 
 
-LAUNCHERS: dict[str, ModuleType] = _discover()
+def _pair(module) -> None:
+    pair_launcher(module.FACTS.name, module.FACTS.schedulers)
+
+
+LAUNCHERS: dict[str, ModuleType] = discover(__path__, __name__, _pair)
 
 
 def register(module) -> None:

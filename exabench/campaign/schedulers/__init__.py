@@ -9,27 +9,13 @@ exabench.campaign.allocation; these modules only say how their scheduler is told
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import shlex
 from types import ModuleType
 
 from exabench.campaign.site import SCHEDULER_NAMES, pair_launcher, unpair_launcher
+from exabench.plugins import discover
 
-_NOT_SCHEDULERS = {"facts"}
-
-
-def _discover() -> dict[str, ModuleType]:
-    found = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name not in _NOT_SCHEDULERS:
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            found[module.FACTS.name] = module
-            SCHEDULER_NAMES.add(module.FACTS.name)
-    return found
-
-
-SCHEDULERS: dict[str, ModuleType] = _discover()
+SCHEDULERS: dict[str, ModuleType] = discover(__path__, __name__, lambda module: SCHEDULER_NAMES.add(module.FACTS.name))
 
 
 def register(module) -> None:

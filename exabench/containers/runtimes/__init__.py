@@ -7,24 +7,13 @@ each module's docstring. Every list of runtimes elsewhere is derived from FACTS.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from types import ModuleType
 
-_NOT_RUNTIMES = {"facts"}
+from exabench.plugins import discover
+
 NONE = "none"  # a site without a container runtime: the runner starts natively
 
-
-def _discover() -> dict[str, ModuleType]:
-    found = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name not in _NOT_RUNTIMES:
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            found[module.FACTS.name] = module
-    return found
-
-
-RUNTIMES: dict[str, ModuleType] = _discover()
+RUNTIMES: dict[str, ModuleType] = discover(__path__, __name__)
 
 
 def register(module) -> None:
