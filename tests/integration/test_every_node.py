@@ -461,6 +461,16 @@ done
 """
 
 
+def stand_in_slurm(bin_dir, sbatch: str) -> None:
+    """sbatch as given, the squeue above, an scontrol that fails (every poll asks squeue alone, once
+    for all the active jobs) and an sinfo of three idle nodes c1..c3."""
+    for name, text in (("sbatch", sbatch), ("squeue", STAND_IN_SQUEUE_STATES),
+                       ("scontrol", "#!/usr/bin/env bash\nexit 1\n"),
+                       ("sinfo", "#!/usr/bin/env bash\nfor n in c1 c2 c3; do echo \"$n idle\"; done\n")):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+
+
 def test_node_acceptance_submits_every_group_through_a_one_job_per_user_queue(tmp_path):
     # node_acceptance sends the group jobs itself: where the queue refuses a second job of the user it
     # sent the first and stopped with an error, the other groups never sent; now they wait for room.
@@ -470,12 +480,7 @@ def test_node_acceptance_submits_every_group_through_a_one_job_per_user_queue(tm
     sbatch = ('#!/usr/bin/env bash\nif [[ -e "$QUEUE/job" ]]; then echo "sbatch: error: QOSMaxSubmitJobPerUserLimit" '
               '>&2; exit 1; fi\necho "$2" >> "$QUEUE/sent"; n=$(wc -l < "$QUEUE/sent"); echo "$n" > "$QUEUE/job"; '
               'echo "$n"\n')
-    # scontrol fails: every poll asks squeue alone, once for all the active jobs
-    for name, text in (("sbatch", sbatch), ("squeue", STAND_IN_SQUEUE_STATES),
-                       ("scontrol", "#!/usr/bin/env bash\nexit 1\n"),
-                       ("sinfo", "#!/usr/bin/env bash\nfor n in c1 c2 c3; do echo \"$n idle\"; done\n")):
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
+    stand_in_slurm(bin_dir, sbatch)
     planned = [{"group": g, "nodes": [g], "record": str(tmp_path / f"{g}.json")} for g in ("c1", "c2", "c3")]
     scripts = {g: tmp_path / f"{g}.sh" for g in ("c1", "c2", "c3")}
     said = []
@@ -493,11 +498,7 @@ def test_node_acceptance_polls_all_its_active_jobs_in_one_squeue_call(tmp_path):
     bin_dir, queue = tmp_path / "bin", tmp_path / "queue"
     bin_dir.mkdir(), queue.mkdir()
     sbatch = '#!/usr/bin/env bash\necho "$2" >> "$QUEUE/sent"; wc -l < "$QUEUE/sent"\n'
-    for name, text in (("sbatch", sbatch), ("squeue", STAND_IN_SQUEUE_STATES),
-                       ("scontrol", "#!/usr/bin/env bash\nexit 1\n"),
-                       ("sinfo", "#!/usr/bin/env bash\nfor n in c1 c2 c3; do echo \"$n idle\"; done\n")):
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
+    stand_in_slurm(bin_dir, sbatch)
     planned = [{"group": g, "nodes": [g], "record": str(tmp_path / f"{g}.json")} for g in ("c1", "c2", "c3")]
     result = run_groups(planned, {g: tmp_path / f"{g}.sh" for g in ("c1", "c2", "c3")},
                         {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(queue)}, lambda text: None, poll_s=0.01)
