@@ -1,0 +1,77 @@
+"""Inputs of the recently added features refused in one line, before anything is emptied or written:
+`exabench rehearse`'s --work, --configfile and a profile outside the checkout; site files naming a
+scheduler, launcher or container runtime that is not registered; scheduler_options another scheduler
+reads; numbers YAML reads as text. Each error names the file or option, the key, the value and what
+is valid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exabench.campaign.site import load_site
+from exabench.errors import ConfigError, ExabenchError
+from exabench.rehearsal.rehearse import check_inputs, copy_profile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# --- exabench rehearse: the --work folder it empties, the --configfile it runs ----------------------
+
+def _checkout(tmp_path) -> Path:
+    checkout = tmp_path / "checkout"
+    (checkout / "profiles" / "summit").mkdir(parents=True)
+    (checkout / "Snakefile").write_text("")
+    return checkout
+
+
+@pytest.mark.parametrize("work,says", [
+    (".", "holds the exabench checkout"),
+    ("..", "holds the exabench checkout"),
+    ("afile", "is not a folder"),
+    ("mine", "a folder no rehearsal made"),
+])
+def test_a_work_folder_whose_removal_would_lose_files_is_refused_before_it_is_emptied(tmp_path, work, says):
+    checkout = _checkout(tmp_path)
+    (tmp_path / "afile").write_text("keep me")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    target = (checkout / work) if work in (".", "..") else tmp_path / work
+    with pytest.raises(ExabenchError) as err:
+        check_inputs("profiles/summit", target, checkout, None)
+    assert str(err.value).startswith(f"--work {target.resolve()}: ") and says in str(err.value)
+    assert "valid: a new folder, or one an earlier rehearsal made" in str(err.value)
+    assert (tmp_path / "afile").read_text() == "keep me" and (tmp_path / "mine" / "notes.txt").exists()
+
+
+def test_a_new_or_earlier_rehearsal_work_folder_is_taken(tmp_path):
+    checkout = _checkout(tmp_path)
+    check_inputs("profiles/summit", tmp_path / "new", checkout, None)
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "Snakefile").write_text("")
+    (earlier / "rehearsal.md").write_text("")
+    check_inputs("profiles/summit", earlier, checkout, None)
+
+
+@pytest.mark.parametrize("configfile,says", [("missing.yaml", "does not exist"), (".", "is a directory")])
+def test_a_configfile_that_cannot_be_read_is_refused_before_the_rehearsal_starts(tmp_path, configfile, says):
+    with pytest.raises(ConfigError) as err:
+        check_inputs("profiles/summit", tmp_path / "new", _checkout(tmp_path), str(tmp_path / configfile))
+    assert says in str(err.value) and str(tmp_path) in str(err.value)
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_profile_outside_the_checkout_is_the_one_rehearsed(tmp_path):
+    checkout, work = _checkout(tmp_path), tmp_path / "work"
+    (work / "profiles" / "summit").mkdir(parents=True)
+    (work / "profiles" / "summit" / "site.yaml").write_text("name: summit\n")   # the checkout's copy
+    own = tmp_path / "edited" / "summit"
+    own.mkdir(parents=True)
+    (own / "site.yaml").write_text("name: summit\nnode_hours_budget: 5\n")
+    copy_profile(str(own), checkout, work)
+    assert "node_hours_budget: 5" in (work / "profiles" / "summit" / "site.yaml").read_text()
+    copy_profile(str(checkout / "profiles" / "summit"), checkout, work)   # the checkout's own: left as copied
+    assert "node_hours_budget: 5" in (work / "profiles" / "summit" / "site.yaml").read_text()
