@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from exabench.config import load_and_validate
+from exabench.config import load_yaml, validate
 from exabench.errors import ConfigError, LayoutError
 
 # Which launchers each scheduler's allocation can use: filled by exabench.campaign.launchers from
@@ -169,7 +169,9 @@ def _local_cores() -> int:
 
 def load_site(path: str | Path) -> Site:
     path = str(path)
-    raw = load_and_validate(path, "site")  # control characters refused there too
+    raw = load_yaml(path)
+    _check_registered_names(path, raw)
+    raw = validate(raw, "site", path)  # control characters refused there too
     node = dict(raw["node"])
     if node["cores_per_socket"] == "auto":
         if raw["scheduler"] != "none":
@@ -219,6 +221,23 @@ def load_site(path: str | Path) -> Site:
                 scheduler_options=dict(raw["scheduler_options"]), launcher_options=dict(raw["launcher_options"]),
                 container=dict(raw["container"]), storage=dict(raw["storage"]), network=dict(raw["network"]),
                 submit=raw["submit"], path=path)
+
+
+def _check_registered_names(path: str, raw) -> None:
+    """A scheduler, launcher or container runtime that is not registered, named with the registered
+    ones: the schema's name pattern would only say `a string matching ^[a-z]...` of `LSF` or `Shifter`."""
+    if not isinstance(raw, dict):
+        return  # the schema says what the top level must be
+    from exabench.containers import runtimes  # not at import: the runtimes' modules import this one
+    container = raw.get("container")
+    launcher_names = sorted({n for names in LAUNCHERS_BY_SCHEDULER.values() for n in names})
+    registered = (("scheduler", raw.get("scheduler"), sorted(SCHEDULER_NAMES), "one of "),
+                  ("launcher", raw.get("launcher"), launcher_names, "one of "),
+                  ("container.runtime", container.get("runtime") if isinstance(container, dict) else None,
+                   [runtimes.NONE, *sorted(runtimes.RUNTIMES)], ""))
+    for key, value, names, lead in registered:
+        if isinstance(value, str) and value not in names:
+            raise ConfigError(path, key, value, lead + ", ".join(names))
 
 
 def _check_queues(path: str, queues: tuple, partition: str, machine_nodes: int, site_walltime_min: int) -> None:

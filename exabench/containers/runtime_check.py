@@ -30,7 +30,7 @@ def check_setting(path: str, container: dict, launcher: str) -> None:
     facts = runtimes.facts(name)
     if facts.launchers and launcher not in facts.launchers:
         raise ConfigError(path, "launcher", launcher, f"{', '.join(facts.launchers)} with container.runtime {name} "
-                          f"(its container is {facts.position}: {facts.image_form})", "cannot start it")
+                          f"(its container: {facts.position}; its image: {facts.image_form})", "cannot start it")
     gpu = container.get("gpu_flag", "")
     if gpu not in facts.gpu_flags:
         raise ConfigError(path, "container.gpu_flag", gpu, f"{_shown(facts.gpu_flags)} with container.runtime {name}",

@@ -75,3 +75,32 @@ def test_a_profile_outside_the_checkout_is_the_one_rehearsed(tmp_path):
     assert "node_hours_budget: 5" in (work / "profiles" / "summit" / "site.yaml").read_text()
     copy_profile(str(checkout / "profiles" / "summit"), checkout, work)   # the checkout's own: left as copied
     assert "node_hours_budget: 5" in (work / "profiles" / "summit" / "site.yaml").read_text()
+
+
+# --- site files: names a registry holds, listed when one is mistyped ---------------------------------
+
+def _site_file(tmp_path, base: str = "perlmutter", **changes) -> Path:
+    data = yaml.safe_load((REPO / "profiles" / base / "site.yaml").read_text())
+    for key, value in changes.items():
+        *parents, last = key.split("__")
+        d = data
+        for p in parents:
+            d = d.setdefault(p, {})
+        d[last] = value
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("key,value,listed", [
+    ("scheduler", "LSF", "one of cobalt, lsf, none, pbs, slurm"),
+    ("scheduler", "", "one of cobalt, lsf, none, pbs, slurm"),
+    ("launcher", "SRUN", "one of aprun, ibrun, jsrun, local, mpiexec, mpirun, srun, torchrun"),
+    ("container__runtime", "Shifter", "none, apptainer, charliecloud, cscs-edf, docker, podman-hpc, pyxis, shifter, "
+                                      "singularity"),
+])
+def test_a_mistyped_registered_name_is_refused_listing_the_registered_ones(tmp_path, key, value, listed):
+    path = _site_file(tmp_path, **{key: value})
+    with pytest.raises(ConfigError) as err:
+        load_site(path)
+    assert str(err.value) == f"{path}: key '{key.replace('__', '.')}' = {value!r} is not valid; valid: {listed}"
