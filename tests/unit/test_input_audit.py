@@ -104,3 +104,34 @@ def test_a_mistyped_registered_name_is_refused_listing_the_registered_ones(tmp_p
     with pytest.raises(ConfigError) as err:
         load_site(path)
     assert str(err.value) == f"{path}: key '{key.replace('__', '.')}' = {value!r} is not valid; valid: {listed}"
+
+
+# --- scheduler_options: a key another scheduler reads is refused, not ignored ------------------------
+
+@pytest.mark.parametrize("base,options,key,readers", [
+    ("summit", {"pbs_select": "nodes"}, "pbs_select", "pbs"),              # LSF
+    ("summit", {"queue_directive": "qos"}, "queue_directive", "slurm"),
+    ("polaris", {"alloc_flags": ["nvme"]}, "alloc_flags", "lsf"),          # PBS
+    ("theta", {"slot_license": "cores:2"}, "slot_license", "slurm"),       # Cobalt
+    ("perlmutter", {"cobalt_attrs": "mcdram=cache"}, "cobalt_attrs", "cobalt"),
+    ("local", {"extra": ["--foo"]}, "extra", "cobalt, lsf, pbs, slurm"),  # no scheduler: no header
+])
+def test_a_scheduler_option_the_sites_scheduler_does_not_read_is_refused(tmp_path, base, options, key, readers):
+    from exabench.campaign.allocation import request
+    from exabench.campaign.site import resolve_layout
+
+    site = load_site(_site_file(tmp_path, base, scheduler_options=options))
+    with pytest.raises(ConfigError) as err:
+        request(site, resolve_layout(site, nodes=1))
+    assert err.value.key == f"scheduler_options.{key}" and err.value.file == str(tmp_path / "site.yaml")
+    assert f"is not read by scheduler {site.scheduler}; valid: unset with scheduler {site.scheduler} " \
+           f"(read by: {readers})" in str(err.value)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "site.yaml").is_file()))
+def test_every_profiles_scheduler_options_are_read_by_its_scheduler(name):
+    from exabench.campaign.allocation import request
+    from exabench.campaign.site import resolve_layout
+
+    site = load_site(REPO / "profiles" / name / "site.yaml")
+    assert request(site, resolve_layout(site, nodes=1)).queue is not None
