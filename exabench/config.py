@@ -173,9 +173,9 @@ def _describe_valid(error) -> str:
         wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         quoted = (isinstance(error.instance, str) and error.instance.strip().lstrip("-").isdigit()
                   and {"integer", "number"} & set(wanted))
-        return (f"type {error.validator_value}" + (f": {shape}" if shape else "")
+        return (f"type {' or '.join(wanted)}" + (f": {shape}" if shape else "")
                 + (f"; write the number without quotes: {error.instance.strip()}, not {error.instance!r}"
-                   if quoted else ""))
+                   if quoted else _number_read_as_text(error.instance, wanted)))
     if v == "oneOf":
         return " or ".join(_describe_branch(b) for b in error.validator_value)
     if v in ("minLength", "maxLength"):
@@ -183,6 +183,21 @@ def _describe_valid(error) -> str:
     if v in ("minItems", "maxItems"):
         return f"{v} {error.validator_value}"
     return s.get("description", v)
+
+
+def _number_read_as_text(value, wanted: list) -> str:
+    """A hint for a number YAML 1.1 reads as text: PyYAML takes an exponent only with a dot and a sign
+    (1.0e+9), so `node_hours_budget: 1e9` (or 1.5e3) is the string '1e9'."""
+    if not isinstance(value, str) or not {"integer", "number"} & set(wanted):
+        return ""
+    try:
+        number = float(value.strip())
+    except ValueError:
+        return ""
+    if not math.isfinite(number):
+        return ""
+    plain = int(number) if number.is_integer() and abs(number) < 1e16 else number
+    return f"; YAML reads {value!r} as text: write {plain!r} (or with a dot and a signed exponent: {number:.1e})"
 
 
 def _describe_branch(branch: dict) -> str:

@@ -230,14 +230,17 @@ def _check_registered_names(path: str, raw) -> None:
         return  # the schema says what the top level must be
     from exabench.containers import runtimes  # not at import: the runtimes' modules import this one
     container = raw.get("container")
+    scheduler = raw.get("scheduler")
     launcher_names = sorted({n for names in LAUNCHERS_BY_SCHEDULER.values() for n in names})
-    registered = (("scheduler", raw.get("scheduler"), sorted(SCHEDULER_NAMES), "one of "),
-                  ("launcher", raw.get("launcher"), launcher_names, "one of "),
+    registered = (("scheduler", scheduler, sorted(SCHEDULER_NAMES), "one of ", ""),
+                  ("launcher", raw.get("launcher"), launcher_names, "one of ", ""),
                   ("container.runtime", container.get("runtime") if isinstance(container, dict) else None,
-                   [runtimes.NONE, *sorted(runtimes.RUNTIMES)], ""))
-    for key, value, names, lead in registered:
+                   [runtimes.NONE, *sorted(runtimes.RUNTIMES)], "", ""))
+    for key, value, names, lead, tail in registered:
         if isinstance(value, str) and value not in names:
-            raise ConfigError(path, key, value, lead + ", ".join(names))
+            if key == "launcher" and scheduler in SCHEDULER_NAMES:  # those its allocations start
+                names, tail = LAUNCHERS_BY_SCHEDULER.get(scheduler, ()), f" with scheduler {scheduler}"
+            raise ConfigError(path, key, value, lead + ", ".join(names) + tail)
 
 
 def _check_queues(path: str, queues: tuple, partition: str, machine_nodes: int, site_walltime_min: int) -> None:

@@ -95,7 +95,7 @@ def _site_file(tmp_path, base: str = "perlmutter", **changes) -> Path:
 @pytest.mark.parametrize("key,value,listed", [
     ("scheduler", "LSF", "one of cobalt, lsf, none, pbs, slurm"),
     ("scheduler", "", "one of cobalt, lsf, none, pbs, slurm"),
-    ("launcher", "SRUN", "one of aprun, ibrun, jsrun, local, mpiexec, mpirun, srun, torchrun"),
+    ("launcher", "SRUN", "one of ibrun, local, mpirun, srun, torchrun with scheduler slurm"),
     ("container__runtime", "Shifter", "none, apptainer, charliecloud, cscs-edf, docker, podman-hpc, pyxis, shifter, "
                                       "singularity"),
 ])
@@ -135,3 +135,30 @@ def test_every_profiles_scheduler_options_are_read_by_its_scheduler(name):
 
     site = load_site(REPO / "profiles" / name / "site.yaml")
     assert request(site, resolve_layout(site, nodes=1)).queue is not None
+
+
+# --- numbers YAML reads as text, and the types a key takes --------------------------------------------
+
+@pytest.mark.parametrize("text,says", [
+    ("node_hours_budget: 1e9", "YAML reads '1e9' as text: write 1000000000 (or with a dot and a signed exponent: "
+                               "1.0e+09)"),
+    ("node_hours_budget: 1.5e3", "write 1500 "),
+    ("max_nodes: 4.6e3", "valid: type integer; YAML reads '4.6e3' as text: write 4600 "),
+])
+def test_a_number_yaml_reads_as_text_is_refused_saying_how_to_write_it(tmp_path, text, says):
+    path = _site_file(tmp_path, "summit")
+    key = text.split(":")[0]
+    kept = [line for line in path.read_text().splitlines() if not line.startswith(f"{key}:")]
+    path.write_text("\n".join([*kept, text]) + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_site(path)
+    assert str(err.value).startswith(f"{path}: key '{text.split(':')[0]}' = '{text.split(': ')[1]}' is not valid")
+    assert says in str(err.value)
+
+
+def test_a_key_of_two_types_names_both_in_words():
+    from exabench.config import validate
+
+    with pytest.raises(ConfigError) as err:
+        validate({"benchmarks": [{"name": "kmeans"}], "node_hours_budget": "abc"}, "config", "--config")
+    assert str(err.value) == "--config: key 'node_hours_budget' = 'abc' is not valid; valid: type number or null"
