@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from exabench.errors import ConfigError, ExabenchError
@@ -863,17 +864,36 @@ TOLERANCE_VALID = ("LOWER,UPPER: the fractions a figure may fall below and rise 
                    "0 <= LOWER <= 1 and UPPER >= 0 (0.2,0.1: 20% below to 10% above; not multipliers such as 0.8,1.2)")
 
 
-def _check_out(command: str, out: str | None) -> None:
+# Number options: (dest, the commands whose option it is, ("[" or "(", lowest), (highest, "]" or ")") or
+# None, what is valid). Each is also refused when not finite.
+NUMBER_OPTIONS = (
+    ("alpha", ("history",), ("(", 0.0), (1.0, ")"), "a significance level between 0 and 1, e.g. 0.01"),
+    ("min_change", ("history",), ("[", 0.0), None, "a fraction >= 0, e.g. 0.05"),
+    ("detect", ("history",), ("(", 0.0), None, "a fraction > 0, e.g. 0.10"),
+    ("last", ("history", "references"), ("[", 1), None, "a count of campaigns >= 1"),
+    ("z", ("nodes",), ("(", 0.0), None, "a robust z-score > 0, e.g. 3.5"),
+    ("split_bytes", ("comm-fit", "model-local-check"), ("[", 1), None, "a message size in bytes >= 1, e.g. 65536"),
+    ("index", ("node-run",), ("[", 0), None, "the node's place in the allocation's node list, 0 or more"),
+    ("nodes", ("node-sweep",), ("[", 0), None, "a count of nodes >= 1, or 0: the largest queue's"),
+)
+# Files a command writes, besides --out: a folder there, or a file where a folder belongs, is refused
+# before anything is written (accept's --junit a folder would leave its --markdown and --csv written).
+OUT_FILES = {"markdown": "a Markdown file to write", "csv": "a CSV file to write", "junit": "a JUnit XML file to write",
+             "plot": "a PNG file to write", "out_dir": None}
+
+
+def _check_out(command: str, out: str | None, option: str = "out") -> None:
     from pathlib import Path
-    kind, what = OUT_KINDS.get(command, (None, ""))
+    kind, what = OUT_KINDS.get(command, (None, "")) if option == "out" else \
+        ("folder", "a folder to write in") if OUT_FILES[option] is None else ("file", OUT_FILES[option])
     if not kind or not out:
         return
-    path = Path(out)
+    path, flag = Path(out), f"--{option.replace('_', '-')}"
     if kind == "file" and path.is_dir():
-        raise ExabenchError(f"--out {out}: is a folder; valid: {what}")
+        raise ExabenchError(f"{flag} {out}: is a folder; valid: {what}")
     for folder in ([path] if kind == "folder" else []) + list(path.parents):
         if folder.exists() and not folder.is_dir():
-            raise ExabenchError(f"--out {out}: {folder} is a file, not a folder; valid: {what}")
+            raise ExabenchError(f"{flag} {out}: {folder} is a file, not a folder; valid: {what}")
 
 
 def _check_tolerance(text: str | None) -> None:
@@ -893,6 +913,9 @@ def _check_inputs(args) -> None:
     outside their range (--alpha 5, --last -1), an --out of the wrong kind and a reversed band."""
     from pathlib import Path
     _check_out(args.command, getattr(args, "out", None))
+    for option in OUT_FILES:
+        if isinstance(getattr(args, option, None), str):
+            _check_out(args.command, getattr(args, option), option)
     if args.command == "references":
         _check_tolerance(args.tolerance)
     for name in RECORD_ARGS:
@@ -903,13 +926,13 @@ def _check_inputs(args) -> None:
                 flag = "records" if name == "records" else f"--{name.replace('_', '-')}"
                 raise ExabenchError(f"{', '.join(missing)}: no such file or folder ({flag}: record files or "
                                     "folders of records, e.g. results/<site>/records)")
-    for name, low, high, what in (("alpha", 0.0, 1.0, "a significance level between 0 and 1, e.g. 0.01"),
-                                  ("min_change", 0.0, None, "a fraction >= 0, e.g. 0.05"),
-                                  ("last", 1, None, "a count of campaigns >= 1")):
+    for name, commands, low, high, what in NUMBER_OPTIONS:
         value = getattr(args, name, None)
-        if value is None or args.command not in ("history", "references"):
+        if value is None or args.command not in commands:
             continue
-        if value < low or (high is not None and value >= high) or (name == "alpha" and value <= 0):
+        # NaN compares false with every bound: finite first (--z nan would flag no node, --alpha nan pass)
+        if not math.isfinite(value) or not (value > low[1] if low[0] == "(" else value >= low[1]) \
+                or (high is not None and not (value < high[0] if high[1] == ")" else value <= high[0])):
             raise ExabenchError(f"--{name.replace('_', '-')} {value}: not valid; valid: {what}")
 
 

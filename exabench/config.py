@@ -203,6 +203,8 @@ def _number_read_as_text(value, wanted: list) -> str:
 def _describe_branch(branch: dict) -> str:
     if "const" in branch:
         return repr(branch["const"])
+    if branch.get("type") == "object" and branch.get("description"):
+        return branch["description"]  # its shape ({min, max}), not the word object
     text = branch.get("type", "value")
     if "minimum" in branch:
         text += f" >= {branch['minimum']}"

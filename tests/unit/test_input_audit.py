@@ -162,3 +162,44 @@ def test_a_key_of_two_types_names_both_in_words():
     with pytest.raises(ConfigError) as err:
         validate({"benchmarks": [{"name": "kmeans"}], "node_hours_budget": "abc"}, "config", "--config")
     assert str(err.value) == "--config: key 'node_hours_budget' = 'abc' is not valid; valid: type number or null"
+
+
+# --- command-line options: numbers out of range or not finite, output files of the wrong kind -------
+
+def _main(capsys, *argv) -> tuple[int, str]:
+    from exabench.cli import main
+
+    code = main(list(argv))
+    return code, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["nodes", "--site-name", "local", "--markdown", "{tmp}/n.md", "--z", "nan", "tests/data/nodes"],
+     "--z nan: not valid; valid: a robust z-score > 0, e.g. 3.5"),
+    (["nodes", "--site-name", "local", "--markdown", "{tmp}/n.md", "--z", "-1", "tests/data/nodes"],
+     "--z -1.0: not valid; valid: a robust z-score > 0"),
+    (["history", "--store", "{tmp}/store", "regress", "--alpha", "nan"], "--alpha nan: not valid; valid: a significance"),
+    (["history", "--store", "{tmp}/store", "regress", "--detect", "0"], "--detect 0.0: not valid; valid: a fraction > 0"),
+    (["comm-fit", "--sweep", "{tmp}/s.csv", "--markdown", "{tmp}/c.md", "--split-bytes", "-5"],
+     "--split-bytes -5: not valid; valid: a message size in bytes >= 1"),
+    (["node-sweep", "--nodes", "-3", "--out", "{tmp}/ns.sh"], "--nodes -3: not valid; valid: a count of nodes >= 1"),
+    (["nodes", "--site-name", "local", "--markdown", "{tmp}", "tests/data/nodes"],
+     "--markdown {tmp}: is a folder; valid: a Markdown file to write"),
+    (["nodes", "--site-name", "local", "--markdown", "{tmp}/afile/n.md", "tests/data/nodes"],
+     "--markdown {tmp}/afile/n.md: {tmp}/afile is a file, not a folder; valid: a Markdown file to write"),
+])
+def test_a_bad_option_is_refused_in_one_line_before_anything_is_written(tmp_path, capsys, monkeypatch, argv, says):
+    monkeypatch.chdir(REPO)
+    (tmp_path / "afile").write_text("")
+    code, err = _main(capsys, *[a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert code == 2 and "\n" not in err and err.startswith(f"exabench: error: {says.replace('{tmp}', str(tmp_path))}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_accept_with_a_folder_for_its_junit_writes_none_of_its_files(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code, err = _main(capsys, "accept", "--references", "profiles/local/references.yaml", "--site-name", "local",
+                      "--markdown", str(tmp_path / "v.md"), "--csv", str(tmp_path / "v.csv"),
+                      "--junit", str(tmp_path), "tests/data/records/local")
+    assert code == 2 and err == f"exabench: error: --junit {tmp_path}: is a folder; valid: a JUnit XML file to write"
+    assert not list(tmp_path.iterdir())
