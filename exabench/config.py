@@ -205,9 +205,17 @@ def _describe_branch(branch: dict) -> str:
         return repr(branch["const"])
     if branch.get("type") == "object" and branch.get("description"):
         return branch["description"]  # its shape ({min, max}), not the word object
+    if "enum" in branch:  # the words it takes, not "value"
+        return "one of " + ", ".join(map(repr, branch["enum"]))
+    items = branch.get("items")
+    if branch.get("type") == "array" and isinstance(items, dict):
+        inner = " or ".join(_describe_branch(b) for b in items["oneOf"]) if "oneOf" in items else _describe_branch(items)
+        return f"a list of ({inner})" + (" with at least one item" if branch.get("minItems") else "")
     text = branch.get("type", "value")
     if "minimum" in branch:
         text += f" >= {branch['minimum']}"
+    if "pattern" in branch:
+        text += f" matching {branch['pattern']}"
     return text
 
 

@@ -203,3 +203,28 @@ def test_accept_with_a_folder_for_its_junit_writes_none_of_its_files(tmp_path, c
                       "--junit", str(tmp_path), "tests/data/records/local")
     assert code == 2 and err == f"exabench: error: --junit {tmp_path}: is a folder; valid: a JUnit XML file to write"
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("every_node,key,valid", [
+    ({"nodes": "n[1-4]", "group": "Pairs"}, "every_node.group",
+     "integer >= 1 or one of 'rack', 'pairs', 'all' or a list of (integer >= 1 or one of 'pairs', 'all') with at "
+     "least one item"),
+    ({"nodes": []}, "every_node.nodes", "a list of (string matching"),
+])
+def test_a_key_of_several_shapes_names_each_in_words(every_node, key, valid):
+    from exabench.config import validate
+
+    with pytest.raises(ConfigError) as err:
+        validate({"benchmarks": [{"name": "kmeans"}], "every_node": every_node}, "config", "c.yaml")
+    assert err.value.key == key and valid in str(err.value) and "value or array" not in str(err.value)
+
+
+def test_a_reference_measured_nowhere_says_what_at_nodes_takes():
+    from exabench.config import validate
+
+    entry = {"benchmark": "kmeans", "metric": "time", "value": 1.0, "lower": 0.1, "upper": 0.1, "unit": "s",
+             "at": {"nodes": [1, 2]}}
+    with pytest.raises(ConfigError) as err:
+        validate({"references": [entry]}, "references", "refs.yaml")
+    assert str(err.value) == ("refs.yaml: key 'references[0].at.nodes' = [1, 2] is not valid; valid: integer >= 1 "
+                              "or a range {min: N, max: M}")
