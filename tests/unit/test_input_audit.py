@@ -228,3 +228,28 @@ def test_a_reference_measured_nowhere_says_what_at_nodes_takes():
         validate({"references": [entry]}, "references", "refs.yaml")
     assert str(err.value) == ("refs.yaml: key 'references[0].at.nodes' = [1, 2] is not valid; valid: integer >= 1 "
                               "or a range {min: N, max: M}")
+
+
+# --- every-node submit.sh: its wait between looks at the queue ----------------------------------------
+
+@pytest.mark.parametrize("wait,says", [("abc", "abc"), ("-5", "-5"), ("", None), ("0.5", None)])
+def test_submit_sh_refuses_a_wait_that_is_not_seconds_before_sending_anything(tmp_path, wait, says):
+    import subprocess
+
+    from exabench.campaign.node_groups import submit_script
+
+    site = load_site(REPO / "profiles" / "slurm-cluster" / "site.yaml")
+    script = tmp_path / "submit.sh"
+    script.write_text(submit_script(site, "c", [(tmp_path / "g1.sh", "")], tmp_path))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/sent\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "USER": "me", "EXABENCH_SUBMIT_WAIT_S": wait}
+    res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    if says is None:   # unset (the default, 60) or a number: the job is sent
+        assert res.returncode == 0 and (tmp_path / "sent").read_text().strip().endswith("g1.sh")
+    else:
+        assert res.returncode == 2 and not (tmp_path / "sent").exists()
+        assert res.stderr.strip() == (f"exabench: EXABENCH_SUBMIT_WAIT_S={says}: not valid; valid: seconds >= 0 "
+                                      "between looks at the queue, e.g. 60 (unset: 60)")
