@@ -154,7 +154,12 @@ def cmd_accept(args) -> int:
 
 def cmd_accept_check(args) -> int:
     from exabench.analysis.acceptance import check_verdicts
-    passed, text = check_verdicts(args.verdicts)
+    try:
+        passed, text = check_verdicts(args.verdicts)
+    except (KeyError, ValueError) as exc:  # a missing column, not CSV, not UTF-8 (pandas' errors are ValueErrors)
+        raise ExabenchError(f"--verdicts {args.verdicts}: not a verdicts table ({type(exc).__name__}: {exc}); "
+                            "valid: the verdicts CSV `exabench accept` wrote (columns run_id, metric, verdict, "
+                            "detail)") from None
     print(text, file=sys.stdout if passed else sys.stderr)
     return 0 if passed else 1
 
@@ -220,6 +225,8 @@ def cmd_plots(args) -> int:
 
 def cmd_archive(args) -> int:
     from exabench.analysis.archive import archive_campaign
+    from exabench.records.attempts import campaign_results
+    campaign_results(args.results)  # an empty or mistyped folder has nothing to pack
     print(archive_campaign(args.results, args.out, args.site_name, args.logs, args.config, args.site, args.references,
                            args.lock, args.baseline, args.baseline_records))
     return 0
@@ -247,7 +254,8 @@ def _hold_results(results: str):
 
 
 def cmd_retry(args) -> int:
-    from exabench.records.attempts import retry
+    from exabench.records.attempts import campaign_results, retry
+    campaign_results(args.results)  # before the claim, which would make the folder of a mistyped path
     claim = None if args.dry_run else _hold_results(args.results)
     try:
         moved = retry(args.results, dry_run=args.dry_run)
@@ -896,6 +904,32 @@ def _check_out(command: str, out: str | None, option: str = "out") -> None:
             raise ExabenchError(f"{flag} {out}: {folder} is a file, not a folder; valid: {what}")
 
 
+# Files and folders a command reads: (dest, the commands whose option it is, what is valid). One that is
+# missing, of the wrong kind or unreadable is named here, not in a traceback of the library that opens it.
+INPUT_PATHS = (
+    ("verdicts", ("accept-check",), "file", "the verdicts CSV `exabench accept` wrote "
+                                            "(results/<site>/tables/verdicts.csv)"),
+    ("table", ("model-fit", "model-local-check"), "file", "a tidy results CSV (results/<site>/tables/results.csv)"),
+    ("sweep", ("comm-fit", "model-local-check"), "file", "an allreduce sweep CSV (n, bytes, time_s)"),
+    ("reference", ("model-validate", "model-project"), "file", "a published scaling YAML "
+                                                               "(results/reference/published_scaling.yaml)"),
+    ("spec", ("node-run", "node-agent", "execute"), "file", "a run's spec.json (results/<site>/runs/<run>/spec.json)"),
+    ("results", ("archive", "restore"), "folder", "a campaign's results folder (results/<site>)"),
+)
+
+
+def _check_input_path(option: str, path: str, kind: str, what: str) -> None:
+    import os
+    from pathlib import Path
+    p, flag = Path(path), f"--{option.replace('_', '-')}"
+    if not p.exists():
+        raise ExabenchError(f"{flag} {path}: does not exist; valid: {what}")
+    if (kind == "file") == p.is_dir():
+        raise ExabenchError(f"{flag} {path}: is {'a folder' if kind == 'file' else 'not a folder'}; valid: {what}")
+    if not os.access(p, os.R_OK):
+        raise ExabenchError(f"{flag} {path}: cannot be read by this user; valid: {what}")
+
+
 def _check_tolerance(text: str | None) -> None:
     import math
     if text is None:
@@ -934,6 +968,11 @@ def _check_inputs(args) -> None:
         if not math.isfinite(value) or not (value > low[1] if low[0] == "(" else value >= low[1]) \
                 or (high is not None and not (value < high[0] if high[1] == ")" else value <= high[0])):
             raise ExabenchError(f"--{name.replace('_', '-')} {value}: not valid; valid: {what}")
+    for option, commands, kind, what in INPUT_PATHS:
+        value = getattr(args, option, None)
+        # execute --render-site writes the spec it runs: it need not exist yet
+        if args.command in commands and isinstance(value, str) and not getattr(args, "render_site", None):
+            _check_input_path(option, value, kind, what)
 
 
 def main(argv: list[str] | None = None) -> int:

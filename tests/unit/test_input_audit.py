@@ -253,3 +253,32 @@ def test_submit_sh_refuses_a_wait_that_is_not_seconds_before_sending_anything(tm
         assert res.returncode == 2 and not (tmp_path / "sent").exists()
         assert res.stderr.strip() == (f"exabench: EXABENCH_SUBMIT_WAIT_S={says}: not valid; valid: seconds >= 0 "
                                       "between looks at the queue, e.g. 60 (unset: 60)")
+
+
+# --- files and folders a command reads: named, never a traceback, never a folder made ---------------
+
+@pytest.mark.parametrize("argv,says", [
+    (["accept-check", "--verdicts", "{tmp}/none.csv"], "--verdicts {tmp}/none.csv: does not exist; valid: the "
+                                                       "verdicts CSV `exabench accept` wrote"),
+    (["accept-check", "--verdicts", "{tmp}"], "--verdicts {tmp}: is a folder; valid:"),
+    (["accept-check", "--verdicts", "{tmp}/other.csv"], "--verdicts {tmp}/other.csv: not a verdicts table (KeyError: "
+                                                        "'run_id'); valid: the verdicts CSV `exabench accept` wrote"),
+    (["accept-check", "--verdicts", "{tmp}/binary.csv"], "--verdicts {tmp}/binary.csv: not a verdicts table "
+                                                         "(UnicodeDecodeError"),
+    (["node-run", "--spec", "{tmp}", "--node", "n1"], "--spec {tmp}: is a folder; valid: a run's spec.json"),
+    (["execute", "--spec", "{tmp}/none.json"], "--spec {tmp}/none.json: does not exist; valid: a run's spec.json"),
+    (["comm-fit", "--sweep", "{tmp}/none.csv", "--markdown", "{tmp}/c.md"], "--sweep {tmp}/none.csv: does not exist"),
+    (["archive", "--results", "{tmp}/other.csv", "--out", "{tmp}/a.tar.gz"], "--results {tmp}/other.csv: is not a "
+                                                                             "folder; valid: a campaign's results"),
+    (["archive", "--results", "{tmp}/empty", "--out", "{tmp}/a.tar.gz"], "{tmp}/empty: no records/ folder: not the "
+                                                                         "results of a campaign"),
+    (["retry", "--results", "{tmp}/mistyped"], "{tmp}/mistyped: no records/ folder"),
+])
+def test_a_file_or_folder_a_command_reads_is_named_when_it_is_not_there_or_not_one(tmp_path, capsys, argv, says):
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "binary.csv").write_bytes(b"\xff\xfe\x00")
+    (tmp_path / "empty").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, err = _main(capsys, *[a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert code == 2 and "\n" not in err and err.startswith(f"exabench: error: {says.replace('{tmp}', str(tmp_path))}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and not list((tmp_path / "empty").iterdir())
