@@ -200,6 +200,7 @@ def load_site(path: str | Path) -> Site:
                           f"at most node.smt = {spec.smt}")
     if raw["scheduler"] not in SCHEDULER_NAMES:
         raise ConfigError(path, "scheduler", raw["scheduler"], "one of " + ", ".join(sorted(SCHEDULER_NAMES)))
+    _check_submit(path, raw["scheduler"], raw["submit"])
     paired = LAUNCHERS_BY_SCHEDULER.get(raw["scheduler"], ())
     if raw["launcher"] not in paired:
         raise ConfigError(path, "launcher", raw["launcher"], f"one of {', '.join(paired)} with scheduler "
@@ -221,6 +222,18 @@ def load_site(path: str | Path) -> Site:
                 scheduler_options=dict(raw["scheduler_options"]), launcher_options=dict(raw["launcher_options"]),
                 container=dict(raw["container"]), storage=dict(raw["storage"]), network=dict(raw["network"]),
                 submit=raw["submit"], path=path)
+
+
+def _check_submit(path: str, scheduler: str, submit: str) -> None:
+    """`submit: jobs` (the default) where no Snakemake executor plugin submits the scheduler's jobs (PBS,
+    Cobalt): Snakemake would start every run on the login node itself."""
+    from exabench.campaign import schedulers  # not at import: the scheduler modules import this one
+    if submit == "jobs" and scheduler != "none" and not schedulers.facts(scheduler).executor:
+        with_plugin = ", ".join(n for n in sorted(schedulers.SCHEDULERS) if schedulers.facts(n).executor)
+        raise ConfigError(path, "submit", submit, f"bundles with scheduler {scheduler} (batch scripts from the "
+                          f"`bundle` target, submitted by hand); jobs is for schedulers with a plugin: {with_plugin}",
+                          f"has no executor plugin to submit each run with scheduler {scheduler}, so every run "
+                          "would start on this machine")
 
 
 def _check_registered_names(path: str, raw) -> None:

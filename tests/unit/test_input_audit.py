@@ -282,3 +282,13 @@ def test_a_file_or_folder_a_command_reads_is_named_when_it_is_not_there_or_not_o
     code, err = _main(capsys, *[a.replace("{tmp}", str(tmp_path)) for a in argv])
     assert code == 2 and "\n" not in err and err.startswith(f"exabench: error: {says.replace('{tmp}', str(tmp_path))}")
     assert sorted(p.name for p in tmp_path.iterdir()) == before and not list((tmp_path / "empty").iterdir())
+
+
+def test_submit_jobs_with_a_scheduler_no_executor_plugin_submits_to_is_refused(tmp_path):
+    path = _site_file(tmp_path, "polaris", submit="jobs")
+    with pytest.raises(ConfigError) as err:
+        load_site(path)
+    assert str(err.value) == (
+        f"{path}: key 'submit' = 'jobs' has no executor plugin to submit each run with scheduler pbs, so every run "
+        "would start on this machine; valid: bundles with scheduler pbs (batch scripts from the `bundle` target, "
+        "submitted by hand); jobs is for schedulers with a plugin: lsf, slurm")
