@@ -26,6 +26,8 @@ LAUNCHERS_BY_SCHEDULER: dict[str, tuple[str, ...]] = {}
 
 # The schedulers a site file may name: filled by exabench.campaign.schedulers, one per module.
 SCHEDULER_NAMES: set[str] = set()
+# Each scheduler's Snakemake executor plugin ("": none, its campaigns go as bundles), from the same modules.
+SCHEDULER_EXECUTORS: dict[str, str] = {}
 
 
 def pair_launcher(name: str, schedulers) -> None:
@@ -227,9 +229,8 @@ def load_site(path: str | Path) -> Site:
 def _check_submit(path: str, scheduler: str, submit: str) -> None:
     """`submit: jobs` (the default) where no Snakemake executor plugin submits the scheduler's jobs (PBS,
     Cobalt): Snakemake would start every run on the login node itself."""
-    from exabench.campaign import schedulers  # not at import: the scheduler modules import this one
-    if submit == "jobs" and scheduler != "none" and not schedulers.facts(scheduler).executor:
-        with_plugin = ", ".join(n for n in sorted(schedulers.SCHEDULERS) if schedulers.facts(n).executor)
+    if submit == "jobs" and scheduler != "none" and not SCHEDULER_EXECUTORS.get(scheduler):
+        with_plugin = ", ".join(n for n, executor in sorted(SCHEDULER_EXECUTORS.items()) if executor)
         raise ConfigError(path, "submit", submit, f"bundles with scheduler {scheduler} (batch scripts from the "
                           f"`bundle` target, submitted by hand); jobs is for schedulers with a plugin: {with_plugin}",
                           f"has no executor plugin to submit each run with scheduler {scheduler}, so every run "

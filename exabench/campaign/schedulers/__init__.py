@@ -14,7 +14,7 @@ import pkgutil
 import shlex
 from types import ModuleType
 
-from exabench.campaign.site import SCHEDULER_NAMES, pair_launcher, unpair_launcher
+from exabench.campaign.site import SCHEDULER_EXECUTORS, SCHEDULER_NAMES, pair_launcher, unpair_launcher
 
 _NOT_SCHEDULERS = {"facts"}
 
@@ -26,6 +26,7 @@ def _discover() -> dict[str, ModuleType]:
             module = importlib.import_module(f"{__name__}.{info.name}")
             found[module.FACTS.name] = module
             SCHEDULER_NAMES.add(module.FACTS.name)
+            SCHEDULER_EXECUTORS[module.FACTS.name] = module.FACTS.executor
     return found
 
 
@@ -36,6 +37,7 @@ def register(module) -> None:
     """Add a scheduler module (or any object with FACTS) to the registry (tests, plug-ins)."""
     SCHEDULERS[module.FACTS.name] = module
     SCHEDULER_NAMES.add(module.FACTS.name)
+    SCHEDULER_EXECUTORS[module.FACTS.name] = module.FACTS.executor
     for launcher in module.FACTS.launchers:
         pair_launcher(launcher, (module.FACTS.name,))
 
@@ -43,6 +45,7 @@ def register(module) -> None:
 def unregister(name: str) -> None:
     module = SCHEDULERS.pop(name, None)
     SCHEDULER_NAMES.discard(name)
+    SCHEDULER_EXECUTORS.pop(name, None)
     for launcher in module.FACTS.launchers if module is not None else ():
         unpair_launcher(launcher, (name,))
 
