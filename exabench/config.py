@@ -219,6 +219,13 @@ def _describe_branch(branch: dict) -> str:
     return text
 
 
+# A top-level key that says which kind of file a user gave (a campaign passed as the site file, a
+# site file as the campaign): (its schema, the words naming it).
+FILE_KINDS = {"benchmarks": ("config", "a campaign config (--config, --configfile, profiles/<site>/campaign.yaml)"),
+              "scheduler": ("site", "a site file (--site, site=, profiles/<site>/site.yaml)"),
+              "references": ("references", "a references file (profiles/<site>/references.yaml)")}
+
+
 def validate(data: Any, schema_name: str, file: str) -> dict:
     """Validate `data` (filled with defaults in place) or raise ConfigError."""
     if data is None:
@@ -242,7 +249,10 @@ def validate(data: Any, schema_name: str, file: str) -> dict:
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
             path.append(extra[0] if extra else "?")
             value = err.instance.get(extra[0]) if extra else None
-            raise ConfigError(file, key_path(path), value, _describe_valid(err), "is not a known key")
+            kinds = [FILE_KINDS[k] for k in extra if k in FILE_KINDS and FILE_KINDS[k][0] != schema_name]
+            problem = "is not a known key" + (f" (the file looks like {kinds[0][1]}, not a {schema_name} file)"
+                                              if kinds and len(path) == 1 else "")
+            raise ConfigError(file, key_path(path), value, _describe_valid(err), problem)
         if err.validator == "required":
             missing = [k for k in err.validator_value if k not in err.instance]
             path.append(missing[0] if missing else "?")

@@ -292,3 +292,16 @@ def test_submit_jobs_with_a_scheduler_no_executor_plugin_submits_to_is_refused(t
         f"{path}: key 'submit' = 'jobs' has no executor plugin to submit each run with scheduler pbs, so every run "
         "would start on this machine; valid: bundles with scheduler pbs (batch scripts from the `bundle` target, "
         "submitted by hand); jobs is for schedulers with a plugin: lsf, slurm")
+
+
+@pytest.mark.parametrize("given,schema,says", [
+    ("profiles/summit/campaign.yaml", "site", "key 'benchmarks' = "),
+    ("profiles/summit/site.yaml", "config", "key 'account' = 'ABC123' is not a known key (the file looks like a site "
+                                            "file (--site, site=, profiles/<site>/site.yaml), not a config file)"),
+])
+def test_a_file_of_another_kind_is_named_as_such(given, schema, says):
+    from exabench.config import load_and_validate
+
+    with pytest.raises(ConfigError) as err:
+        load_and_validate(REPO / given, schema)
+    assert says in str(err.value) and "the file looks like a " in str(err.value)
