@@ -208,7 +208,7 @@ def load_site(path: str | Path) -> Site:
         raise ConfigError(path, "launcher", raw["launcher"], f"one of {', '.join(paired)} with scheduler "
                           f"{raw['scheduler']}")
     from exabench.containers.runtime_check import check_setting  # the runtime's facts: exabench.containers.runtimes
-    check_setting(path, raw["container"], raw["launcher"])
+    check_setting(path, raw["container"], raw["launcher"], spec.gpus, spec.gpu_vendor)
     if raw["rack_nodes"] > raw["max_nodes"]:
         raise ConfigError(path, "rack_nodes", raw["rack_nodes"], f"at most max_nodes = {raw['max_nodes']}")
     limits = raw["limits"]

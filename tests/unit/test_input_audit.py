@@ -305,3 +305,22 @@ def test_a_file_of_another_kind_is_named_as_such(given, schema, says):
     with pytest.raises(ConfigError) as err:
         load_and_validate(REPO / given, schema)
     assert says in str(err.value) and "the file looks like a " in str(err.value)
+
+
+# --- container.gpu_flag against the nodes' GPUs --------------------------------------------------------
+
+@pytest.mark.parametrize("base,flag,says", [
+    ("frontier", "--nv", "key 'container.gpu_flag' = '--nv' brings nvidia GPUs in, and the nodes' are amd; valid: "
+                         "'--rocm' with container.runtime apptainer on amd GPUs (node.gpu.vendor)"),
+    ("frontier", "", "key 'container.gpu_flag' = '' hides the node's 8 GPUs from the container; valid: '--rocm'"),
+    ("perlmutter", "", "key 'container.gpu_flag' = '' hides the node's 4 GPUs from the container; valid: '--gpu' "
+                       "with container.runtime podman-hpc on nvidia GPUs"),
+    ("polaris", "--rocm", "key 'container.gpu_flag' = '--rocm' brings amd GPUs in, and the nodes' are nvidia; "
+                          "valid: '--nv'"),
+])
+def test_a_gpu_flag_that_leaves_the_nodes_gpus_out_of_the_container_is_refused(tmp_path, base, flag, says):
+    data = yaml.safe_load((REPO / "profiles" / base / "site.yaml").read_text())
+    path = _site_file(tmp_path, base, container={**data["container"], "gpu_flag": flag})
+    with pytest.raises(ConfigError) as err:
+        load_site(path)
+    assert str(err.value).startswith(f"{path}: {says}")
