@@ -816,6 +816,10 @@ def cmd_rehearse(args) -> int:
     bad = [kv for kv in args.config if "=" not in kv]
     if bad:
         raise ExabenchError(f"--config {bad[0]}: not valid; valid: KEY=VALUE, e.g. scale=node")
+    sites = [kv for kv in args.config if kv.split("=", 1)[0].strip() == "site"]
+    if sites:  # the stand-ins and the report follow --profile's site file
+        raise ExabenchError(f"--config {sites[0]}: not valid here; valid: other keys (the site is --profile's "
+                            "site.yaml: give a profile folder holding your site file)")
     work = Path(args.work or f"results/rehearsal/{Path(args.profile).name}")
     r = rehearse(args.profile, work.resolve(), Path.cwd(), args.configfile, args.config, args.ranks)
     s = r.summary

@@ -324,3 +324,11 @@ def test_a_gpu_flag_that_leaves_the_nodes_gpus_out_of_the_container_is_refused(t
     with pytest.raises(ConfigError) as err:
         load_site(path)
     assert str(err.value).startswith(f"{path}: {says}")
+
+
+def test_rehearse_refuses_a_site_given_with_config_before_anything_is_emptied(tmp_path, capsys):
+    code, err = _main(capsys, "rehearse", "--profile", str(REPO / "profiles" / "summit"), "--work", str(tmp_path),
+                      "--config", "site=profiles/titan/site.yaml")
+    assert code == 2 and err == ("exabench: error: --config site=profiles/titan/site.yaml: not valid here; valid: "
+                                 "other keys (the site is --profile's site.yaml: give a profile folder holding your "
+                                 "site file)")
