@@ -209,7 +209,7 @@ def _describe_branch(branch: dict) -> str:
         return "one of " + ", ".join(map(repr, branch["enum"]))
     items = branch.get("items")
     if branch.get("type") == "array" and isinstance(items, dict):
-        inner = " or ".join(_describe_branch(b) for b in items["oneOf"]) if "oneOf" in items else _describe_branch(items)
+        inner = " or ".join(_describe_branch(b) for b in items.get("oneOf", [items]))
         return f"a list of ({inner})" + (" with at least one item" if branch.get("minItems") else "")
     text = branch.get("type", "value")
     if "minimum" in branch:
