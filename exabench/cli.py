@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from exabench.errors import ConfigError, ExabenchError
@@ -153,7 +154,12 @@ def cmd_accept(args) -> int:
 
 def cmd_accept_check(args) -> int:
     from exabench.analysis.acceptance import check_verdicts
-    passed, text = check_verdicts(args.verdicts)
+    try:
+        passed, text = check_verdicts(args.verdicts)
+    except (KeyError, ValueError) as exc:  # a missing column, not CSV, not UTF-8 (pandas' errors are ValueErrors)
+        raise ExabenchError(f"--verdicts {args.verdicts}: not a verdicts table ({type(exc).__name__}: {exc}); "
+                            "valid: the verdicts CSV `exabench accept` wrote (columns run_id, metric, verdict, "
+                            "detail)") from None
     print(text, file=sys.stdout if passed else sys.stderr)
     return 0 if passed else 1
 
@@ -219,6 +225,8 @@ def cmd_plots(args) -> int:
 
 def cmd_archive(args) -> int:
     from exabench.analysis.archive import archive_campaign
+    from exabench.records.attempts import campaign_results
+    campaign_results(args.results)  # an empty or mistyped folder has nothing to pack
     print(archive_campaign(args.results, args.out, args.site_name, args.logs, args.config, args.site, args.references,
                            args.lock, args.baseline, args.baseline_records))
     return 0
@@ -246,7 +254,8 @@ def _hold_results(results: str):
 
 
 def cmd_retry(args) -> int:
-    from exabench.records.attempts import retry
+    from exabench.records.attempts import campaign_results, retry
+    campaign_results(args.results)  # before the claim, which would make the folder of a mistyped path
     claim = None if args.dry_run else _hold_results(args.results)
     try:
         moved = retry(args.results, dry_run=args.dry_run)
@@ -807,6 +816,10 @@ def cmd_rehearse(args) -> int:
     bad = [kv for kv in args.config if "=" not in kv]
     if bad:
         raise ExabenchError(f"--config {bad[0]}: not valid; valid: KEY=VALUE, e.g. scale=node")
+    sites = [kv for kv in args.config if kv.split("=", 1)[0].strip() == "site"]
+    if sites:  # the stand-ins and the report follow --profile's site file
+        raise ExabenchError(f"--config {sites[0]}: not valid here; valid: other keys (the site is --profile's "
+                            "site.yaml: give a profile folder holding your site file)")
     work = Path(args.work or f"results/rehearsal/{Path(args.profile).name}")
     r = rehearse(args.profile, work.resolve(), Path.cwd(), args.configfile, args.config, args.ranks)
     s = r.summary
@@ -863,17 +876,62 @@ TOLERANCE_VALID = ("LOWER,UPPER: the fractions a figure may fall below and rise 
                    "0 <= LOWER <= 1 and UPPER >= 0 (0.2,0.1: 20% below to 10% above; not multipliers such as 0.8,1.2)")
 
 
-def _check_out(command: str, out: str | None) -> None:
+# Number options: (dest, the commands whose option it is, ("[" or "(", lowest), (highest, "]" or ")") or
+# None, what is valid). Each is also refused when not finite.
+NUMBER_OPTIONS = (
+    ("alpha", ("history",), ("(", 0.0), (1.0, ")"), "a significance level between 0 and 1, e.g. 0.01"),
+    ("min_change", ("history",), ("[", 0.0), None, "a fraction >= 0, e.g. 0.05"),
+    ("detect", ("history",), ("(", 0.0), None, "a fraction > 0, e.g. 0.10"),
+    ("last", ("history", "references"), ("[", 1), None, "a count of campaigns >= 1"),
+    ("z", ("nodes",), ("(", 0.0), None, "a robust z-score > 0, e.g. 3.5"),
+    ("split_bytes", ("comm-fit", "model-local-check"), ("[", 1), None, "a message size in bytes >= 1, e.g. 65536"),
+    ("index", ("node-run",), ("[", 0), None, "the node's place in the allocation's node list, 0 or more"),
+    ("nodes", ("node-sweep",), ("[", 0), None, "a count of nodes >= 1, or 0: the largest queue's"),
+)
+# Files a command writes, besides --out: a folder there, or a file where a folder belongs, is refused
+# before anything is written (accept's --junit a folder would leave its --markdown and --csv written).
+OUT_FILES = {"markdown": "a Markdown file to write", "csv": "a CSV file to write", "junit": "a JUnit XML file to write",
+             "plot": "a PNG file to write", "out_dir": None}
+
+
+def _check_out(command: str, out: str | None, option: str = "out") -> None:
     from pathlib import Path
-    kind, what = OUT_KINDS.get(command, (None, ""))
+    kind, what = OUT_KINDS.get(command, (None, "")) if option == "out" else \
+        ("folder", "a folder to write in") if OUT_FILES[option] is None else ("file", OUT_FILES[option])
     if not kind or not out:
         return
-    path = Path(out)
+    path, flag = Path(out), f"--{option.replace('_', '-')}"
     if kind == "file" and path.is_dir():
-        raise ExabenchError(f"--out {out}: is a folder; valid: {what}")
+        raise ExabenchError(f"{flag} {out}: is a folder; valid: {what}")
     for folder in ([path] if kind == "folder" else []) + list(path.parents):
         if folder.exists() and not folder.is_dir():
-            raise ExabenchError(f"--out {out}: {folder} is a file, not a folder; valid: {what}")
+            raise ExabenchError(f"{flag} {out}: {folder} is a file, not a folder; valid: {what}")
+
+
+# Files and folders a command reads: (dest, the commands whose option it is, what is valid). One that is
+# missing, of the wrong kind or unreadable is named here, not in a traceback of the library that opens it.
+INPUT_PATHS = (
+    ("verdicts", ("accept-check",), "file", "the verdicts CSV `exabench accept` wrote "
+                                            "(results/<site>/tables/verdicts.csv)"),
+    ("table", ("model-fit", "model-local-check"), "file", "a tidy results CSV (results/<site>/tables/results.csv)"),
+    ("sweep", ("comm-fit", "model-local-check"), "file", "an allreduce sweep CSV (n, bytes, time_s)"),
+    ("reference", ("model-validate", "model-project"), "file", "a published scaling YAML "
+                                                               "(results/reference/published_scaling.yaml)"),
+    ("spec", ("node-run", "node-agent", "execute"), "file", "a run's spec.json (results/<site>/runs/<run>/spec.json)"),
+    ("results", ("archive", "restore"), "folder", "a campaign's results folder (results/<site>)"),
+)
+
+
+def _check_input_path(option: str, path: str, kind: str, what: str) -> None:
+    import os
+    from pathlib import Path
+    p, flag = Path(path), f"--{option.replace('_', '-')}"
+    if not p.exists():
+        raise ExabenchError(f"{flag} {path}: does not exist; valid: {what}")
+    if (kind == "file") == p.is_dir():
+        raise ExabenchError(f"{flag} {path}: is {'a folder' if kind == 'file' else 'not a folder'}; valid: {what}")
+    if not os.access(p, os.R_OK):
+        raise ExabenchError(f"{flag} {path}: cannot be read by this user; valid: {what}")
 
 
 def _check_tolerance(text: str | None) -> None:
@@ -893,6 +951,9 @@ def _check_inputs(args) -> None:
     outside their range (--alpha 5, --last -1), an --out of the wrong kind and a reversed band."""
     from pathlib import Path
     _check_out(args.command, getattr(args, "out", None))
+    for option in OUT_FILES:
+        if isinstance(getattr(args, option, None), str):
+            _check_out(args.command, getattr(args, option), option)
     if args.command == "references":
         _check_tolerance(args.tolerance)
     for name in RECORD_ARGS:
@@ -903,14 +964,19 @@ def _check_inputs(args) -> None:
                 flag = "records" if name == "records" else f"--{name.replace('_', '-')}"
                 raise ExabenchError(f"{', '.join(missing)}: no such file or folder ({flag}: record files or "
                                     "folders of records, e.g. results/<site>/records)")
-    for name, low, high, what in (("alpha", 0.0, 1.0, "a significance level between 0 and 1, e.g. 0.01"),
-                                  ("min_change", 0.0, None, "a fraction >= 0, e.g. 0.05"),
-                                  ("last", 1, None, "a count of campaigns >= 1")):
+    for name, commands, low, high, what in NUMBER_OPTIONS:
         value = getattr(args, name, None)
-        if value is None or args.command not in ("history", "references"):
+        if value is None or args.command not in commands:
             continue
-        if value < low or (high is not None and value >= high) or (name == "alpha" and value <= 0):
+        # NaN compares false with every bound: finite first (--z nan would flag no node, --alpha nan pass)
+        if not math.isfinite(value) or not (value > low[1] if low[0] == "(" else value >= low[1]) \
+                or (high is not None and not (value < high[0] if high[1] == ")" else value <= high[0])):
             raise ExabenchError(f"--{name.replace('_', '-')} {value}: not valid; valid: {what}")
+    for option, commands, kind, what in INPUT_PATHS:
+        value = getattr(args, option, None)
+        # execute --render-site writes the spec it runs: it need not exist yet
+        if args.command in commands and isinstance(value, str) and not getattr(args, "render_site", None):
+            _check_input_path(option, value, kind, what)
 
 
 def main(argv: list[str] | None = None) -> int:

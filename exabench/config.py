@@ -173,9 +173,9 @@ def _describe_valid(error) -> str:
         wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         quoted = (isinstance(error.instance, str) and error.instance.strip().lstrip("-").isdigit()
                   and {"integer", "number"} & set(wanted))
-        return (f"type {error.validator_value}" + (f": {shape}" if shape else "")
+        return (f"type {' or '.join(wanted)}" + (f": {shape}" if shape else "")
                 + (f"; write the number without quotes: {error.instance.strip()}, not {error.instance!r}"
-                   if quoted else ""))
+                   if quoted else _number_read_as_text(error.instance, wanted)))
     if v == "oneOf":
         return " or ".join(_describe_branch(b) for b in error.validator_value)
     if v in ("minLength", "maxLength"):
@@ -185,13 +185,45 @@ def _describe_valid(error) -> str:
     return s.get("description", v)
 
 
+def _number_read_as_text(value, wanted: list) -> str:
+    """A hint for a number YAML 1.1 reads as text: PyYAML takes an exponent only with a dot and a sign
+    (1.0e+9), so `node_hours_budget: 1e9` (or 1.5e3) is the string '1e9'."""
+    if not isinstance(value, str) or not {"integer", "number"} & set(wanted):
+        return ""
+    try:
+        number = float(value.strip())
+    except ValueError:
+        return ""
+    if not math.isfinite(number):
+        return ""
+    plain = int(number) if number.is_integer() and abs(number) < 1e16 else number
+    return f"; YAML reads {value!r} as text: write {plain!r} (or with a dot and a signed exponent: {number:.1e})"
+
+
 def _describe_branch(branch: dict) -> str:
     if "const" in branch:
         return repr(branch["const"])
+    if branch.get("type") == "object" and branch.get("description"):
+        return branch["description"]  # its shape ({min, max}), not the word object
+    if "enum" in branch:  # the words it takes, not "value"
+        return "one of " + ", ".join(map(repr, branch["enum"]))
+    items = branch.get("items")
+    if branch.get("type") == "array" and isinstance(items, dict):
+        inner = " or ".join(_describe_branch(b) for b in items.get("oneOf", [items]))
+        return f"a list of ({inner})" + (" with at least one item" if branch.get("minItems") else "")
     text = branch.get("type", "value")
     if "minimum" in branch:
         text += f" >= {branch['minimum']}"
+    if "pattern" in branch:
+        text += f" matching {branch['pattern']}"
     return text
+
+
+# A top-level key that says which kind of file a user gave (a campaign passed as the site file, a
+# site file as the campaign): (its schema, the words naming it).
+FILE_KINDS = {"benchmarks": ("config", "a campaign config (--config, --configfile, profiles/<site>/campaign.yaml)"),
+              "scheduler": ("site", "a site file (--site, site=, profiles/<site>/site.yaml)"),
+              "references": ("references", "a references file (profiles/<site>/references.yaml)")}
 
 
 def validate(data: Any, schema_name: str, file: str) -> dict:
@@ -217,7 +249,10 @@ def validate(data: Any, schema_name: str, file: str) -> dict:
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
             path.append(extra[0] if extra else "?")
             value = err.instance.get(extra[0]) if extra else None
-            raise ConfigError(file, key_path(path), value, _describe_valid(err), "is not a known key")
+            kinds = [FILE_KINDS[k] for k in extra if k in FILE_KINDS and FILE_KINDS[k][0] != schema_name]
+            problem = "is not a known key" + (f" (the file looks like {kinds[0][1]}, not a {schema_name} file)"
+                                              if kinds and len(path) == 1 else "")
+            raise ConfigError(file, key_path(path), value, _describe_valid(err), problem)
         if err.validator == "required":
             missing = [k for k in err.validator_value if k not in err.instance]
             path.append(missing[0] if missing else "?")

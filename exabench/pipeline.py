@@ -250,8 +250,9 @@ def keep_profile_config(workflow, config: dict, argv: list[str] | None) -> list[
     given = list(settings.config_args or [])
     named = {str(e).split("=", 1)[0] for e in given}
     kept = [e for e in entries if e.split("=", 1)[0] not in named and e not in given]
-    if not kept or not given:
+    if not kept:
         return []  # no --config typed: Snakemake used the profile's list as it is
+    # (a `--config` with no entries, `--config $EXTRA` with EXTRA empty, also replaced the whole list)
     config.update(parse_config(kept))
     settings.config_args = [*kept, *given]
     return kept

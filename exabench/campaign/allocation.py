@@ -20,6 +20,7 @@ specialisation, CPU frequency and exclusive nodes where the scheduler renders th
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 
 from exabench.campaign import launchers, schedulers
@@ -140,12 +141,7 @@ def request(site: Site, layout: Layout) -> AllocationRequest:
     """The allocation request of a run of `layout` on `site`: the one source of every batch header
     and of the executor's resources."""
     opts = site.scheduler_options
-    renders = schedulers.of(site).FACTS.renders
-    for key in ("core_spec", "cpu_freq", "exclusive"):
-        if opts.get(key) and key not in renders:
-            raise ConfigError(site.path or site.name, f"scheduler_options.{key}", opts[key],
-                              f"unset with scheduler {site.scheduler} (set on: "
-                              + ", ".join(n for n, m in schedulers.SCHEDULERS.items() if key in m.FACTS.renders) + ")")
+    _check_options_read(site)
     node_local = _node_local(site)
     common = dict(
         node_local=node_local,
@@ -154,6 +150,29 @@ def request(site: Site, layout: Layout) -> AllocationRequest:
         exclusive=bool(opts.get("exclusive", False)), queue=site.partition, account=site.account, qos=site.qos,
         constraint=site.constraint, extra=tuple(opts.get("extra", [])) + _runtime_directives(site))
     return AllocationRequest(**{**common, **schedulers.request_parts(site, layout, node_local)})
+
+
+def _reads(facts, key: str) -> bool:
+    return key in facts.renders or (key == "extra" and bool(facts.directive))
+
+
+def _check_options_read(site: Site) -> None:
+    """Refuse a scheduler_options key the site's scheduler does not read (`pbs_select` on an LSF site,
+    `queue_directive` on PBS), set away from its default: it would change nothing in the scripts."""
+    defaults = _option_defaults()
+    for key, value in site.scheduler_options.items():
+        if value != defaults.get(key) and not _reads(schedulers.of(site).FACTS, key):
+            readers = [n for n, m in schedulers.SCHEDULERS.items() if _reads(m.FACTS, key)]
+            raise ConfigError(site.path or site.name, f"scheduler_options.{key}", value,
+                              f"unset with scheduler {site.scheduler} (read by: {', '.join(readers) or 'none'})",
+                              f"is not read by scheduler {site.scheduler}")
+
+
+@functools.cache
+def _option_defaults() -> dict:
+    from exabench.config import load_schema
+    options = load_schema("site")["properties"]["scheduler_options"]["properties"]
+    return {key: schema.get("default") for key, schema in options.items()}
 
 
 def _runtime_directives(site: Site) -> tuple:

@@ -385,6 +385,9 @@ def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: 
              "it takes.",
              "set -uo pipefail",
              'wait_s=${EXABENCH_SUBMIT_WAIT_S:-60}; me=${USER:-$(id -un)}; sent=0; unsent=()',
+             # a typo would make `sleep` fail at once: the wait loops would ask the scheduler without pause
+             '[[ $wait_s =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "exabench: EXABENCH_SUBMIT_WAIT_S=$wait_s: not valid; '
+             'valid: seconds >= 0 between looks at the queue, e.g. 60 (unset: 60)" >&2; exit 2; }',
              f"mine() {{ {count} | wc -l; }}  # your jobs in queue $1",
              f"send() {{ {sched.FACTS.submit} \"$1\"; }}",
              "submit() {  # queue, its per-user limit (0: none declared), script",

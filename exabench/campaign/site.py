@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from exabench.config import load_and_validate
+from exabench.config import load_yaml, validate
 from exabench.errors import ConfigError, LayoutError
 
 # Which launchers each scheduler's allocation can use: filled by exabench.campaign.launchers from
@@ -26,6 +26,8 @@ LAUNCHERS_BY_SCHEDULER: dict[str, tuple[str, ...]] = {}
 
 # The schedulers a site file may name: filled by exabench.campaign.schedulers, one per module.
 SCHEDULER_NAMES: set[str] = set()
+# Each scheduler's Snakemake executor plugin ("": none, its campaigns go as bundles), from the same modules.
+SCHEDULER_EXECUTORS: dict[str, str] = {}
 
 
 def pair_launcher(name: str, schedulers) -> None:
@@ -169,7 +171,9 @@ def _local_cores() -> int:
 
 def load_site(path: str | Path) -> Site:
     path = str(path)
-    raw = load_and_validate(path, "site")  # control characters refused there too
+    raw = load_yaml(path)
+    _check_registered_names(path, raw)
+    raw = validate(raw, "site", path)  # control characters refused there too
     node = dict(raw["node"])
     if node["cores_per_socket"] == "auto":
         if raw["scheduler"] != "none":
@@ -198,12 +202,13 @@ def load_site(path: str | Path) -> Site:
                           f"at most node.smt = {spec.smt}")
     if raw["scheduler"] not in SCHEDULER_NAMES:
         raise ConfigError(path, "scheduler", raw["scheduler"], "one of " + ", ".join(sorted(SCHEDULER_NAMES)))
+    _check_submit(path, raw["scheduler"], raw["submit"])
     paired = LAUNCHERS_BY_SCHEDULER.get(raw["scheduler"], ())
     if raw["launcher"] not in paired:
         raise ConfigError(path, "launcher", raw["launcher"], f"one of {', '.join(paired)} with scheduler "
                           f"{raw['scheduler']}")
     from exabench.containers.runtime_check import check_setting  # the runtime's facts: exabench.containers.runtimes
-    check_setting(path, raw["container"], raw["launcher"])
+    check_setting(path, raw["container"], raw["launcher"], spec.gpus, spec.gpu_vendor)
     if raw["rack_nodes"] > raw["max_nodes"]:
         raise ConfigError(path, "rack_nodes", raw["rack_nodes"], f"at most max_nodes = {raw['max_nodes']}")
     limits = raw["limits"]
@@ -219,6 +224,37 @@ def load_site(path: str | Path) -> Site:
                 scheduler_options=dict(raw["scheduler_options"]), launcher_options=dict(raw["launcher_options"]),
                 container=dict(raw["container"]), storage=dict(raw["storage"]), network=dict(raw["network"]),
                 submit=raw["submit"], path=path)
+
+
+def _check_submit(path: str, scheduler: str, submit: str) -> None:
+    """`submit: jobs` (the default) where no Snakemake executor plugin submits the scheduler's jobs (PBS,
+    Cobalt): Snakemake would start every run on the login node itself."""
+    if submit == "jobs" and scheduler != "none" and not SCHEDULER_EXECUTORS.get(scheduler):
+        with_plugin = ", ".join(n for n, executor in sorted(SCHEDULER_EXECUTORS.items()) if executor)
+        raise ConfigError(path, "submit", submit, f"bundles with scheduler {scheduler} (batch scripts from the "
+                          f"`bundle` target, submitted by hand); jobs is for schedulers with a plugin: {with_plugin}",
+                          f"has no executor plugin to submit each run with scheduler {scheduler}, so every run "
+                          "would start on this machine")
+
+
+def _check_registered_names(path: str, raw) -> None:
+    """A scheduler, launcher or container runtime that is not registered, named with the registered
+    ones: the schema's name pattern would only say `a string matching ^[a-z]...` of `LSF` or `Shifter`."""
+    if not isinstance(raw, dict):
+        return  # the schema says what the top level must be
+    from exabench.containers import runtimes  # not at import: the runtimes' modules import this one
+    container = raw.get("container")
+    scheduler = raw.get("scheduler")
+    launcher_names = sorted({n for names in LAUNCHERS_BY_SCHEDULER.values() for n in names})
+    registered = (("scheduler", scheduler, sorted(SCHEDULER_NAMES), "one of ", ""),
+                  ("launcher", raw.get("launcher"), launcher_names, "one of ", ""),
+                  ("container.runtime", container.get("runtime") if isinstance(container, dict) else None,
+                   [runtimes.NONE, *sorted(runtimes.RUNTIMES)], "", ""))
+    for key, value, names, lead, tail in registered:
+        if isinstance(value, str) and value not in names:
+            if key == "launcher" and scheduler in SCHEDULER_NAMES:  # those its allocations start
+                names, tail = LAUNCHERS_BY_SCHEDULER.get(scheduler, ()), f" with scheduler {scheduler}"
+            raise ConfigError(path, key, value, lead + ", ".join(names) + tail)
 
 
 def _check_queues(path: str, queues: tuple, partition: str, machine_nodes: int, site_walltime_min: int) -> None:

@@ -20,8 +20,14 @@ def _shown(flags) -> str:
     return ", ".join(f"'{f}'" if f else "'' (none)" for f in flags)
 
 
-def check_setting(path: str, container: dict, launcher: str) -> None:
-    """Refuse a container setting the runtime it names cannot run (ConfigError)."""
+# The GPU flags that bring one vendor's GPUs in (Apptainer User Guide, "GPU Support": --nv, --rocm;
+# podman-hpc's and Docker's --gpu: NVIDIA's container toolkit). Intel GPUs need none (/dev/dri).
+GPU_FLAG_VENDOR = {"--nv": "nvidia", "--rocm": "amd", "--gpu": "nvidia"}
+
+
+def check_setting(path: str, container: dict, launcher: str, gpus: int = 0, gpu_vendor: str = "none") -> None:
+    """Refuse a container setting the runtime it names cannot run, or that hides the node's GPUs from
+    the container (ConfigError): `--nv` on AMD nodes, no flag where the runtime needs one."""
     name = (container or {}).get("runtime", runtimes.NONE) or runtimes.NONE
     if name == runtimes.NONE:
         return
@@ -30,11 +36,12 @@ def check_setting(path: str, container: dict, launcher: str) -> None:
     facts = runtimes.facts(name)
     if facts.launchers and launcher not in facts.launchers:
         raise ConfigError(path, "launcher", launcher, f"{', '.join(facts.launchers)} with container.runtime {name} "
-                          f"(its container is {facts.position}: {facts.image_form})", "cannot start it")
+                          f"(its container: {facts.position}; its image: {facts.image_form})", "cannot start it")
     gpu = container.get("gpu_flag", "")
     if gpu not in facts.gpu_flags:
         raise ConfigError(path, "container.gpu_flag", gpu, f"{_shown(facts.gpu_flags)} with container.runtime {name}",
                           f"is not a flag {name} has")
+    _check_gpu_flag(path, name, gpu, facts.gpu_flags, gpus, gpu_vendor)
     image = container.get("image", "")
     if not image and not facts.runs_built:
         raise ConfigError(path, "container.image", image, f"the image {name} runs: {facts.image_form}",
@@ -43,6 +50,18 @@ def check_setting(path: str, container: dict, launcher: str) -> None:
             and not (image.startswith("/") and image.endswith(facts.local_image)):
         raise ConfigError(path, "container.image", image, f"{facts.image_form}: an absolute path ending "
                           f"{' or '.join(facts.local_image)}", f"is not an image {name} runs")
+
+
+def _check_gpu_flag(path: str, runtime: str, flag: str, flags: tuple, gpus: int, vendor: str) -> None:
+    wanted = [f for f in flags if GPU_FLAG_VENDOR.get(f) == vendor]
+    meant = GPU_FLAG_VENDOR.get(flag)
+    if meant and gpus and meant != vendor:
+        raise ConfigError(path, "container.gpu_flag", flag, f"{_shown(wanted) if wanted else repr('')} with "
+                          f"container.runtime {runtime} on {vendor} GPUs (node.gpu.vendor)",
+                          f"brings {meant} GPUs in, and the nodes' are {vendor}")
+    if not flag and gpus and wanted:
+        raise ConfigError(path, "container.gpu_flag", flag, f"{_shown(wanted)} with container.runtime {runtime} on "
+                          f"{vendor} GPUs (node.gpu.vendor)", f"hides the node's {gpus} GPUs from the container")
 
 
 def local_files(site, image: str, binds: list[str]) -> list[tuple[str, str]]:

@@ -66,12 +66,18 @@ def retry_candidates(results: str | Path) -> list[tuple[Path, str]]:
     return out
 
 
-def retry(results: str | Path, dry_run: bool = False) -> list[Moved]:
-    """Set aside the records of every failed, timed-out or corrupt run; returns what moved (or would)."""
+def campaign_results(results: str | Path) -> Path:
+    """`results` when it holds a campaign's records/, else ExabenchError naming it."""
     results = Path(results)
     if not (results / "records").is_dir():
         raise ExabenchError(f"{results}: no records/ folder: not the results of a campaign "
                             "(give results/<site>)")
+    return results
+
+
+def retry(results: str | Path, dry_run: bool = False) -> list[Moved]:
+    """Set aside the records of every failed, timed-out or corrupt run; returns what moved (or would)."""
+    results = campaign_results(results)
     found = retry_candidates(results)
     if dry_run:
         return [Moved(p.stem, status, results / ATTEMPTS / p.stem) for p, status in found]

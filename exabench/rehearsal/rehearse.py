@@ -105,6 +105,33 @@ def placeholder_images(site: Site, results: Path) -> list[Path]:
     return made
 
 
+def check_inputs(profile: str, work: Path, checkout: Path, configfile: str | None) -> None:
+    """Refuse, before anything is emptied, a --work folder whose removal would lose the user's files
+    (the checkout, a folder holding it, a file, a folder no rehearsal made) and a --configfile that
+    cannot be read: each names the option, its value and what is valid."""
+    work, checkout = work.resolve(), checkout.resolve()
+    valid = "a new folder, or one an earlier rehearsal made (default: results/rehearsal/<site>)"
+    if checkout == work or checkout.is_relative_to(work):
+        raise ExabenchError(f"--work {work}: holds the exabench checkout {checkout}, which would be emptied; "
+                            f"valid: {valid}")
+    if work.exists() and not work.is_dir():
+        raise ExabenchError(f"--work {work}: is not a folder; valid: {valid}")
+    if work.is_dir() and any(work.iterdir()) and not (work / "Snakefile").is_file():
+        raise ExabenchError(f"--work {work}: a folder no rehearsal made (it has no copy of the workflow), which "
+                            f"would be emptied; valid: {valid}")
+    if configfile is not None:
+        from exabench.config import load_yaml
+        load_yaml(configfile)  # missing, a folder, unreadable, not YAML: ConfigError naming the file
+
+
+def copy_profile(profile: str, checkout: Path, work: Path) -> None:
+    """A profile folder outside the checkout's profiles/ (a copy the user edited) replaces the one of
+    its name in the rehearsal's workflow, so that its site file and campaign are the ones rehearsed."""
+    src, own = Path(profile).resolve(), work / "profiles" / Path(profile).resolve().name
+    if src != (checkout / "profiles" / src.name).resolve():
+        shutil.copytree(src, own, dirs_exist_ok=True)
+
+
 def copy_workflow(checkout: Path, work: Path) -> None:
     if not (checkout / "Snakefile").is_file():
         raise ExabenchError(f"{checkout}: no Snakefile; valid: run `exabench rehearse` from the exabench checkout")
@@ -129,24 +156,25 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
              ranks: int = 2, timeout: int = 3600) -> Rehearsal:
     """Run the site's path in `work` (a fresh copy of `checkout`'s workflow) and write its report."""
     site = _site(profile)
+    check_inputs(profile, work, checkout, configfile)
     # A Slurm site: the cluster SLURM_CONF names (the loopback one), asked first what it has (for the
     # stand-ins' scaling); with none answering, nothing is written.
     here = slurm.probe(dict(os.environ)) if through_slurm(site) else None
     if work.exists():
         shutil.rmtree(work)
     copy_workflow(checkout, work)
+    copy_profile(profile, checkout, work)
     r = Rehearsal(site, work, ranks)
     state = work / "state"
     state.mkdir()
-    env = {**os.environ, **environment(str(work / "profiles" / Path(profile).name / "site.yaml"), state,
-                                       write_bin(work / "bin"), ranks)}
+    prof = f"profiles/{Path(profile).resolve().name}"
+    env = {**os.environ, **environment(str(work / prof / "site.yaml"), state, write_bin(work / "bin"), ranks)}
     package_root = str(Path(__file__).resolve().parents[2])   # the jobs import this same exabench
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
     if here is not None:
         r.here = here
         env.update(LOOPBACK_MPI, **{ENV + "HERE": slurm.here_setting(here)})
         r.images = placeholder_images(site, r.results.resolve())
-    prof = f"profiles/{Path(profile).name}"
     config = ["--config", f"site={prof}/site.yaml", *DEFAULTS, *overrides]
     config += ["--configfile", str(Path(configfile).resolve())] if configfile else []
     snakemake = [sys.executable, "-m", "snakemake", "--profile", prof]

@@ -222,3 +222,7 @@ def test_a_campaign_over_the_node_hour_budget_is_refused_and_config_keeps_the_pr
                           capture_output=True, text=True, timeout=300)
     # A site named on the command line is the user's, not the profile's: Summit's campaign on this machine.
     assert mine.returncode != 0 and "does not fit site 'local'" in mine.stderr, (mine.stdout + mine.stderr)[-2000:]
+    # `--config` with no entries (`--config $EXTRA`, EXTRA empty) replaces the list too: still Summit's site.
+    empty = subprocess.run(base + ["--config"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert empty.returncode != 0 and "profiles/summit/site.yaml: key 'node_hours_budget'" in empty.stderr, \
+        (empty.stdout + empty.stderr)[-2000:]

@@ -50,7 +50,7 @@ def toy():
 
 
 def _site(tmp_path):
-    return load_site(write_site_with(tmp_path, "slurm-local", scheduler="toyq", launcher="mpirun"))
+    return load_site(write_site_with(tmp_path, "slurm-local", scheduler="toyq", launcher="mpirun", submit="bundles"))
 
 
 def test_a_scheduler_is_one_module_its_facts_reach_headers_bundles_and_submission(toy, tmp_path):

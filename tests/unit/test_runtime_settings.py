@@ -71,8 +71,8 @@ def test_an_image_the_runtime_cannot_run_or_none_at_all_is_refused(tmp_path):
 
 def test_a_launcher_the_runtime_cannot_ride_on_is_refused(tmp_path):
     assert _refusal(tmp_path, "polaris", runtime="pyxis", image=PYXIS_IMAGE) == (
-        "key 'launcher' = 'mpiexec' cannot start it; valid: srun with container.runtime pyxis (its container is "
-        "launcher options: a squashfs file from `enroot import` (/path/x.sqsh) or an enroot URI "
+        "key 'launcher' = 'mpiexec' cannot start it; valid: srun with container.runtime pyxis (its container: "
+        "launcher options; its image: a squashfs file from `enroot import` (/path/x.sqsh) or an enroot URI "
         "(nvcr.io#nvidia/pytorch:24.01-py3))")
 
 

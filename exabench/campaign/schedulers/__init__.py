@@ -12,16 +12,23 @@ from __future__ import annotations
 import shlex
 from types import ModuleType
 
-from exabench.campaign.site import SCHEDULER_NAMES, pair_launcher, unpair_launcher
+from exabench.campaign.site import SCHEDULER_EXECUTORS, SCHEDULER_NAMES, pair_launcher, unpair_launcher
 from exabench.plugins import discover
 
-SCHEDULERS: dict[str, ModuleType] = discover(__path__, __name__, lambda module: SCHEDULER_NAMES.add(module.FACTS.name))
+
+def _name(module) -> None:  # the site file's check of `scheduler:` and `submit:` reads these
+    SCHEDULER_NAMES.add(module.FACTS.name)
+    SCHEDULER_EXECUTORS[module.FACTS.name] = module.FACTS.executor
+
+
+SCHEDULERS: dict[str, ModuleType] = discover(__path__, __name__, _name)
 
 
 def register(module) -> None:
     """Add a scheduler module (or any object with FACTS) to the registry (tests, plug-ins)."""
     SCHEDULERS[module.FACTS.name] = module
     SCHEDULER_NAMES.add(module.FACTS.name)
+    SCHEDULER_EXECUTORS[module.FACTS.name] = module.FACTS.executor
     for launcher in module.FACTS.launchers:
         pair_launcher(launcher, (module.FACTS.name,))
 
@@ -29,6 +36,7 @@ def register(module) -> None:
 def unregister(name: str) -> None:
     module = SCHEDULERS.pop(name, None)
     SCHEDULER_NAMES.discard(name)
+    SCHEDULER_EXECUTORS.pop(name, None)
     for launcher in module.FACTS.launchers if module is not None else ():
         unpair_launcher(launcher, (name,))
 

@@ -14,4 +14,5 @@ from __future__ import annotations
 from exabench.campaign.schedulers.facts import SchedulerFacts
 
 FACTS = SchedulerFacts(name="cobalt", submit="qsub", directive="#COBALT", queue="-q Q",
-                       node_list='sort -u "$COBALT_NODEFILE"', rehearsal_book="cobalt-alcf")
+                       node_list='sort -u "$COBALT_NODEFILE"', rehearsal_book="cobalt-alcf",
+                       renders=frozenset({"cobalt_attrs"}))

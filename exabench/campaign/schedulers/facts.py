@@ -30,7 +30,9 @@ class SchedulerFacts:
     node_list: str          # shell command printing the job's compute nodes, one per line, in allocation order
     queued_by_user: str = ""  # shell command: the user's jobs ($me) in queue $1, one line each ("": not counted)
     pin: str = ""           # how a job is placed on named nodes, with the page that documents it ("": refused)
-    renders: frozenset = frozenset()  # scheduler_options settings it writes (core_spec, cpu_freq, exclusive)
+    # The scheduler_options keys it reads (core_spec, cpu_freq, pbs_select, ...): another one set away
+    # from its default is refused, not ignored (`extra` goes with any scheduler that has a directive).
+    renders: frozenset = frozenset()
     asks_memory: bool = False  # the header and the executor ask for memory per node (allocation.memory_mb)
     executor: str = ""      # the Snakemake executor plugin submitting each run as a job ("": bundles only)
     rehearsal_book: str = ""  # the rehearsal stand-in's rule book for its submit command (rehearsal/rules/)

@@ -34,7 +34,7 @@ FACTS = SchedulerFacts(
     queued_by_user='bjobs -noheader -o jobid -u "$me" -q "$1" 2>/dev/null',
     pin="CSM expert mode: -csm y -R with the hosts' names, no -nnodes "
         "(https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.csm.1.html)",
-    renders=frozenset({"core_spec"}), executor="lsf", rehearsal_book="lsf-olcf")
+    renders=frozenset({"core_spec", "alloc_flags"}), executor="lsf", rehearsal_book="lsf-olcf")
 
 
 def request(site, layout, node_local: str) -> dict:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from exabench.campaign.schedulers.facts import SchedulerFacts
 
 FACTS = SchedulerFacts(name="pbs", submit="qsub", directive="#PBS", queue="-q Q",
-                       node_list='sort -u "$PBS_NODEFILE"', rehearsal_book="pbspro-alcf")
+                       node_list='sort -u "$PBS_NODEFILE"', rehearsal_book="pbspro-alcf",
+                       renders=frozenset({"pbs_select", "pbs_select_extra", "pbs_resources"}))
 
 
 def rehearsal_book(site) -> str:

@@ -29,7 +29,8 @@ FACTS = SchedulerFacts(
     node_list='scontrol show hostnames "$SLURM_JOB_NODELIST"',
     queued_by_user='squeue -h -u "$me" {queue_option} "$1" -o %i 2>/dev/null',
     pin="--nodelist=a,b (https://slurm.schedmd.com/sbatch.html#OPT_nodelist)",
-    renders=frozenset({"core_spec", "cpu_freq", "exclusive"}), asks_memory=True, executor="slurm")
+    renders=frozenset({"core_spec", "cpu_freq", "exclusive", "request_gpus", "request_memory", "queue_directive",
+                       "slot_license"}), asks_memory=True, executor="slurm")
 
 
 def queue_key(site) -> str:
