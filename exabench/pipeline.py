@@ -789,6 +789,18 @@ def node_criteria(every_node: dict):
                        metrics=judging.get("metrics") or {}, best_of=tuple(judging.get("best_of") or ()))
 
 
+def node_confirm_job(runs: dict, site: Site, results_dir: str, inputs, outputs, log_path: str, config: dict) -> None:
+    """The node_confirm rule's job (one call: Snakemake's lint wants short run blocks)."""
+    confirm_node_groups(list(runs.values()), site, results_dir, inputs[0], config.get("every_node") or {},
+                        config["campaign"], outputs[0], log_path)
+
+
+def node_verdict_job(inputs, outputs, log_path: str, site: Site, config: dict, out_dir: str) -> None:
+    """The node_verdict rule's job: the verdict of the first pass with the confirmation round applied."""
+    node_verdict(inputs.jobs, out_dir, site, config.get("every_node") or {}, outputs.json, log_path,
+                 config["campaign"], inputs.confirm)
+
+
 def node_verdict(jobs_json: str, out_dir: str, site: Site, every_node: dict, verdict_json: str,
                  log_path: str, campaign: str = "", confirm_json: str | None = None) -> None:
     """The cluster verdict (exabench.analysis.node_verdict): report, verdict.json, tests table, plots, JUnit,

@@ -150,16 +150,7 @@ rule node_confirm:
     log:
         f"{LOGS}/node_confirm.log",
     run:
-        pipeline.confirm_node_groups(
-            list(RUNS.values()),
-            SITE,
-            RESULTS,
-            input[0],
-            config.get("every_node") or {},
-            config["campaign"],
-            output[0],
-            log[0],
-        )
+        pipeline.node_confirm_job(RUNS, SITE, RESULTS, input, output, log[0], config)
 
 
 rule node_verdict:
@@ -175,16 +166,7 @@ rule node_verdict:
     log:
         f"{LOGS}/node_verdict.log",
     run:
-        pipeline.node_verdict(
-            input.jobs,
-            f"{ACCEPTANCE}/cluster",
-            SITE,
-            config.get("every_node") or {},
-            output.json,
-            log[0],
-            config["campaign"],
-            input.confirm,
-        )
+        pipeline.node_verdict_job(input, output, log[0], SITE, config, f"{ACCEPTANCE}/cluster")
 
 
 rule node_acceptance:
