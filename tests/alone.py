@@ -12,8 +12,8 @@ ALONE = {
     "test_regression_noise.py": "judges measured noise",
     "test_commmodel.py": "fits measured message times within an error bound",
     "test_perf_pipeline.py": "fits measured allreduce times within an error bound",
-    # Campaigns of dozens of runs with 2 ranks each: beside another such campaign the ranks, which
-    # busy-wait, oversubscribe 2 cores (measured side by side: 909 s and 968 s, against 231 s and 175 s
+    # Campaigns of many runs that each keep both cores busy (2 ranks, or 1 rank of 2 threads): two of
+    # them side by side oversubscribed 2 cores (measured: 909 s and 968 s, against 231 s and 175 s
     # each alone).
     "test_studies.py": "runs every study's tiny variants, dozens of 2-rank runs",
     "test_mlperf_scores.py": "runs the MLPerf time-to-solution campaign, 12 runs of 2 threads",
