@@ -35,10 +35,13 @@ lint: setup
 # loopback Slurm, containers, Horovod).
 # Each pytest run adds its durations to one file; the last ends with the ten slowest tests and the
 # suite's time since this target started, and fails past EXABENCH_SUITE_LIMIT_MIN (tests/suite_clock.py).
-# The integration tests run in two passes: those that share nothing two at a time (one per core of a
-# 2-core machine; a module whole on one worker), then those that time what they judge or start what
-# there is one of per machine, alone (tests/alone.py).
-TEST_WORKERS ?= $(shell [ "$$(nproc)" -ge 2 ] && echo 2 || echo 0)
+# The integration tests run in two passes: those that share nothing (TEST_WORKERS at a time, a module
+# whole on one worker), then those that time what they judge or start what there is one of per machine,
+# alone (tests/alone.py). One at a time by default: on 2 cores, two at a time was slower, since most
+# tests keep both cores busy with 2 ranks (measured: the first pass 27.5 min two at a time, its two
+# largest campaigns 909 s and 968 s side by side against 231 s and 175 s alone). TEST_WORKERS=N suits
+# a machine with spare cores.
+TEST_WORKERS ?= 0
 SUITE_START := $(shell date +%s)
 SUITE_TIMES := .pytest_cache/exabench-suite-times.json
 test: export EXABENCH_SUITE_START = $(SUITE_START)
