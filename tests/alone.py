@@ -1,6 +1,7 @@
 """The integration test modules that `make test` runs in a second pass, with no other test beside
 them: they time what they judge, or start what there is one of per machine. The first pass runs the
-rest, TEST_WORKERS at a time (Makefile; tests/conftest.py). `python3 tests/alone.py` prints their paths (the Makefile)."""
+rest, TEST_WORKERS at a time (Makefile; tests/conftest.py). `python3 tests/alone.py` prints their
+paths (the Makefile)."""
 
 ALONE = {
     "test_slurm.py": "starts the loopback Slurm's daemons (one set per machine)",
