@@ -32,6 +32,7 @@ import threading
 import time
 from pathlib import Path
 
+from exabench import stacks
 from exabench.errors import ContainerError, ExabenchError
 from exabench.io import atomic_write_text
 from exabench.processes import alive, group_alive, group_started_since, proc_parent, proc_start, stop_group
@@ -436,6 +437,7 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
     record_path = Path(spec["paths"]["record"])
     for stale in error_dir(run_dir).glob("rank*.txt"):
         stale.unlink()
+    stacks.clear(error_dir(run_dir))
     if record_path.exists():  # a previous result: archived by write_record already; start clean
         record_path.unlink()
     start = now_iso()
@@ -450,7 +452,8 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
         return record
     out_path = run_dir / "output.log"
     with open(out_path, "w") as out:
-        proc = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **stacks.deadline_env(spec["timeout_s"])})
         deadline = t0 + spec["timeout_s"]
         watchdog, pidfd = None, _open_pidfd(proc.pid)
         try:
@@ -500,6 +503,8 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
         invalid = f"the ranks wrote a record that is not valid ({invalid}); it is kept in {kept}"
     if timed_out:
         status, error = "timeout", f"run exceeded its time limit of {spec['timeout_s']} s and was stopped"
+        where = stacks.summary(error_dir(run_dir))
+        error += f"; {where}" if where else ""
     else:
         status, error = "failed", invalid or _error_from(run_dir, rc, output)
     record = failed_record(spec, status, error, start, now_iso())

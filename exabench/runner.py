@@ -19,7 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exabench import benchmarks, energy
+from exabench import benchmarks, energy, stacks
 from exabench.benchmarks.base import Metric
 from exabench.energy.summary import energy_metrics, summarise
 from exabench.training.distributed import Collectives, World, detect_world, set_run_timeout
@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     spec = json.loads(Path(args.spec).read_text())
     world = detect_world()
+    stacks.arm(error_dir(Path(spec["paths"]["run_dir"])), world.rank)  # where this rank was, if the run hangs
     try:
         record = run(spec, world)
         if record is not None:

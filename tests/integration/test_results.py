@@ -148,6 +148,37 @@ def test_launcher_failure_gives_failed_record(rendered):
     assert rec["provenance"]["environment"]["OMP_NUM_THREADS"] == spec["env"]["OMP_NUM_THREADS"]
 
 
+HUNG_RANK_1 = """
+import runpy, sys, time
+from exabench.benchmarks.analytics import kmeans
+from exabench.training.distributed import detect_world
+if detect_world().rank == 1:
+    def stuck_before_the_first_collective(self, params, ctx):
+        time.sleep(600)
+    kmeans.KMeans.run = stuck_before_the_first_collective
+sys.argv[0] = "exabench.runner"
+runpy.run_module("exabench.runner", run_name="__main__")
+"""
+
+
+def test_a_hung_run_says_where_each_rank_was_at_its_limit(tmp_path, two_core_site):
+    # The real runner on 2 MPI ranks, rank 1 stuck before the benchmark's first collective, so rank 0
+    # waits in it: the timeout record names both places, from the stacks the ranks wrote themselves.
+    _, paths = rendered_kmeans(tmp_path, two_core_site, sweep={"ranks_per_node": [2]}, timeout_s=15)
+    wrapper = tmp_path / "hung_rank_1.py"
+    wrapper.write_text(HUNG_RANK_1)
+    script = paths.script.read_text()
+    assert "-m exabench.runner" in script
+    paths.script.write_text(script.replace("-m exabench.runner", str(wrapper)))
+    rec = execute(paths.spec)
+    assert rec["status"] == "timeout", rec["error"]
+    assert "where the ranks were 5 s before the limit" in rec["error"], rec["error"]
+    assert "rank 1 at " in rec["error"] and "in stuck_before_the_first_collective" in rec["error"], rec["error"]
+    rank0 = rec["error"].split("rank 0 at ", 1)[1].split(";", 1)[0]
+    assert "exabench/benchmarks/analytics/" in rank0, rank0  # waiting inside the benchmark, not its set-up
+    assert (paths.run_dir / "errors" / "stacks-rank0.txt").read_text().count("most recent call first") >= 1
+
+
 def test_time_limit_gives_timeout_record(rendered):
     # The job says which process it is and would outlive its 2 s limit by far: the limit, not the job's
     # end, must stop it (judged by the process being gone, not by a wall-clock bound that load can break).

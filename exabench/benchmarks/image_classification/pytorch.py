@@ -18,6 +18,7 @@ from pathlib import Path
 
 from exabench.benchmarks.registry import register
 from exabench.benchmarks.base import Benchmark, Check, Metric, Outcome, param, training_loss_checks
+from exabench.data.workers import worker_context
 from exabench.energy import timed_region
 
 DATA_KINDS = ("synthetic", "learnable", "imagefolder", "cifar10-binary")
@@ -384,6 +385,7 @@ class _Loop:
         workers = 0 if p.data == "learnable" else p.workers
         return DataLoader(dataset, batch_size=self.local_batch, sampler=sampler, num_workers=workers,
                           drop_last=shuffle, pin_memory=self.device.type == "cuda", persistent_workers=workers > 0,
+                          multiprocessing_context=worker_context() if workers else None,
                           generator=torch.Generator().manual_seed(p.seed))
 
     def _input_throughput(self, loader) -> tuple[float, list[float]]:
