@@ -58,8 +58,15 @@ def refuse(book_name: str, name: str, site: Site, detail: str) -> Refused:
     return Refused(book(book_name)["tool"], site_rule(book_name, name, site), detail)
 
 
+LOOPBACK_HINT = ("valid: the loopback Slurm started with `bash scripts/slurm-local.sh start` and "
+                 "`source /tmp/exabench-slurm/env.sh`")
+
+
 def probe(env: dict) -> Here:
     """The cluster SLURM_CONF names: its default partition's nodes, CPUs, memory and time limit."""
+    conf = env.get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):  # else sinfo retries the missing file for 60 s before it says so
+        raise ExabenchError(f"no Slurm cluster answers (SLURM_CONF={conf}): no such file; " + LOOPBACK_HINT)
     try:
         out = subprocess.run([shutil.which("sinfo", path=env.get("PATH")) or "sinfo", "-h", "-o", "%D %c %m %P %l"],
                              env=env, capture_output=True, text=True, timeout=30)
@@ -70,8 +77,7 @@ def probe(env: dict) -> Here:
     if out.returncode or len(default) < 5:
         said = " ".join((out.stderr or out.stdout).split())[:200]   # sinfo's words, on the one line
         raise ExabenchError(f"no Slurm cluster answers (SLURM_CONF={env.get('SLURM_CONF', 'unset')}): {said}; "
-                            "valid: the loopback Slurm started with `bash scripts/slurm-local.sh start` and "
-                            "`source /tmp/exabench-slurm/env.sh`")
+                            + LOOPBACK_HINT)
     return Here(int(default[0]), int(default[1].rstrip("+")), int(default[2].rstrip("+")), default[3].rstrip("*"),
                 _minutes(default[4]) or 60)
 

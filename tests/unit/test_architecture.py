@@ -17,7 +17,7 @@ PACKAGE = REPO / "exabench"
 # The pipeline's order, earliest first: a module may import from its own stage or an earlier one.
 # Stages on one line are peers and never import each other.
 STAGES = [
-    ("errors", "processes", "rendered", "lazy", "plugins"),
+    ("errors", "processes", "rendered", "lazy", "plugins", "stacks"),
     ("config", "io", "markdown"),
     ("energy",),
     ("containers",),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -226,9 +227,25 @@ def test_rehearse_on_a_slurm_site_with_no_cluster_answering_says_so_and_writes_n
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere" / "slurm.conf"))
     assert main(["rehearse", "--profile", "profiles/perlmutter", "--work", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"exabench: error: no Slurm cluster answers (SLURM_CONF={tmp_path}/nowhere/slurm.conf): ")
+    assert err.startswith(f"exabench: error: no Slurm cluster answers (SLURM_CONF={tmp_path}/nowhere/slurm.conf): "
+                          "no such file; ")
     assert err.endswith("valid: the loopback Slurm started with `bash scripts/slurm-local.sh start` and "
                         "`source /tmp/exabench-slurm/env.sh`") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "w").exists()
+
+
+def test_rehearse_where_sinfo_cannot_read_the_configuration_quotes_sinfo(tmp_path, monkeypatch, capsys):
+    from exabench.cli import main
+    if shutil.which("sinfo") is None:
+        pytest.skip("no sinfo on this machine: the missing-file case above covers the refusal")
+    monkeypatch.chdir(REPO)
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("# no ClusterName: sinfo refuses it at once\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    assert main(["rehearse", "--profile", "profiles/perlmutter", "--work", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"exabench: error: no Slurm cluster answers (SLURM_CONF={conf}): sinfo: ") and \
+        "ClusterName" in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "w").exists()
 
 
