@@ -45,10 +45,12 @@ def in_doubt(verdict: dict, crit: Criteria) -> str:
     """Why no confirmation can be trusted ('' when one can): more than max_outlier_share of the nodes
     outside the reference (beyond z_max, a failed run, a bad link) leaves no healthy majority to take
     controls from. Nodes flagged by the screen alone (beyond z_screen only) are confirmed but not
-    counted: the lower threshold is meant to catch the tail of a healthy spread too."""
+    counted: the lower threshold is meant to catch the tail of a healthy spread too. Nor are nodes
+    flagged as unstable only: their figures agree with the reference."""
     nodes = verdict["nodes"]
+    unstable = verdict.get("unstable") or {}
     flagged = [n for n in suspects(verdict) if n in verdict["bad_nodes"] or n in verdict["bad_links"]
-               or not all(e.startswith("screen: ") for e in verdict["suspects"].get(n, []))]
+               or (n not in unstable and not all(e.startswith("screen: ") for e in verdict["suspects"].get(n, [])))]
     if len(flagged) > crit.max_outlier_share * len(nodes):
         return (f"baseline in doubt: {len(flagged)} of {len(nodes)} nodes flagged in the first pass (more than "
                 f"{crit.max_outlier_share:.0%}): no healthy majority to confirm them against")

@@ -13,9 +13,10 @@ in under a second says nothing of a fault with a period of seconds.
   samples are outnumbered by many short fast ones; one sample a busy core held up is not a quarter
   of the window.
 - Unstable: its spread beyond its peers' (the median and MAD of the logarithms of the spreads of
-  the same test's subjects, less the nodes found bad) by more than z_max robust z (MAD floored as
-  the figures' is) AND at least `unstable_factor` (2) times the peers' median spread. The factor
-  is the floor: on a quiet cluster (spreads of 1.01 to 1.05) nobody is unstable.
+  the same test's subjects, less the nodes found bad, and less the subjects beyond z_screen and
+  the factor, again until those stand still: healthy_reference) by more than z_max robust z (MAD
+  floored as the figures' is) AND at least `unstable_factor` (2) times the peers' median spread.
+  The factor is the floor: on a quiet cluster (spreads of 1.01 to 1.05) nobody is unstable.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from exabench.analysis.node_reference import log_z
 SLOW_SHARE = 0.25  # the share of the window whose figure is compared with the best sample
 UNSTABLE_FACTOR = 2.0
 MIN_SAMPLES = 4
+MAX_ROUNDS = 20
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,23 @@ def spread_reference(ratios: list[float]) -> SpreadReference | None:
     med = statistics.median(logs)
     return SpreadReference(median=statistics.median(ratios), log_median=med,
                            log_mad=statistics.median(abs(x - med) for x in logs), peers=len(ratios))
+
+
+def healthy_reference(ratios: list[float], floor: float, z_screen: float, factor: float) -> SpreadReference | None:
+    """The reference of the peers' spreads less those beyond it (z_screen and `factor`), made again until
+    they stand still or would be half the peers: a flapping link's pairs, a quarter of a small set's,
+    would otherwise widen the MAD that judges them (as node_reference leaves bad nodes out)."""
+    kept = list(ratios)
+    for _ in range(MAX_ROUNDS):
+        ref = spread_reference(kept)
+        if ref is None:
+            return None
+        steady = [r for r in ratios if not unstable(r, ref.median, spread_z(r, ref, ref.log_mad, floor), z_screen,
+                                                    factor)]
+        if sorted(steady) == sorted(kept) or 2 * len(steady) <= len(ratios):
+            break
+        kept = steady
+    return spread_reference(kept)
 
 
 def spread_z(ratio: float, ref: SpreadReference, log_mad: float, floor: float) -> float:

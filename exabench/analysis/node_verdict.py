@@ -20,6 +20,10 @@ node that is a few per cent off). A figure better than its peers is never a faul
   one thing the slow pairs share is that node. A bad node's slow pairs are its own slowness.
 - A run that a down node kept from running is "not run: node down": the node is not accepted
   (status down), but nothing of it is drained.
+- A best_of test sampled over a window whose figure is not slow is unstable when its samples'
+  spread is beyond its peers' (exabench.analysis.node_stability). A node whose own test is, or
+  whose pairs with unflagged partners all are while each partner is steady elsewhere (an
+  unstable link), is a suspect: a fault that comes and goes is confirmed before any drain.
 - A test whose peers disagree too much (more than max_outlier_share outside the reference) judges
   nobody: its baseline is in doubt, and its nodes are inconclusive.
 """
@@ -106,8 +110,9 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
                                      for _, v in figures], crit.max_outlier_share)
         left_out = len(figures) - ref.peers if ref else 0
         spreads = {it["run_id"]: stab.run_spread(it["rec"], metric, crit.best_of) for it in ok}
-        sref = stab.spread_reference([spreads[it["run_id"]].ratio for it in ok if spreads[it["run_id"]]
-                                      and not set(it["nodes"]) & excluded])
+        sref = stab.healthy_reference([spreads[it["run_id"]].ratio for it in ok if spreads[it["run_id"]]
+                                       and not set(it["nodes"]) & excluded], crit.log_mad_floor, crit.z_screen,
+                                      crit.unstable_factor)
         med, mad = (ref.median, ref.mad) if ref else (math.nan, math.nan)
         unit = ok[0]["rec"]["metrics"][metric]["unit"] if ok else ""
         for it in items:

@@ -73,6 +73,17 @@ def test_the_slow_quarter_is_weighted_by_time():
     assert stab.sample_spread([1.0, 2.0, 3.0]) is None  # too few samples to judge
 
 
+def test_the_spreads_reference_leaves_out_the_unstable():
+    """Two flapping pairs of six (spread 55) against steady ones (1.1 and 2.5): among all six the MAD is
+    so wide that they are within z_max; left out of the reference, they are far beyond it."""
+    ratios = [55.0, 55.0, 2.5, 2.5, 1.1, 1.1]
+    plain = stab.spread_reference(ratios)
+    assert stab.spread_z(55.0, plain, plain.log_mad, 0.01) < nv.OUTLIER_Z
+    ref = stab.healthy_reference(ratios, 0.01, nv.Z_SCREEN, stab.UNSTABLE_FACTOR)
+    assert ref.peers == 4 and stab.spread_z(55.0, ref, ref.log_mad, 0.01) > nv.OUTLIER_Z
+    assert stab.healthy_reference([1.02, 1.03, 1.05, 1.2], 0.01, nv.Z_SCREEN, stab.UNSTABLE_FACTOR).peers == 4
+
+
 def test_a_flapping_link_is_unstable_then_confirmed_and_drained(tmp_path):
     planned, records = _campaign()
     _windowed(records, links=("n05",))
@@ -93,7 +104,8 @@ def test_a_flapping_link_is_unstable_then_confirmed_and_drained(tmp_path):
     assert [n for n, s in v["status"].items() if s != "pass"] == ["n05"]
     doc = write_files(v, tmp_path, "c", "x")
     n05 = doc["nodes"]["n05"]
-    assert n05["cause"] == "unstable link" and n05["severity"] == "clear" and n05["confirmation"]["result"] == "confirmed"
+    assert n05["cause"] == "unstable link" and n05["severity"] == "clear"
+    assert n05["confirmation"]["result"] == "confirmed"
     pair = next(t for t in n05["tests"] if t["status"] == "unstable")
     assert pair["samples"]["best"] == pytest.approx(pair["figure"]) and pair["samples"]["spread"] == pytest.approx(50)
     assert pair["samples"]["spread_reference"] == pytest.approx(1.2, abs=0.05)

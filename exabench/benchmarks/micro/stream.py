@@ -5,8 +5,8 @@ one fused pass, `torch.add(b, c, alpha=s, out=a)`: two arrays read, one written,
 count of 3 x 8 bytes per element (float64; the write-allocate traffic is not counted, as in
 STREAM). Samples of back-to-back triads (the device synchronised before each clock read); the
 figure is the median sample on the slowest rank. With `window_s` the samples go on until they span
-that many seconds, so that a fault that comes and goes shows in them (exabench.analysis.node_stability). The sanity check compares a with b + s c
-computed once more, element by element, after the timing.
+that many seconds, so that a fault that comes and goes shows in them (exabench.analysis.node_stability).
+The sanity check compares a with b + s c computed once more, element by element, after the timing.
 """
 
 from __future__ import annotations
