@@ -209,7 +209,9 @@ def _campaign_checks(cluster, fault, tmp_path):
     z = dict(zip(heat["nodes"], heat["z"]))
     stream = next(j for j, t in enumerate(heat["tests"]) if t.startswith("stream."))
     pingpong = next(j for j, t in enumerate(heat["tests"]) if t.startswith("pingpong."))
-    assert z[SLOW_NODE][stream] == min(row[stream] for row in z.values()) < -3, heat
+    # the worst on STREAM: the slow node, or the transient node, as slow in the first pass (the same quota)
+    assert min(row[stream] for row in z.values()) in (z[SLOW_NODE][stream], z[TRANSIENT][stream]), heat
+    assert z[SLOW_NODE][stream] < -3, heat
     assert z[SLOW_LINK][pingpong] < -3 and heat["bad_links"] == [SLOW_LINK, FLAPPING], heat
     assert shows_data(pixels(plots_dir / "heat_map.png"))
     page = pictures_html([plots_dir / "index.json"])
