@@ -784,7 +784,7 @@ def node_criteria(every_node: dict):
     judging = every_node.get("verdict") or {}
     defaults = nv.Criteria()
     keys = ("z_max", "min_effect", "node_min_tests", "pair_min_tests", "max_outlier_share", "confirmations",
-            "z_screen", "accept_down")
+            "z_screen", "accept_down", "unstable_factor")
     return nv.Criteria(**{k: judging.get(k, getattr(defaults, k)) for k in keys}, confirm=judging.get("confirm", True),
                        metrics=judging.get("metrics") or {}, best_of=tuple(judging.get("best_of") or ()))
 
@@ -836,7 +836,7 @@ def verdict_line(doc: dict, drain_txt) -> str:
     for node, n in doc["nodes"].items():
         by.setdefault(n["status"], []).append(node)
     if doc["exit_code"] == 1:
-        links = [n for n in by.get("drain", []) if "bad link" in (doc["nodes"][n]["cause"] or "")]
+        links = [n for n in by.get("drain", []) if "link" in (doc["nodes"][n]["cause"] or "")]
         return (f"exabench: cluster acceptance FAILED: drain {' '.join(by['drain'])} (" + "; ".join(
             f"{n}: {doc['nodes'][n]['cause']}" for n in by["drain"]) + f"), check the links of "
             f"{' '.join(links) or 'no node'} (drain list: {drain_txt})")

@@ -5,8 +5,10 @@ same tests in the same round: the suspect is judged by its ratio to the controls
 round, so load that both share cancels in the ratio, and its distance in robust z is measured in
 the first pass's spread of that test (the peers' MAD of the logarithms).
 
-- confirmed (drain): a node test slow against the controls or failed again; or, for a suspect
-  of a bad link, every pair with a control slow or failed while the controls' own pair is not.
+- confirmed (drain): a node test slow against the controls, unstable against theirs
+  (exabench.analysis.node_stability: its samples' spread beyond the controls' by z_max in the first
+  pass's spread of spreads, and unstable_factor times theirs) or failed again; or, for a suspect of
+  a bad or unstable link, every pair with a control slow, unstable or failed.
 - cleared (`suspect-cleared`): every confirmation test judged, none slow or failed.
 - inconclusive: the confirmation could not judge it (no control, a control's run failed, the
   controls disagree with each other, the suspect's run never ran), or there was no healthy
@@ -22,6 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from exabench.analysis import node_stability as stab
 from exabench.analysis.failure_cause import failure_cause
 from exabench.analysis.node_reference import log_z
 from exabench.analysis.node_verdict import DOWN, Criteria, _natural, figure
@@ -29,6 +32,7 @@ from exabench.campaign.node_jobs import CONFIRM_SUFFIX as SUFFIX
 from exabench.records.record import headline_metric
 
 CONTROLS = 2  # known-good nodes measured beside the suspects: two make a control pair for the links
+BAD = ("slow", "failed", "unstable")  # a confirmation test's verdicts that confirm a suspect
 
 
 def suspects(verdict: dict) -> list[str]:
@@ -41,10 +45,12 @@ def in_doubt(verdict: dict, crit: Criteria) -> str:
     """Why no confirmation can be trusted ('' when one can): more than max_outlier_share of the nodes
     outside the reference (beyond z_max, a failed run, a bad link) leaves no healthy majority to take
     controls from. Nodes flagged by the screen alone (beyond z_screen only) are confirmed but not
-    counted: the lower threshold is meant to catch the tail of a healthy spread too."""
+    counted: the lower threshold is meant to catch the tail of a healthy spread too. Nor are nodes
+    flagged as unstable only: their figures agree with the reference."""
     nodes = verdict["nodes"]
+    unstable = verdict.get("unstable") or {}
     flagged = [n for n in suspects(verdict) if n in verdict["bad_nodes"] or n in verdict["bad_links"]
-               or not all(e.startswith("screen: ") for e in verdict["suspects"].get(n, []))]
+               or (n not in unstable and not all(e.startswith("screen: ") for e in verdict["suspects"].get(n, [])))]
     if len(flagged) > crit.max_outlier_share * len(nodes):
         return (f"baseline in doubt: {len(flagged)} of {len(nodes)} nodes flagged in the first pass (more than "
                 f"{crit.max_outlier_share:.0%}): no healthy majority to confirm them against")
@@ -80,18 +86,22 @@ def groups(flagged: list[str], ctrl: list[str], round_: int) -> list[tuple[str, 
     return out
 
 
-def _first_pass_spread(verdict: dict) -> dict[tuple, float]:
-    """(kind, configuration, metric) -> the first pass's MAD of the logarithms of that test's peers."""
-    return {(r["kind"], r["configuration"], r["metric"]): r["log_mad"] for r in verdict["rows"]
-            if not math.isnan(r.get("log_mad", math.nan))}
+def _first_pass_spread(verdict: dict, key: str = "log_mad") -> dict[tuple, float]:
+    """(kind, configuration, metric) -> the first pass's MAD of the logarithms of that test's peers'
+    figures (`log_mad`), or of their samples' spreads (`spread_log_mad`)."""
+    return {(r["kind"], r["configuration"], r["metric"]): r[key] for r in verdict["rows"]
+            if not math.isnan(r.get(key, math.nan))}
 
 
 def _row(p: dict, rec: dict | None, metric: str, ctrl_figures: list[float], log_mad: float | None,
-         crit: Criteria) -> dict:
-    """One confirmation test of a suspect: its figure against the controls' in the same round."""
+         crit: Criteria, ctrl_spreads: tuple = (), spread_log_mad: float | None = None) -> dict:
+    """One confirmation test of a suspect: its figure against the controls' in the same round (and its
+    samples' spread against theirs, `ctrl_spreads`, where the test is judged for it)."""
     row = {"kind": p["kind"], "configuration": p["configuration"], "metric": metric, "subject": " ".join(p["nodes"]),
            "nodes": p["nodes"], "run_id": p["run_id"], "value": math.nan, "reference": math.nan, "ratio": math.nan,
-           "z": math.nan, "verdict": "not-judged", "cause": "", "note": "", "unit": "", "higher_is_better": True}
+           "z": math.nan, "verdict": "not-judged", "cause": "", "note": "", "unit": "", "higher_is_better": True,
+           "best": math.nan, "worst": math.nan, "spread": math.nan, "spread_reference": math.nan,
+           "spread_z": math.nan}
     ctrl = [v for v in ctrl_figures if v > 0]
     if p["kind"] == "pair" and not ctrl:  # a pair with a control whose runs failed says nothing of the suspect
         return {**row, "note": "no control pair figure in this round"}
@@ -115,8 +125,18 @@ def _row(p: dict, rec: dict | None, metric: str, ctrl_figures: list[float], log_
     z = log_z(value, math.log(ref), log_mad, crit.log_mad_floor)
     worse = ref / value if hib else value / ref
     slow = (z < -crit.z_max if hib else z > crit.z_max) and worse >= 1 + crit.min_effect
-    return {**row, "reference": ref, "ratio": value / ref, "z": z, "verdict": "slow" if slow else "pass",
-            "note": f"{value / ref:.2f}x the controls' {ref:.4g} in the same round (z = {z:.1f})"}
+    row.update(reference=ref, ratio=value / ref, z=z, verdict="slow" if slow else "pass",
+               note=f"{value / ref:.2f}x the controls' {ref:.4g} in the same round (z = {z:.1f})")
+    mine = stab.run_spread(rec, metric, crit.best_of)
+    if slow or not mine or not ctrl_spreads or spread_log_mad is None:
+        return row
+    sref = stab.spread_reference(list(ctrl_spreads))
+    sz = stab.spread_z(mine.ratio, sref, spread_log_mad, crit.log_mad_floor)
+    row.update(best=mine.best, worst=mine.worst, spread=mine.ratio, spread_reference=sref.median, spread_z=sz)
+    if stab.unstable(mine.ratio, sref.median, sz, crit.z_max, crit.unstable_factor):
+        row.update(verdict="unstable", note="unstable: " + stab.describe(mine, sref.median, sz, row["unit"])
+                   + " of the controls in the same round")
+    return row
 
 
 def judge(verdict: dict, confirmation: dict, records: dict[str, dict], crit: Criteria) -> dict:
@@ -127,7 +147,7 @@ def judge(verdict: dict, confirmation: dict, records: dict[str, dict], crit: Cri
     flagged = list(confirmation.get("suspects") or [])
     if not flagged:
         return verdict
-    spread = _first_pass_spread(verdict)
+    spread, spread_of_spreads = _first_pass_spread(verdict), _first_pass_spread(verdict, "spread_log_mad")
     planned = confirmation.get("planned") or []
     # controls whose own node runs failed this round: a suspect's pair with one proves nothing
     failed_controls = {n for q in planned if q["role"] == "control" and q["kind"] == "node"
@@ -147,12 +167,15 @@ def judge(verdict: dict, confirmation: dict, records: dict[str, dict], crit: Cri
                 continue  # its partner failed as a control: not a test of the suspect's link
             rec = records.get(p["run_id"])
             for metric in judged.get((p["kind"], p["configuration"])) or [headline_metric(rec) if rec else ""]:
-                ctrl = [figure(records[q["run_id"]], metric, crit) for q in planned
-                        if q["role"] == "control" and q["kind"] == p["kind"]
-                        and q["configuration"] == p["configuration"]
-                        and records.get(q["run_id"], {}).get("status") == "ok"
-                        and metric in records[q["run_id"]].get("metrics", {})]
-                mine.append(_row(p, rec, metric, ctrl, spread.get((p["kind"], p["configuration"], metric)), crit))
+                ctrl_recs = [records[q["run_id"]] for q in planned
+                             if q["role"] == "control" and q["kind"] == p["kind"]
+                             and q["configuration"] == p["configuration"]
+                             and records.get(q["run_id"], {}).get("status") == "ok"
+                             and metric in records[q["run_id"]].get("metrics", {})]
+                ctrl = [figure(c, metric, crit) for c in ctrl_recs]
+                spreads = tuple(s.ratio for c in ctrl_recs if (s := stab.run_spread(c, metric, crit.best_of)))
+                key = (p["kind"], p["configuration"], metric)
+                mine.append(_row(p, rec, metric, ctrl, spread.get(key), crit, spreads, spread_of_spreads.get(key)))
         rows += mine
         outcome[node] = _decide(node, mine, verdict, confirmation)
     return _applied(verdict, confirmation, rows, outcome)
@@ -166,17 +189,16 @@ def _decide(node: str, mine: list[dict], verdict: dict, confirmation: dict) -> t
     pairs = [r for r in mine if r["kind"] == "pair"]
     if any(r["verdict"] == "not-run" for r in own):
         return "down", [f"confirmation {DOWN}"]
-    bad_own = [r for r in own if r["verdict"] in ("slow", "failed")]
+    bad_own = [r for r in own if r["verdict"] in BAD]
     if bad_own:
         return "confirmed", [_evidence(r) for r in bad_own]
-    link_suspect = node in verdict["bad_links"]
-    if pairs and all(r["verdict"] in ("slow", "failed") for r in pairs):
+    link_suspect = node in verdict["bad_links"] or (verdict.get("unstable") or {}).get(node) == "link"
+    if pairs and all(r["verdict"] in BAD for r in pairs):
         return "confirmed-link", [_evidence(r) for r in pairs]
     needed = own + (pairs if link_suspect else [])
-    if not own or (link_suspect and not pairs) or any(r["verdict"] not in ("pass", "slow", "failed")
-                                                      for r in needed):
+    if not own or (link_suspect and not pairs) or any(r["verdict"] not in ("pass", *BAD) for r in needed):
         why = [f"{r['configuration']}: {r['verdict']}: {r['note']}" for r in needed
-               if r["verdict"] not in ("pass", "slow", "failed")]
+               if r["verdict"] not in ("pass", *BAD)]
         return "inconclusive", ["confirmation could not judge it"] + (why or ["no confirmation run"])
     return "cleared", [f"confirmation {_where(r)}: {r['note']}" for r in own + pairs if r["verdict"] == "pass"]
 
@@ -189,6 +211,8 @@ def _evidence(r: dict) -> str:
     where = f"pair {r['subject']}" if r["kind"] == "pair" else r["configuration"]  # as the first pass says it
     if r["verdict"] == "failed":
         return f"confirmation {where}: {r['cause']}: {r['note']}"
+    if r["verdict"] == "unstable":
+        return f"confirmation {where} {r['metric']} {r['note']}"
     return f"confirmation {where} {r['metric']} {r['value']:.4g} {r['unit']} = {r['note']}"
 
 

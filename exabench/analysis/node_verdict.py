@@ -20,6 +20,10 @@ node that is a few per cent off). A figure better than its peers is never a faul
   one thing the slow pairs share is that node. A bad node's slow pairs are its own slowness.
 - A run that a down node kept from running is "not run: node down": the node is not accepted
   (status down), but nothing of it is drained.
+- A best_of test sampled over a window whose figure is not slow is unstable when its samples'
+  spread is beyond its peers' (exabench.analysis.node_stability). A node whose own test is, or
+  whose pairs with unflagged partners all are while each partner is steady elsewhere (an
+  unstable link), is a suspect: a fault that comes and goes is confirmed before any drain.
 - A test whose peers disagree too much (more than max_outlier_share outside the reference) judges
   nobody: its baseline is in doubt, and its nodes are inconclusive.
 """
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from xml.etree import ElementTree as ET
 
 from exabench import markdown
+from exabench.analysis import node_stability as stab
 from exabench.analysis.failure_cause import failure_cause
 from exabench.analysis.node_reference import (LOG_MAD_FLOOR, MAX_OUTLIER_SHARE, OUTLIER_Z, in_doubt, log_z, outside,
                                               reference)
@@ -73,6 +78,9 @@ class Criteria:
     # A confirmation round follows (node_acceptance: exabench.analysis.node_confirm): the first pass
     # also flags a node worse than z_screen (and by min_effect) in one test, as a suspect to confirm.
     confirm: bool = False
+    # A best_of test sampled over a window: unstable when its samples' spread is this many times its
+    # peers' (and beyond z_max): exabench.analysis.node_stability.
+    unstable_factor: float = stab.UNSTABLE_FACTOR
 
 
 def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, kinds: tuple[str, ...],
@@ -101,6 +109,10 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
                                     [outside(v, ref, crit.z_max, crit.min_effect, crit.log_mad_floor)
                                      for _, v in figures], crit.max_outlier_share)
         left_out = len(figures) - ref.peers if ref else 0
+        spreads = {it["run_id"]: stab.run_spread(it["rec"], metric, crit.best_of) for it in ok}
+        sref = stab.healthy_reference([spreads[it["run_id"]].ratio for it in ok if spreads[it["run_id"]]
+                                       and not set(it["nodes"]) & excluded], crit.log_mad_floor, crit.z_screen,
+                                      crit.unstable_factor)
         med, mad = (ref.median, ref.mad) if ref else (math.nan, math.nan)
         unit = ok[0]["rec"]["metrics"][metric]["unit"] if ok else ""
         for it in items:
@@ -110,7 +122,7 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
                    "median": med, "mad": mad, "log_mad": ref.log_mad if ref else math.nan, "z": math.nan,
                    "ratio": math.nan, "slow": False, "failed": False,
                    "status": "", "note": "", "cause": "", "verdict": "not-judged", "observations": 0,
-                   "higher_is_better": True}
+                   "higher_is_better": True, "unstable": False, **_no_spread(sref)}
             rec = it["rec"]
             if rec is None:
                 down = it.get("status", "").startswith(DOWN)
@@ -137,8 +149,25 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
                     elif slow:
                         row.update(slow=True, verdict="slow", observations=_observations(rec, metric, crit),
                                    note=f"{value / med:.2f}x the median of {peers} (z = {z:.1f})")
+                    elif spreads.get(it["run_id"]) and sref and sref.peers >= 3:
+                        row.update(_spread_judged(spreads[it["run_id"]], sref, crit, unit))
             rows.append(row)
     return rows
+
+
+def _no_spread(sref) -> dict:
+    return {"best": math.nan, "worst": math.nan, "spread": math.nan, "spread_reference": math.nan,
+            "spread_z": math.nan, "spread_log_mad": sref.log_mad if sref else math.nan}
+
+
+def _spread_judged(s: stab.Spread, sref: stab.SpreadReference, crit: Criteria, unit: str) -> dict:
+    """A windowed best_of figure that is not slow: its samples' spread against its peers' (node_stability)."""
+    z = stab.spread_z(s.ratio, sref, sref.log_mad, crit.log_mad_floor)
+    out = {"best": s.best, "worst": s.worst, "spread": s.ratio, "spread_reference": sref.median, "spread_z": z}
+    if stab.unstable(s.ratio, sref.median, z, crit.z_max, crit.unstable_factor):
+        out.update(unstable=True, verdict="unstable",
+                   note=f"unstable: {stab.describe(s, sref.median, z, unit)} of {sref.peers} peers")
+    return out
 
 
 def _observations(rec: dict, metric: str, crit: Criteria) -> int:
@@ -168,6 +197,7 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
     lost = {n for r in rows if r["failed"] and r["cause"] == "node down" for n in r["nodes"]}
     bad_nodes: dict[str, list[str]] = {}
     suspects: dict[str, list[str]] = {}
+    unstable: dict[str, str] = {}  # node -> "node" or "link": unstable in the first pass (a suspect)
     for node in nodes:
         own = [r for r in rows if r["kind"] == "node" and r["nodes"] == [node]]
         slow = [r for r in own if r["slow"]]
@@ -176,6 +206,8 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
             bad_nodes[node] = [evidence(r) for r in failed + slow]
         elif len(slow) >= crit.node_min_tests:
             suspects[node] = [evidence(r) for r in slow]
+        elif any(r["unstable"] for r in own):  # a fault that comes and goes: confirmed before any drain
+            suspects[node], unstable[node] = [evidence(r) for r in own if r["unstable"]], "node"
         elif crit.confirm and (screened := [r for r in own if r["verdict"] != "in-doubt"
                                                   and _beyond(r, crit.z_screen, crit)]):
             suspects[node] = [f"screen: {evidence(r)}" for r in screened]
@@ -199,6 +231,8 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
             bad_links[node] = [evidence(r) for p in mine for r in pairs[p] if r["slow"] or r["failed"]]
             bad_links[node].append(f"partners fine in their other pairs: {' '.join(sorted(fine_elsewhere, key=_natural))}")
     suspects = {n: ev for n, ev in suspects.items() if n not in bad_links}
+    for node, ev in _unstable_links(nodes, pairs, set(bad_nodes) | set(bad_links) | set(suspects)).items():
+        suspects[node], unstable[node] = ev, "link"
     if crit.confirm:  # a round follows: a node slow with several partners is worth measuring again
         suspects.update(_common_node_of_slow_pairs(nodes, pairs, slow_pair, set(bad_nodes) | set(bad_links)
                                                    | set(suspects) | lost))
@@ -209,9 +243,30 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
     in_doubt = sorted({f"{r['configuration']} {r['metric']}" for r in rows if r["verdict"] == "in-doubt"})
     verdict = {"rows": rows, "nodes": nodes, "bad_nodes": bad_nodes, "bad_links": bad_links, "suspects": suspects,
                "down": down, "unexplained_pairs": sorted(unexplained), "baseline_in_doubt": in_doubt,
-               "allocation": [r for r in rows if r["kind"] == "all"], "criteria": dict(crit.__dict__)}
+               "allocation": [r for r in rows if r["kind"] == "all"], "criteria": dict(crit.__dict__),
+               "unstable": unstable}
     verdict["status"] = {n: _node_status(n, verdict) for n in nodes}
     return verdict
+
+
+def _unstable_links(nodes: list[str], pairs: dict[tuple, list[dict]], known: set[str]) -> dict[str, list[str]]:
+    """Nodes whose link comes and goes, by the bad-link rule on unstable pairs: every pair of the node
+    with a partner not already flagged (at least two; a flagged partner's pair says nothing of this
+    link) unstable, while each partner has a pair without it (and without a flagged node) that is
+    not. Suspects: the confirmation round, pairing the node with known-good nodes, decides."""
+    shaky = {p: any(r["unstable"] for r in rs) for p, rs in pairs.items()}
+    out = {}
+    for node in nodes:
+        mine = [p for p in pairs if node in p and not (set(p) - {node}) & known]
+        if node in known or len(mine) < 2 or not all(shaky[p] for p in mine):
+            continue
+        partners = {q for p in mine for q in p if q != node}
+        steady = {q for q in partners if any(not shaky[p] for p in pairs if q in p and node not in p
+                                             and not set(p) & known)}
+        if steady and steady == partners:
+            out[node] = [evidence(r) for p in mine for r in pairs[p] if r["unstable"]]
+            out[node].append(f"partners steady in their other pairs: {' '.join(sorted(steady, key=_natural))}")
+    return out
 
 
 def _common_node_of_slow_pairs(nodes: list[str], pairs: dict[tuple, list[dict]], slow_pair: dict[tuple, bool],
@@ -304,6 +359,8 @@ def evidence(r: dict) -> str:
     where = f"pair {r['subject']}" if r["kind"] == "pair" else r["configuration"]
     if r["failed"]:  # the cause, then the record's own words (unless they begin with the cause)
         return f"{where}: " + ("" if r["note"].startswith(r["cause"]) else f"{r['cause']}: ") + r["note"]
+    if r.get("unstable"):
+        return f"{where} {r['metric']} {r['note']}"
     return (f"{where} {r['metric']} {r['value']:.4g} {r['unit']} = {r['ratio']:.2f}x the median {r['median']:.4g} "
             f"(z = {r['z']:.1f})")
 
@@ -324,19 +381,27 @@ def drain_line(node: str, verdict: dict) -> str:
     what = []
     if node in verdict["bad_nodes"]:
         tests = [r for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]
-                 and (r["slow"] or r["failed"])]
+                 and (r["slow"] or r["failed"] or r.get("unstable"))]
         again = [r for r in (verdict.get("confirmation") or {}).get("rows", []) if r["kind"] == "node"
-                 and r["nodes"] == [node] and r["verdict"] in ("slow", "failed")]
-        first = [f"{r['configuration']} " + (r["cause"] if r["failed"] else f"{r['ratio']:.2f}x median")
-                 for r in tests]
-        confirmed = [f"confirmed {r['configuration']} " + (r["cause"] if r["verdict"] == "failed" else
-                                                             f"{r['ratio']:.2f}x controls") for r in again]
+                 and r["nodes"] == [node] and r["verdict"] in ("slow", "failed", "unstable")]
+        first = [f"{r['configuration']} " + (r["cause"] if r["failed"] else f"unstable {r['spread']:.3g}x spread"
+                                             if r.get("unstable") else f"{r['ratio']:.2f}x median") for r in tests]
+        confirmed = [f"confirmed {r['configuration']} " + (
+            r["cause"] if r["verdict"] == "failed" else f"unstable {r['spread']:.3g}x spread"
+            if r["verdict"] == "unstable" else f"{r['ratio']:.2f}x controls") for r in again]
         outside = [text.split(" (")[0] for text in verdict["bad_nodes"][node] if text.startswith("reference: ")]
         what.append("bad node: " + ", ".join(first + confirmed + outside))
-    if node in verdict["bad_links"]:
+    if node in verdict["bad_links"] and unstable_link(node, verdict):
+        what.append("unstable link: every pair unstable, partners steady elsewhere")
+    elif node in verdict["bad_links"]:
         what.append("bad link: every pair slow, partners fine elsewhere")
     reason = re.sub(r"[\"'\\\n]", "", "exabench acceptance: " + " / ".join(what))[:200]
     return f'scontrol update nodename={node} state=drain reason="{reason}"'
+
+
+def unstable_link(node: str, verdict: dict) -> bool:
+    """Whether the node's link was flagged for coming and going (its pairs unstable), not for being slow."""
+    return (verdict.get("unstable") or {}).get(node) == "link"
 
 
 def verdict_markdown(verdict: dict, site: str) -> str:
@@ -351,7 +416,11 @@ def verdict_markdown(verdict: dict, site: str) -> str:
               f"tests, or a best-of test's samples), a suspect to re-test when slow in {c['node_min_tests']} "
               f"test(s) without confirmation; a pair is slow in {c['pair_min_tests']} of its tests (or all it has); "
               "a bad link: every pair of the node slow, its partners fine elsewhere; more than "
-              f"{c['max_outlier_share']:.0%} of a test's peers outside its reference: its baseline is in doubt.", ""]
+              f"{c['max_outlier_share']:.0%} of a test's peers outside its reference: its baseline is in doubt. "
+              "Unstable (a best-of test sampled over a window, not slow): its samples' spread (best over the "
+              f"figure of its slowest quarter of the window) beyond its peers' by more than {c['z_max']} robust z "
+              f"and {c.get('unstable_factor', stab.UNSTABLE_FACTOR):g}x their median spread; a node whose own test "
+              "is, or whose pairs all are (partners steady elsewhere), is a suspect until confirmed.", ""]
     for title, table in (("Bad nodes (drain)", verdict["bad_nodes"]), ("Bad links (check)", verdict["bad_links"]),
                          ("Suspects (re-test, not drained)", verdict["suspects"])):
         lines.append(f"## {title}")
@@ -375,7 +444,8 @@ def verdict_markdown(verdict: dict, site: str) -> str:
         lines += ["## Slow pairs with no culprit (not flagged)", *[f"- {p}" for p in verdict["unexplained_pairs"]], ""]
     lines += ["## Tests", ""]
     cells = [[r["kind"], r["configuration"], r["metric"], r["subject"], _fmt(r["value"]), r["unit"], _fmt(r["median"]),
-              _fmt(r["mad"]), _fmt(r["z"], ".1f"), "SLOW" if r["slow"] else ("FAILED" if r["failed"] else ""),
+              _fmt(r["mad"]), _fmt(r["z"], ".1f"), "SLOW" if r["slow"] else ("FAILED" if r["failed"] else
+                                                                           "UNSTABLE" if r.get("unstable") else ""),
               r["status"], r["note"].replace("|", "/")[:160]] for r in verdict["rows"]]
     lines += markdown.table(["kind", "test", "metric", "subject", "value", "unit", "median", "MAD", "z", "verdict",
                              "status", "note"], cells)
@@ -410,7 +480,8 @@ def junit_xml(verdict: dict, site: str) -> str:
     cases = [("nodes", n, n, _node_case(n, verdict)) for n in verdict["nodes"]]
     cases += [("node-tests", r["subject"], f"{r['subject']} {r['configuration']} {r['metric']}", _test_case(r))
               for r in verdict["rows"] if r["kind"] == "node"]
-    cases += [("links", n, n, ("failure", "bad-link", verdict["bad_links"][n]) if n in verdict["bad_links"] else None)
+    cases += [("links", n, n, ("failure", "unstable-link" if unstable_link(n, verdict) else "bad-link",
+                               verdict["bad_links"][n]) if n in verdict["bad_links"] else None)
               for n in verdict["nodes"] if n in linked]
     cases += [("allocation", "all", r["configuration"], _test_case(r)) for r in verdict["allocation"]]
     for suite_name in ("nodes", "node-tests", "links", "allocation"):
@@ -436,13 +507,15 @@ def _node_case(node: str, verdict: dict) -> tuple | None:
     status = verdict["status"][node]
     evidence = verdict["bad_nodes"].get(node, []) + verdict["bad_links"].get(node, [])
     if status == "drain":
-        return "failure", "bad-node" if node in verdict["bad_nodes"] else "bad-link", evidence
+        kind = "bad-node" if node in verdict["bad_nodes"] else "bad-link"
+        return "failure", "unstable" if (verdict.get("unstable") or {}).get(node) else kind, evidence
     if status == "down" and verdict["criteria"].get("accept_down"):
         return "skipped", "", [DOWN]
     if status == "down":
         return "error", "node-down", [f"went down during acceptance: its runs {DOWN}"]
     if status == "suspect":
-        return "error", "suspect", ["re-test: slow on one observation, not confirmed"] + verdict["suspects"][node]
+        why = "unstable" if (verdict.get("unstable") or {}).get(node) else "slow on one observation"
+        return "error", "suspect", [f"re-test: {why}, not confirmed"] + verdict["suspects"][node]
     if status == "inconclusive":
         return "error", "inconclusive", ["not judged, or judged against a baseline in doubt"]
     return None
@@ -451,8 +524,8 @@ def _node_case(node: str, verdict: dict) -> tuple | None:
 def _test_case(r: dict) -> tuple | None:
     if r["failed"]:
         return "failure", r["cause"], [evidence(r)]
-    if r["slow"]:
-        return "failure", "slow", [evidence(r)]
+    if r["slow"] or r.get("unstable"):
+        return "failure", "slow" if r["slow"] else "unstable", [evidence(r)]
     if r["status"] == DOWN:
         return "skipped", "", [r["note"] or DOWN]
     return None

@@ -316,7 +316,8 @@ def node_heat_matrix(verdict: dict) -> dict:
         failed.append([any(r["failed"] for r in rs) for rs in cells])
     status = verdict["status"]
     labels = [node + (f" {status[node]}" if status[node] in STATUS_COLOURS else "")
-              + (" (bad link)" if node in verdict["bad_links"] else "") for node in verdict["nodes"]]
+              + ((" (unstable link)" if (verdict.get("unstable") or {}).get(node) == "link" else " (bad link)")
+                 if node in verdict["bad_links"] else "") for node in verdict["nodes"]]
     return {"nodes": verdict["nodes"], "labels": labels, "node_tests": sum(t[0] == "node" for t in tests),
             "tests": [f"{c}\n{m}" + ("\n(pairs' median)" if k == "pair" else "") for k, c, m in tests],
             "z": z, "failed": failed}

@@ -24,19 +24,15 @@ def _number(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def _test(r: dict) -> dict:
+def _test(r: dict, reference: str = "median") -> dict:
+    """A test's figures; a confirmation round's (reference="reference") is against the controls' of the
+    same round. The samples' spread (node_stability) where the test is judged for it, else nulls."""
     return {"kind": r["kind"], "test": r["configuration"], "metric": r["metric"], "unit": r["unit"],
             "subject": r["subject"], "run_id": r["run_id"], "status": r["verdict"], "figure": _number(r["value"]),
-            "reference": _number(r["median"]), "ratio": _number(r["ratio"]), "z": _number(r["z"]),
-            "higher_is_better": r["higher_is_better"], "cause": r["cause"] or None, "detail": r["note"]}
-
-
-def _confirm_test(r: dict) -> dict:
-    """A confirmation round's test: the reference is the controls' figure of the same round."""
-    return {"kind": r["kind"], "test": r["configuration"], "metric": r["metric"], "unit": r["unit"],
-            "subject": r["subject"], "run_id": r["run_id"], "status": r["verdict"], "figure": _number(r["value"]),
-            "reference": _number(r["reference"]), "ratio": _number(r["ratio"]), "z": _number(r["z"]),
-            "higher_is_better": r["higher_is_better"], "cause": r["cause"] or None, "detail": r["note"]}
+            "reference": _number(r[reference]), "ratio": _number(r["ratio"]), "z": _number(r["z"]),
+            "higher_is_better": r["higher_is_better"], "cause": r["cause"] or None, "detail": r["note"],
+            "samples": {k: _number(r.get(k, math.nan)) for k in ("best", "worst", "spread", "spread_reference",
+                                                                 "spread_z")}}
 
 
 def _confirmation(node: str, verdict: dict) -> dict | None:
@@ -45,15 +41,16 @@ def _confirmation(node: str, verdict: dict) -> dict | None:
     if not mine:
         return None
     return {"round": c["round"], "result": mine["result"], "controls": c["controls"],
-            "tests": [_confirm_test(r) for r in c["rows"] if node in r["nodes"]]}
+            "tests": [_test(r, "reference") for r in c["rows"] if node in r["nodes"]]}
 
 
 def _own_rows(node: str, verdict: dict) -> list[dict]:
     """The node's own tests that count against it: the first pass's slow or failed, and the
     confirmation round's (its verdict as `slow`/`failed`)."""
-    first = [{"cause": r["cause"], "slow": r["slow"], "failed": r["failed"]} for r in verdict["rows"]
-             if r["kind"] == "node" and r["nodes"] == [node]]
-    again = [{"cause": r["cause"], "slow": r["verdict"] == "slow", "failed": r["verdict"] == "failed"}
+    first = [{"cause": r["cause"], "slow": r["slow"], "failed": r["failed"], "unstable": r.get("unstable", False)}
+             for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]]
+    again = [{"cause": r["cause"], "slow": r["verdict"] == "slow", "failed": r["verdict"] == "failed",
+              "unstable": r["verdict"] == "unstable"}
              for r in (verdict.get("confirmation") or {}).get("rows", [])
              if r["kind"] == "node" and r["nodes"] == [node]]
     return first + again
@@ -63,15 +60,20 @@ def _cause(node: str, verdict: dict, status: str) -> str | None:
     if status == "drain":
         own = _own_rows(node, verdict)
         failed = [r["cause"] for r in own if r["failed"]]
-        causes = list(dict.fromkeys(failed)) + (["slow"] if any(r["slow"] for r in own) else [])
+        causes = list(dict.fromkeys(failed)) + (["slow"] if any(r["slow"] for r in own) else []) + (
+            ["unstable"] if any(r["unstable"] for r in own) else [])
         outside = any(e.startswith("reference: ") for e in verdict["bad_nodes"].get(node, []))
-        return ", ".join(causes + (["outside its reference"] if outside else [])
-                         + (["bad link"] if node in verdict["bad_links"] else []))
+        link = ["unstable link" if nv.unstable_link(node, verdict) else "bad link"] if node in verdict["bad_links"] \
+            else []
+        return ", ".join(causes + (["outside its reference"] if outside else []) + link)
     confirmation = (verdict.get("confirmation") or {}).get("nodes", {}).get(node)
     if status == "inconclusive" and confirmation:
         return ("baseline in doubt" if verdict["confirmation"]["in_doubt"]
                 else "flagged, not confirmable (the confirmation round could not judge it)")
-    return {"pass": None, "down": "node down", "suspect": "slow (first pass only)",
+    shaky = (verdict.get("unstable") or {}).get(node)
+    return {"pass": None, "down": "node down",
+            "suspect": f"unstable{' link' if shaky == 'link' else ''} (first pass only)" if shaky
+            else "slow (first pass only)",
             "suspect-cleared": "flagged in the first pass, not confirmed",
             "inconclusive": "baseline in doubt" if any(
                 r["verdict"] == "in-doubt" for r in verdict["rows"] if node in r["nodes"]) else "not judged"
@@ -89,11 +91,18 @@ def _confirmation_evidence(node: str, verdict: dict, status: str) -> list[str]:
 def _severity(node: str, verdict: dict, status: str) -> str:
     if status in ("pass", "suspect-cleared"):
         return "none"
-    mine = [r for r in verdict["rows"] if node in r["nodes"] and (r["slow"] or r["failed"])]
+    mine = [r for r in verdict["rows"] if node in r["nodes"] and (r["slow"] or r["failed"] or r.get("unstable"))]
     if status == "down" or any(r["failed"] for r in mine):
         return "clear"
-    worst = max((abs(r["z"]) for r in mine if r["slow"]), default=0.0)
+    worst = max([abs(r["z"]) for r in mine if r["slow"]] + [r["spread_z"] for r in mine if r.get("unstable")],
+                default=0.0)
     return "clear" if worst >= 2 * verdict["criteria"]["z_max"] else "borderline"
+
+
+def _action(node: str, verdict: dict, status: str) -> str:
+    if status == "suspect" and (verdict.get("unstable") or {}).get(node):
+        return "re-test (unstable in the first pass: confirm before draining)"
+    return ACTIONS[status]
 
 
 def document(verdict: dict, site: str, campaign: str) -> dict:
@@ -110,7 +119,7 @@ def document(verdict: dict, site: str, campaign: str) -> dict:
         link = " (check its link: cable, port)" if node in verdict["bad_links"] else ""
         nodes[node] = {"status": status, "cause": _cause(node, verdict, status),
                        "severity": _severity(node, verdict, status),
-                       "action": "drain" + link if status == "drain" else ACTIONS[status],
+                       "action": "drain" + link if status == "drain" else _action(node, verdict, status),
                        "drain": drains.get(node),
                        "evidence": verdict["bad_nodes"].get(node, []) + verdict["bad_links"].get(node, [])
                        + verdict["suspects"].get(node, [])
@@ -122,7 +131,7 @@ def document(verdict: dict, site: str, campaign: str) -> dict:
             "code_version": {"exabench": __version__, "git_commit": git["commit"], "git_dirty": git["dirty"]},
             "thresholds": {k: crit[k] for k in ("z_max", "z_screen", "min_effect", "log_mad_floor",
                                                 "max_outlier_share", "confirmations", "node_min_tests",
-                                                "pair_min_tests", "confirm")}
+                                                "pair_min_tests", "confirm", "unstable_factor")}
             | {"best_of": list(crit["best_of"]), "metrics": crit["metrics"]},
             "decision": DECISIONS[code], "exit_code": code, "accept_down": bool(crit["accept_down"]),
             "nodes": nodes, "baseline_in_doubt": verdict["baseline_in_doubt"],

@@ -75,9 +75,29 @@ def restore_tf32(torch, before: dict) -> None:
     torch.backends.cudnn.allow_tf32 = before["cudnn"]
 
 
-def timed_samples(fn: Callable[[], object], dev: Device, warmup: int, samples: int, inner: int = 1) -> list[float]:
-    """Seconds per call of `fn`: `warmup` untimed calls, then `samples` timings of `inner` calls each
-    (device synchronised before each clock read), each divided by `inner`.
+def sample_window(samples: int, window_s: float = 0.0, agree: Callable[[bool], bool] | None = None):
+    """Sample indices 0, 1, ... until at least `samples` were taken AND `window_s` seconds have passed
+    since the first: samples that span a window of seconds show a fault that comes and goes (a link
+    throttled 3 s on, 3 s off), which a run shorter than the fault's period may miss or catch whole.
+    `agree` turns this rank's "done" into every rank's (a broadcast from rank 0), so that ranks that
+    sample together stop together."""
+    t0 = time.perf_counter()
+    i = 0
+    while True:
+        done = i >= samples and time.perf_counter() - t0 >= window_s
+        if agree is not None:
+            done = agree(done)
+        if done:
+            return
+        yield i
+        i += 1
+
+
+def timed_samples(fn: Callable[[], object], dev: Device, warmup: int, samples: int, inner: int = 1,
+                  window_s: float = 0.0) -> list[float]:
+    """Seconds per call of `fn`: `warmup` untimed calls, then timings of `inner` calls each (device
+    synchronised before each clock read), each divided by `inner`: `samples` of them, or more until
+    they span `window_s` seconds (sample_window).
 
     `inner` > 1 amortises the synchronisation of very short kernels, as a bare loop would."""
     for _ in range(warmup):
@@ -85,7 +105,7 @@ def timed_samples(fn: Callable[[], object], dev: Device, warmup: int, samples: i
     dev.sync()
     out = []
     with timed_region():  # the energy meter's timed region: the timed samples, not the warm-up
-        for _ in range(samples):
+        for _ in sample_window(samples, window_s):
             t0 = time.perf_counter()
             for _ in range(inner):
                 fn()
@@ -94,10 +114,11 @@ def timed_samples(fn: Callable[[], object], dev: Device, warmup: int, samples: i
     return out
 
 
-def measure(fn: Callable[[], object], dev: Device, warmup: int, samples: int) -> list[float]:
-    """Seconds per call: warm up, time one call to size the samples (~10 ms each), then time them."""
+def measure(fn: Callable[[], object], dev: Device, warmup: int, samples: int, window_s: float = 0.0) -> list[float]:
+    """Seconds per call: warm up, time one call to size the samples (~10 ms each), then time them
+    (`samples`, or more until they span `window_s` seconds)."""
     probe = timed_samples(fn, dev, warmup, 1)[0]
-    return timed_samples(fn, dev, 0, samples, inner_for(probe))
+    return timed_samples(fn, dev, 0, samples, inner_for(probe), window_s)
 
 
 def inner_for(seconds_per_call: float, target_s: float = 0.01) -> int:
@@ -114,7 +135,8 @@ def relative_error(torch, result, reference) -> float:
 
 
 def slowest(ctx, values: list[float]) -> list[float]:
-    """Element-wise max over ranks (the slowest rank sets each figure)."""
+    """Element-wise max over ranks (the slowest rank sets each figure); ranks that sampled a window
+    may hold different counts: the shortest sets how many."""
     gathered = ctx.collectives.allgather(list(values))
     return [max(col) for col in zip(*gathered)]
 

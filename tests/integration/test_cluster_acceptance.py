@@ -1,9 +1,11 @@
 """Cluster-wide acceptance on a real 8-node Slurm (scripts/slurm-cluster.sh: each slurmd in its own
-network namespace on a bridge): with one node slowed (CPU quota) and one node's link rate-limited
-(tc tbf), `snakemake node_acceptance` fails naming exactly that node (bad node) and that link (bad
-link) in its verdict, its JUnit file and its drain list, and drains nothing else. A third node is
-slowed for the first pass only (the fault lifted before the confirmation round): flagged by the
-first pass, it is measured again beside two known-good nodes and cleared, not drained.
+network namespace on a bridge): with one node slowed (CPU quota), one node's link rate-limited
+(tc tbf) and another node's link rate-limited 3 s on, 3 s off for the whole campaign (a flapping
+link: the ping-pong's samples span 8 s), `snakemake node_acceptance` fails naming exactly that
+node (bad node), that link (bad link) and the flapping one (unstable link) in its verdict, its
+JUnit file and its drain list, and drains nothing else. A fourth node is slowed for the first pass
+only (the fault lifted before the confirmation round): flagged by the first pass, it is measured
+again beside two known-good nodes and cleared, not drained.
 
 The injected faults are far outside a clean cluster's spread (docs/acceptance.md gives the noise
 floor measured here), so the verdict does not depend on the machine's load. Skips, saying why,
@@ -14,8 +16,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -32,6 +36,8 @@ CLUSTER_DIR = Path("/tmp/exabench-cluster")  # profiles/slurm-cluster/site.yaml 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 # n02 is paired with neither of n06's partners: its slow pairs leave them their alibi for n06's link
 SLOW_NODE, SLOW_LINK, TRANSIENT = "n03", "n06", "n02"
+# n07's partners are n04, n08 and n06 (the slow link, set aside): n04 and n08 are steady with n01 and n05
+FLAPPING = "n07"
 CONFIG = """campaign: cluster-ci
 preset: tiny
 timeout_s: 240
@@ -46,6 +52,7 @@ benchmarks:
     params: {samples: 15, elements: 16000000}  # a triad of ~30 ms: longer than the quota's unthrottled burst
     sweep: {nodes: [1], ranks_per_node: [1], threads_per_rank: [1]}
   - name: pingpong
+    params: {window_s: 8}  # samples over 8 s: a link throttled 3 s on, 3 s off is throttled in a third of them
     sweep: {nodes: [2], ranks_per_node: [1], threads_per_rank: [1]}
 """
 
@@ -100,6 +107,20 @@ def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_pat
 
     for words in (["slow-node", SLOW_NODE, "8"], ["slow-link", SLOW_LINK, "100mbit"], ["slow-node", TRANSIENT, "8"]):
         fault(*words)
+    # the flapping link: throttled 3 s, free 3 s, for the whole campaign (its own process group, ended below)
+    flap = subprocess.Popen(["bash", "-c", f'while :; do bash "{SCRIPT}" slow-link {FLAPPING} 100mbit; sleep 3; '
+                             f'bash "{SCRIPT}" slow-link {FLAPPING} off; sleep 3; done'], env=cluster,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _campaign_checks(cluster, fault, tmp_path)
+    finally:
+        os.killpg(flap.pid, signal.SIGTERM)
+        flap.wait(timeout=30)
+        fault("slow-link", FLAPPING, "off")
+
+
+def _campaign_checks(cluster, fault, tmp_path):
+    started = time.monotonic()
     work = tmp_path / "campaign"
     work.mkdir()
     for name in ("Snakefile", "workflow", "profiles", "config"):
@@ -119,23 +140,36 @@ def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_pat
                          text=True, timeout=420)
     out = work / "results" / "slurm-cluster" / "acceptance" / "cluster"
     report = (out / "verdict.md").read_text() if (out / "verdict.md").exists() else res.stdout[-4000:]
+    print(f"campaign wall time {time.monotonic() - started:.0f} s, load average {os.getloadavg()}")
     assert res.returncode != 0, "a flagged node must fail the target:\n" + report
-    assert (f"cluster acceptance FAILED: drain {SLOW_NODE} {SLOW_LINK} ({SLOW_NODE}: slow; {SLOW_LINK}: bad link), "
-            f"check the links of {SLOW_LINK}") in res.stdout, report
+    assert (f"cluster acceptance FAILED: drain {SLOW_NODE} {SLOW_LINK} {FLAPPING} ({SLOW_NODE}: slow; {SLOW_LINK}: "
+            f"bad link; {FLAPPING}: unstable link), check the links of {SLOW_LINK} {FLAPPING}") in res.stdout, report
     verdict = json.loads((out / "verdict.json").read_text())  # verdict.schema.yaml, checked when written
     assert verdict["exit_code"] == 1 and verdict["campaign"] == "cluster-ci", report
     statuses = {n: v["status"] for n, v in verdict["nodes"].items()}
+    print({n: (v["status"], v["cause"]) for n, v in verdict["nodes"].items()})
+    for node in verdict["nodes"]:
+        print(node, [(t["subject"], t["status"], t["samples"]["spread"], t["samples"]["spread_reference"],
+                      t["samples"]["spread_z"]) for t in verdict["nodes"][node]["tests"] if t["kind"] == "pair"])
     # drained: only what the confirmation round confirmed; the transient node cleared (others flagged by
     # the screen's lower threshold, if the load made one, cleared as well)
     assert {n: s for n, s in statuses.items() if s not in ("pass", "suspect-cleared")} == {
-        SLOW_NODE: "drain", SLOW_LINK: "drain"}, report
+        SLOW_NODE: "drain", SLOW_LINK: "drain", FLAPPING: "drain"}, report
     assert statuses[TRANSIENT] == "suspect-cleared", report
     confirm = json.loads((work / "results/slurm-cluster/nodes/groups/confirm.json").read_text())
-    assert confirm["round"] == 1 and {SLOW_NODE, SLOW_LINK, TRANSIENT} <= set(confirm["suspects"]), report
+    assert confirm["round"] == 1 and {SLOW_NODE, SLOW_LINK, TRANSIENT, FLAPPING} <= set(confirm["suspects"]), report
     assert len(confirm["controls"]) == 2 and not set(confirm["controls"]) & set(confirm["suspects"])
     assert {p["status"] for p in confirm["planned"]} == {"recorded"}
-    results = {n: verdict["nodes"][n]["confirmation"]["result"] for n in (SLOW_NODE, SLOW_LINK, TRANSIENT)}
-    assert results == {SLOW_NODE: "confirmed", SLOW_LINK: "confirmed", TRANSIENT: "cleared"}, report
+    results = {n: verdict["nodes"][n]["confirmation"]["result"] for n in (SLOW_NODE, SLOW_LINK, TRANSIENT, FLAPPING)}
+    assert results == {SLOW_NODE: "confirmed", SLOW_LINK: "confirmed", TRANSIENT: "cleared",
+                       FLAPPING: "confirmed"}, report
+    # the flapping link: its best samples as fast as its peers' (not slow), its pairs' samples unstable,
+    # in the first pass and again with the controls
+    flapping = verdict["nodes"][FLAPPING]
+    assert flapping["cause"] == "unstable link", report
+    assert {t["status"] for t in flapping["confirmation"]["tests"] if t["kind"] == "pair"} == {"unstable"}, report
+    assert all(t["samples"]["spread"] >= 2 * t["samples"]["spread_reference"] for t in flapping["tests"]
+               if t["status"] == "unstable"), report
     # the confirmation runs are new runs with their own records; the first pass's are kept
     records = work / "results/slurm-cluster/records/nodes"
     assert (records / f"stream.tiny.n1r1t1.node-{TRANSIENT}.confirm-1.json").exists()
@@ -147,16 +181,18 @@ def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_pat
     stream = next(t for t in verdict["nodes"]["n01"]["tests"] if t["test"] == "stream.tiny.n1r1t1")
     assert stream["status"] == "pass" and all(isinstance(stream[k], float) for k in ("figure", "reference", "z"))
     drain = (out / "drain.txt").read_text().splitlines()
-    assert [line.split()[2] for line in drain] == [f"nodename={SLOW_NODE}", f"nodename={SLOW_LINK}"]
+    assert [line.split()[2] for line in drain] == [f"nodename={n}" for n in (SLOW_NODE, SLOW_LINK, FLAPPING)]
+    assert "unstable link: every pair unstable" in drain[2]
     assert all(" state=drain reason=\"exabench acceptance: " in line for line in drain)
     suites = {s.get("name"): s for s in ET.parse(out / "junit.xml").getroot().iter("testsuite")}
     failed = sorted((name, c.get("name")) for name, s in suites.items() for c in s.iter("testcase")
                     if c.find("failure") is not None)
     # node-tests: each test as it ran in the first pass (the transient node's STREAM was slow then)
-    assert failed == [("slurm-cluster.links", SLOW_LINK),
+    assert failed == [("slurm-cluster.links", SLOW_LINK), ("slurm-cluster.links", FLAPPING),
                       *sorted(("slurm-cluster.node-tests", f"{n} stream.tiny.n1r1t1 triad_gbs")
                               for n in (SLOW_NODE, TRANSIENT)),
-                      ("slurm-cluster.nodes", SLOW_NODE), ("slurm-cluster.nodes", SLOW_LINK)]
+                      ("slurm-cluster.nodes", SLOW_NODE), ("slurm-cluster.nodes", SLOW_LINK),
+                      ("slurm-cluster.nodes", FLAPPING)]
     assert [len(list(s.iter("testcase"))) for s in suites.values()] == [8, 8, 8]
     record = Path(next(p["record"] for p in jobs["planned"] if p["group"] == "n02..n04"))
     rec = json.loads((record if record.is_absolute() else work / record).read_text())  # relative to the campaign
@@ -168,12 +204,15 @@ def test_a_slow_node_and_a_slow_link_are_named_and_nothing_else(cluster, tmp_pat
     heat = json.loads((plots_dir / "heat_map.json").read_text())
     labels = dict(zip(heat["nodes"], heat["labels"]))
     assert {n: label for n, label in labels.items() if label != n} == {
-        SLOW_NODE: f"{SLOW_NODE} drain", SLOW_LINK: f"{SLOW_LINK} drain (bad link)"}, heat
+        SLOW_NODE: f"{SLOW_NODE} drain", SLOW_LINK: f"{SLOW_LINK} drain (bad link)",
+        FLAPPING: f"{FLAPPING} drain (unstable link)"}, heat
     z = dict(zip(heat["nodes"], heat["z"]))
     stream = next(j for j, t in enumerate(heat["tests"]) if t.startswith("stream."))
     pingpong = next(j for j, t in enumerate(heat["tests"]) if t.startswith("pingpong."))
-    assert z[SLOW_NODE][stream] == min(row[stream] for row in z.values()) < -3, heat
-    assert z[SLOW_LINK][pingpong] < -3 and heat["bad_links"] == [SLOW_LINK], heat
+    # the worst on STREAM: the slow node, or the transient node, as slow in the first pass (the same quota)
+    assert min(row[stream] for row in z.values()) in (z[SLOW_NODE][stream], z[TRANSIENT][stream]), heat
+    assert z[SLOW_NODE][stream] < -3, heat
+    assert z[SLOW_LINK][pingpong] < -3 and heat["bad_links"] == [SLOW_LINK, FLAPPING], heat
     assert shows_data(pixels(plots_dir / "heat_map.png"))
     page = pictures_html([plots_dir / "index.json"])
     assert page.index('<figure id="heat_map">') == page.index("<figure")

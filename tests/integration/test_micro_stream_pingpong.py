@@ -32,3 +32,17 @@ def test_pingpong_two_ranks_by_mpirun_reports_bandwidth_and_latency(tmp_path):
     assert bw["unit"] == "GB/s" and lat["unit"] == "us" and not lat["higher_is_better"]
     assert len(bw["samples"]) == 5 and sorted(bw["samples"])[2] == pytest.approx(bw["value"])
     assert bw["value"] > 0 and lat["value"] > 0
+
+
+def test_samples_go_on_until_they_span_the_window(tmp_path):
+    """window_s: more samples than `samples` where they take less time; the record keeps every one, the
+    ping-pong's two message sizes as many each (taken in turn)."""
+    rec = run_in_process(tmp_path / "stream", "stream", {"elements": 100_000, "samples": 3, "window_s": 0.5})
+    assert rec["status"] == "ok", rec.get("error")
+    times = rec["metrics"]["triad_time_s"]["samples"]
+    assert len(times) > 3 and len(rec["metrics"]["triad_gbs"]["samples"]) == len(times)
+    rec = run_launched(tmp_path / "pp", "pingpong", {"large_bytes": 65536, "iters_small": 20, "samples": 3,
+                                                     "window_s": 0.5}, ranks=2)
+    assert rec["status"] == "ok", rec.get("error")
+    bw, lat = rec["metrics"]["bandwidth"]["samples"], rec["metrics"]["latency"]["samples"]
+    assert len(bw) == len(lat) > 3 and [c["passed"] for c in rec["checks"]] == [True]

@@ -3,9 +3,12 @@ osu_latency measure them: the link test of a node pair.
 
 Ranks 0 and 1 ping-pong a message back and forth (blocking Send/Recv): a round trip moves it
 twice, so latency is half a round trip (small message) and bandwidth twice the message's
-bytes per round trip (large message). Each sample times `iters` round trips after a barrier;
-the figures are the median samples. Ranks beyond the first two wait at the barriers. The check:
-every message rank 0 gets back carries the pattern it sent.
+bytes per round trip (large message). Each sample times `iters` round trips after a barrier, the
+two sizes in turn; the figures are the median samples. With `window_s`, sampling goes on until the
+samples span that many seconds (rank 0's clock decides, every rank follows), so that a link that
+comes and goes (throttled 3 s on, 3 s off) shows in them; the record keeps every sample. Ranks
+beyond the first two wait at the barriers. The check: every message rank 0 gets back carries the
+pattern it sent.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 from exabench.benchmarks.registry import register
 from exabench.benchmarks.micro.base import MicroBenchmark
 from exabench.benchmarks.base import Check, Metric, Outcome, param
+from exabench.benchmarks.timing import sample_window
 
 
 @dataclass
@@ -29,6 +33,8 @@ class PingPongParams:
     iters_small: int = param(200, "round trips per latency sample", minimum=1)
     warmup: int = param(2, "untimed samples per message size", minimum=0)
     samples: int = param(7, "timed samples per message size", minimum=1)
+    window_s: float = param(0.0, "keep sampling until the samples span this many seconds (a link fault that "
+                                 "comes and goes shows in them); 0: `samples` only", minimum=0.0)
 
 
 def round_trips(comm, rank: int, buf: np.ndarray, iters: int) -> float:
@@ -65,13 +71,19 @@ class PingPong(MicroBenchmark):
             return Outcome({}, [], {}, skipped="a ping-pong needs two ranks; this run has one")
         from mpi4py import MPI
         comm, rank = MPI.COMM_WORLD, MPI.COMM_WORLD.Get_rank()
-        timings, intact = {}, True
-        for size, iters in ((p.small_bytes, p.iters_small), (p.large_bytes, p.iters_large)):
-            sent = (np.arange(size) % 251).astype(np.uint8)
-            buf = sent.copy()
-            times = [round_trips(comm, rank, buf, iters) / iters for _ in range(p.warmup + p.samples)][p.warmup:]
-            intact = intact and bool(np.array_equal(buf, sent))
-            timings[size] = comm.bcast(times, root=0)
+        sizes = ((p.small_bytes, p.iters_small), (p.large_bytes, p.iters_large))
+        sent = {size: (np.arange(size) % 251).astype(np.uint8) for size, _ in sizes}
+        bufs = {size: sent[size].copy() for size, _ in sizes}
+        for _ in range(p.warmup):
+            for size, iters in sizes:
+                round_trips(comm, rank, bufs[size], iters)
+        times = {size: [] for size, _ in sizes}
+        # the two sizes in turn, so that both span the same window
+        for _ in sample_window(p.samples, p.window_s, lambda done: comm.bcast(done, root=0)):
+            for size, iters in sizes:
+                times[size].append(round_trips(comm, rank, bufs[size], iters) / iters)
+        intact = all(np.array_equal(bufs[size], sent[size]) for size, _ in sizes)
+        timings = {size: comm.bcast(times[size], root=0) for size, _ in sizes}
         intact = bool(comm.bcast(intact, root=0))
         lat = [t / 2 * 1e6 for t in timings[p.small_bytes]]
         bw = [2 * p.large_bytes / t / 1e9 for t in timings[p.large_bytes]]

@@ -4,8 +4,9 @@ Every rank times its own arrays (one GPU per rank, or its share of the CPU cores
 one fused pass, `torch.add(b, c, alpha=s, out=a)`: two arrays read, one written, so STREAM's
 count of 3 x 8 bytes per element (float64; the write-allocate traffic is not counted, as in
 STREAM). Samples of back-to-back triads (the device synchronised before each clock read); the
-figure is the median sample on the slowest rank. The sanity check compares a with b + s c
-computed once more, element by element, after the timing.
+figure is the median sample on the slowest rank. With `window_s` the samples go on until they span
+that many seconds, so that a fault that comes and goes shows in them (exabench.analysis.node_stability).
+The sanity check compares a with b + s c computed once more, element by element, after the timing.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class StreamParams:
     scalar: float = param(3.0, "the triad's scalar s")
     warmup: int = param(2, "untimed triads before timing", minimum=0)
     samples: int = param(10, "timed samples (each of enough triads to last ~10 ms)", minimum=1)
+    window_s: float = param(0.0, "keep sampling until the samples span this many seconds (a node fault that "
+                                 "comes and goes shows in them); 0: `samples` only", minimum=0.0)
 
 
 @register
@@ -53,7 +56,7 @@ class Stream(MicroBenchmark):
         c = torch.full((p.elements,), 0.5, dtype=torch.float64, device=dev.device)
         a = torch.empty_like(b)
         triad = functools.partial(torch.add, b, c, alpha=p.scalar, out=a)
-        times = slowest(ctx, measure(triad, dev, p.warmup, p.samples))
+        times = slowest(ctx, measure(triad, dev, p.warmup, p.samples, p.window_s))
         moved = ARRAYS_MOVED * ELEMENT_BYTES * p.elements
         rates = [moved / t / 1e9 for t in times]
         error = float((a - (b + p.scalar * c)).abs().max())
