@@ -88,7 +88,7 @@ def _run(argv: list[str], log, timeout_s: int, what: str, image: Path) -> None:
 
 def squashfs_from_oci(layout: str | Path, dest: str | Path, log=None, timeout_s: int = 1800) -> str:
     """Write the enroot squashfs image of the OCI image `layout` to `dest` (replaced atomically):
-    unpacked by umoci (which checks every blob), configured as enroot does, packed by mksquashfs.
+    unpacked by umoci (which checks every blob again), configured as enroot does, packed by mksquashfs.
     Returns the OCI digest it was made from (the `<dest>.sha256` beside it is the caller's)."""
     layout, dest = Path(layout), Path(dest)
     missing = [f"{tool} (apt-get install -y {pkg})" for tool, pkg in
@@ -103,18 +103,25 @@ def squashfs_from_oci(layout: str | Path, dest: str | Path, log=None, timeout_s:
     title = manifest.get("annotations", {}).get("org.opencontainers.image.title", "image")
     config = oci_config(layout)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{dest.name}.build.", dir=dest.parent) as tmp:
-        bundle = Path(tmp) / "bundle"
+    tmp = tempfile.mkdtemp(prefix=f".{dest.name}.build.", dir=dest.parent)
+    try:
+        rootfs = Path(tmp) / "rootfs"
         rootless = ["--rootless"] if os.geteuid() != 0 else []
-        _run(["umoci", "unpack", *rootless, "--image", f"{layout}:{ref}", str(bundle)], log, timeout_s,
+        # `raw unpack`: the root file system only, without the bundle's mtree manifest (a sha256 of
+        # every file: 30 s against 12 s for the cpu stack's 780 MB, under load)
+        _run(["umoci", "raw", "unpack", *rootless, "--image", f"{layout}:{ref}", str(rootfs)], log, timeout_s,
              "an OCI image umoci unpacks", layout)
-        rootfs = bundle / "rootfs"
         for entry in (rootfs / "dev").glob("*"):  # `enroot import` extracts with --exclude='dev/*'
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
         enroot_configure(rootfs, config, f"oci:{title}:{ref}@{digest}")  # from the manifest: not the path
         out = Path(tmp) / dest.name
         _run(["mksquashfs", str(rootfs), str(out), *ENROOT_OPTIONS, *REPRODUCIBLE_OPTIONS], log, timeout_s,
              "a root file system mksquashfs packs", dest)
         out.chmod(0o644)
         os.replace(out, dest)
+    finally:  # rm -rf: a third of the time shutil.rmtree takes over the 22,000 files of the cpu stack
+        subprocess.run(["rm", "-rf", "--", tmp], check=False, timeout=timeout_s)
     return digest
