@@ -631,6 +631,7 @@ def test_real_cpu_sqsh_made_by_snakemake_from_the_oci_image_is_reproducible_and_
                             str(work / "again.sqsh")], capture_output=True, text=True, timeout=500,
                            env={**os.environ, "PYTHONPATH": str(REPO)})
     assert again.returncode == 0 and again.stdout.split()[-1] == digest, again.stdout[-2000:] + again.stderr[-2000:]
+    (work / "again.sqsh").unlink()  # 634 MB; pytest keeps its last folders
 
     (work / "sqsh-mount").mkdir()
     inside = ("set -a; . /etc/environment; set +a; exec /bin/sh /etc/rc python3 -c "
