@@ -1,12 +1,13 @@
 """`python -m exabench.containers`: regenerate the Dockerfiles, lint the recipes, digest or build an image
-(a directory image, a SIF, or the OCI image of a SIF)."""
+(a directory image, a SIF, the OCI image of a SIF, or enroot's squashfs of an OCI image)."""
 
 from __future__ import annotations
 
 
 from exabench.config import REPO_ROOT
 
-from exabench.containers.build import build_cache_dir, build_directory_image, build_oci_image, build_sif_image
+from exabench.containers.build import (build_cache_dir, build_directory_image, build_oci_image, build_sif_image,
+                                      build_sqsh_image)
 from exabench.containers.digests import write_digest
 from exabench.containers.recipes import (STACKS, dockerfile, dockerfile_path, lint_recipe, parse_recipe,
                                          recipe_path)
@@ -49,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
                                          "beside it, <dest>.sha256)")
     o.add_argument("sif")
     o.add_argument("dest", help="the OCI image layout folder to write, e.g. results/images/cpu.oci")
+    q = sub.add_parser("build-sqsh", help="write an OCI image as enroot's squashfs image, what Pyxis runs (its "
+                                          "sha256 beside it, <dest>.sha256)")
+    q.add_argument("oci")
+    q.add_argument("dest", help="the .sqsh file to write, e.g. results/images/cpu.sqsh")
     args = ap.parse_args(argv)
     if args.cmd == "dockerfiles":
         for stack in STACKS:
@@ -64,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         print(write_digest(args.image))
     elif args.cmd == "build-oci":
         print(build_oci_image(args.sif, args.dest, "/dev/stdout"))
+    elif args.cmd == "build-sqsh":
+        print(build_sqsh_image(args.oci, args.dest, "/dev/stdout"))
     elif args.cmd in ("build-dir", "build-sif"):
         build = build_directory_image if args.cmd == "build-dir" else build_sif_image
         layers = tuple(x for x in args.layers.split(",") if x) or None

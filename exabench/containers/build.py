@@ -27,20 +27,23 @@ DEBIAN_SUITE, DEBIAN_MIRROR = "bookworm", "http://deb.debian.org/debian"
 def build_argv(site, stack: str, image: str | Path) -> list[str]:
     """`apptainer build [--fakeroot] IMAGE containers/<stack>.def` (or singularity)."""
     rt = runtime(site)
-    if rt not in runtimes.names(builds_sif=True):
+    if rt not in runtimes.names(builds_sif=True) + runtimes.names(converted=True):
         raise ConfigError(site.path or site.name, "container.runtime", rt,
-                          "apptainer or singularity to build .sif images (charliecloud: build_directory_image; "
-                          "podman-hpc, shifter, pyxis, cscs-edf: build the generated Dockerfile and set "
-                          "container.image)",
+                          "apptainer or singularity to build .sif images, pyxis to convert them (charliecloud: "
+                          "build_directory_image; podman-hpc, shifter, cscs-edf: build the generated Dockerfile and "
+                          "set container.image)",
                           "cannot build from the recipes here")
     fake = ["--fakeroot"] if (site.container or {}).get("fakeroot") else []
-    return [rt, "build", *fake, "--force", str(image), str(recipe_path(stack))]
+    builder = rt if runtimes.facts(rt).builds_sif else "apptainer"  # a converted image starts as Apptainer's SIF
+    return [builder, "build", *fake, "--force", str(image), str(recipe_path(stack))]
 
 
 def needed_images(site, frameworks, results_root: str | Path) -> list[str]:
-    """The images this site builds from the recipes for runs of these frameworks (none for a
-    native site or one that names a prebuilt image)."""
-    if runtime(site) not in runtimes.names(builds_sif=True) or (site.container or {}).get("image"):
+    """The images this site builds from the recipes for runs of these frameworks: the SIF, or the
+    image converted from it (pyxis: <stack>.sqsh); none for a native site or one that names a
+    prebuilt image."""
+    built = runtimes.names(builds_sif=True) + runtimes.names(converted=True)
+    if runtime(site) not in built or (site.container or {}).get("image"):
         return []
     return sorted({str(built_image_path(site, stack_for(site, f), results_root)) for f in frameworks})
 
@@ -79,7 +82,7 @@ def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> st
             log.write(f"# {argv[0]} is not installed here: building {image} without it "
                       "(debootstrap + chroot, mksquashfs, siftool)\n")
             build_sif_image(recipe, image, layers, log=log, cache_dir=build_cache_dir())
-        return verified_digest(site, str(image)) or ""
+        return _sif_digest(site, image)
     Path(image).parent.mkdir(parents=True, exist_ok=True)
     if layers is not None:  # Apptainer builds the partial definition, kept beside the image
         from exabench.io import atomic_write_text
@@ -92,6 +95,14 @@ def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> st
         subprocess.run(argv, check=True, stdout=log, stderr=subprocess.STDOUT,
                        cwd=REPO_ROOT)  # %files sources are relative to the repository
     write_digest(image)
+    return _sif_digest(site, image)
+
+
+def _sif_digest(site, image: str | Path) -> str:
+    """The built SIF's digest, checked against the site's pin, except where the site runs an image
+    converted from it (pyxis: the pin is the .sqsh's, checked when a run renders)."""
+    if runtimes.facts(runtime(site)).converted:
+        return write_digest(image)
     return verified_digest(site, str(image)) or ""
 
 
@@ -103,6 +114,18 @@ def build_oci_image(sif: str | Path, image: str | Path, log_path: str | Path) ->
     with open(log_path, "w") as log:
         log.write(f"# OCI image layout of {sif}'s root file system (unsquashfs, one gzip'd tar layer)\n")
         oci_from_sif(sif, image, log=log)
+    return write_digest(image)
+
+
+def build_sqsh_image(oci: str | Path, image: str | Path, log_path: str | Path) -> str:
+    """Enroot's squashfs image `image` (`<stack>.sqsh`, what Pyxis runs) of the OCI image layout
+    `oci` (exabench.containers.squashfs), its sha256 recorded beside it as `<image>.sha256`;
+    returns that digest."""
+    from exabench.containers.squashfs import squashfs_from_oci
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        log.write(f"# enroot's squashfs image of the OCI image {oci} (umoci unpack, enroot's /etc files, mksquashfs)\n")
+        squashfs_from_oci(oci, image, log=log)
     return write_digest(image)
 
 

@@ -12,7 +12,7 @@ from exabench.errors import ConfigError, ContainerError
 from exabench.containers.digests import DIGEST, digest_file, recorded_digest, write_digest
 import exabench.containers.runtimes as runtimes
 from exabench.containers.recipes import gpu_arch_supported, recipe_labels
-from exabench.containers.runtime_check import check_image_mounts, check_files, local_files
+from exabench.containers.runtime_check import check_built_image, check_image_mounts, check_files, local_files
 
 URI_SCHEMES = ("oras://", "docker://", "library://", "shub://")
 # Environment variables the exec line sets; the runner's provenance() reads them back.
@@ -212,6 +212,7 @@ def wrap_program(site, spec_path: str | Path, framework: str | None, env: dict |
     digest = digest or (site.container or {}).get("digest", "") or None
     binds = bind_paths(site, results_root)
     # a squashfs or environment file missing on the machine that submits stops the render here
+    check_built_image(site, image)
     check_files(site.path or site.name, runtime(site), local_files(site, image, []), here_only=True)
     check_image_mounts(site, image, binds)
     program = [CONTAINER_PYTHON, "-m", "exabench.runner", "--spec", str(Path(spec_path).resolve())]

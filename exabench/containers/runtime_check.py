@@ -2,7 +2,8 @@
 so that a wrong one stops the site file from loading, one line naming file, key, value and what
 the runtime takes, before anything is rendered or submitted: a runtime that does not exist, a
 launcher it cannot ride on, a GPU flag it does not have, an image in a form it cannot run (a SIF
-given to Pyxis) or none where it builds none.
+given to Pyxis) or none where it builds none; an image the rules convert (Pyxis' .sqsh) that is
+not made yet.
 
 The files themselves (a local image, a bind's source) are checked where they are: at render time
 when their folder is on this machine (the login node that submits), and by check_files at job
@@ -82,6 +83,21 @@ def check_files(site_file: str, runtime: str, files, here_only: bool = False) ->
             continue
         raise ContainerError(site_file, key, path, f"a path that exists on the compute nodes ({runtime} mounts or "
                              "runs it; make it, or correct the site file)", "does not exist")
+
+
+def check_built_image(site, image: str) -> None:
+    """A site running the image the rules convert from the recipe (pyxis without container.image:
+    `<image_dir>/<stack>.sqsh`) whose image is not there, where its folder is on this machine:
+    named with the rule that makes it (ContainerError), before anything is rendered."""
+    facts = runtimes.facts(site.container.get("runtime"))
+    path = Path(image)
+    if site.container.get("image") or not facts.converted or path.exists() or not path.parent.is_dir():
+        return
+    raise ContainerError(site.path or site.name, "container.image_dir", str(path.parent),
+                         f"a folder holding {path.name}, which rule container_sqsh makes from the stack's OCI image "
+                         f"(`snakemake --profile profiles/{site.name} containers` builds the SIF, its OCI image and "
+                         f"the {facts.built_suffix}), or container.image naming one: {facts.image_form}",
+                         f"has no {path.name} for container.runtime {facts.name}")
 
 
 def check_image_mounts(site, image: str, binds: list[str]) -> None:

@@ -1,7 +1,8 @@
 """Containers: recipes parsed and linted with spython, pins checked against the project's,
 generated Dockerfiles in sync, rendered exec lines per site profile, digest pinning, SIF
 layout, and a real SIF build of the `cpu` stack by Snakemake without Apptainer (debootstrap +
-chroot, mksquashfs, siftool) run with Charliecloud's ch-run."""
+chroot, mksquashfs, siftool) run with Charliecloud's ch-run, with the OCI image and enroot's
+squashfs (what Pyxis runs) made from it by the rules."""
 
 from __future__ import annotations
 
@@ -325,6 +326,16 @@ def test_build_command_and_snakemake_plan_images(tmp_path):
     assert "container_image" in res.stdout and str(tmp_path / "images" / "cpu.sif") in res.stdout
     res = subprocess.run([*smk, "-n", "containers"], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0 and "container_image" not in res.stdout  # native: nothing to build
+    # A pyxis site without container.image: SIF -> OCI image -> enroot's squashfs, per stack its runs need.
+    raw = yaml.safe_load((REPO / "profiles/dgx-superpod/site.yaml").read_text())
+    raw["container"] = {"runtime": "pyxis", "image_dir": str(tmp_path / "images")}
+    (tmp_path / "pyxis.yaml").write_text(yaml.safe_dump(raw))
+    res = subprocess.run([*smk, "--config", f"site={tmp_path / 'pyxis.yaml'}", "-n", "containers"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    jobs = dict(re.findall(r"^(container_\w+)\s+(\d+)$", res.stdout, re.M))
+    assert jobs == {"container_image": "2", "container_oci": "2", "container_sqsh": "2"}, res.stdout[-2000:]
+    assert f"output: {tmp_path}/images/pytorch-cuda.sqsh, {tmp_path}/images/pytorch-cuda.sqsh.sha256" in res.stdout
 
 
 # --- SIF layout (Apptainer's, read back) ---------------------------------------------------------
@@ -591,3 +602,41 @@ def test_real_cpu_oci_image_runs_a_kmeans_campaign_and_its_records_carry_the_oci
     other = exabench("reproduce", "oci.tar.gz", "--out", "r2", "--image", str(images / "cpu.sif"))
     assert other.returncode == 1 and f"container differs: {record['run_id']}: ran image digest {digest}; the " \
         f"image {images / 'cpu.sif'} given to reproduce has sha256:" in other.stdout, other.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_real_cpu_sqsh_made_by_snakemake_from_the_oci_image_is_reproducible_and_runs_the_images_exabench(
+        real_cpu_images):
+    """Enroot's squashfs of the cpu stack's OCI image (what a Pyxis site runs), made by Snakemake's
+    container_sqsh rule from the module's OCI image (that rule only: the SIF test changed the SIF
+    afterwards, which must not rebuild the OCI image): its sha256 recorded beside it, the same
+    bytes when made again from the same OCI digest into another file, and the squashfs file
+    itself run by ch-run (no unpacking): /etc/rc, with only /etc/environment's variables set, as
+    enroot sets them, starts the image's python3, which imports the image's exabench."""
+    work, images, raw, built = real_cpu_images
+    sqsh, layout = images / "cpu.sqsh", images / "cpu.oci"
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
+                          str(REPO / "profiles/local"), str(sqsh), "--allowed-rules", "container_sqsh", "--configfile",
+                          str(work / "config.yaml"), "--config", f"site={work / 'build-site.yaml'}"], cwd=work,
+                         capture_output=True, text=True, timeout=500, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    digest = containers.recorded_digest(sqsh)
+    assert digest == containers.file_digest(sqsh) and containers.oci_digest(layout) == built["oci"]
+    rc = subprocess.run(["unsquashfs", "-cat", str(sqsh), "etc/rc"], capture_output=True, text=True, check=True,
+                        timeout=60).stdout
+    assert rc.startswith(f"# enroot-provenance: oci:cpu:{__version__}@{built['oci']}\n"), rc[:300]
+    again = subprocess.run([sys.executable, "-m", "exabench.containers", "build-sqsh", str(layout),
+                            str(work / "again.sqsh")], capture_output=True, text=True, timeout=500,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert again.returncode == 0 and again.stdout.split()[-1] == digest, again.stdout[-2000:] + again.stderr[-2000:]
+    (work / "again.sqsh").unlink()  # 634 MB; pytest keeps its last folders
+
+    (work / "sqsh-mount").mkdir()
+    inside = ("set -a; . /etc/environment; set +a; exec /bin/sh /etc/rc python3 -c "
+              "'import sys, exabench; print(sys.executable, exabench.__file__)'")
+    out = subprocess.run(["ch-run", f"--mount={work / 'sqsh-mount'}", "--unset-env=*", str(sqsh), "--", "/bin/sh",
+                          "-c", inside], capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stdout) == (0, "/opt/venv/bin/python3 /opt/exabench/exabench/__init__.py\n"), \
+        out.stderr[-2000:]

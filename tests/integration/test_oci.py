@@ -103,3 +103,42 @@ def test_oci_image_of_a_sif_runs_two_ranks_with_its_digest(tmp_path, shell_sif):
         oci.oci_digest(layout)
     with pytest.raises(containers.ContainerError, match="layer 1"):
         containers.wrap_program(site, results / "runs/probe/spec.json", None, {}, results)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_enroot_squashfs_of_the_oci_image_is_reproducible_and_ch_run_starts_its_rc(tmp_path, shell_sif):
+    """Enroot's squashfs of the OCI image (what a Pyxis site runs, rule container_sqsh): the same
+    OCI digest gives the same bytes whatever the file is called; every owner root, every time 0;
+    /etc/environment and /etc/rc carry the config's Env and Cmd as `enroot import` writes them;
+    ch-run runs the squashfs file itself, and /etc/rc, with only /etc/environment's variables set
+    (as enroot sets them), starts a command in it."""
+    os.environ.setdefault("USER", "root")  # ch-run refuses to start without $USER
+    layout = tmp_path / "cpu.oci"
+    oci_digest = containers.build_oci_image(shell_sif, layout, tmp_path / "oci.log")
+    image = tmp_path / "images" / "cpu.sqsh"
+    digest = containers.build_sqsh_image(layout, image, tmp_path / "sqsh.log")
+    assert digest == containers.recorded_digest(image) == containers.file_digest(image)
+    assert containers.build_sqsh_image(layout, tmp_path / "other.sqsh", tmp_path / "again.log") == digest
+    assert image.read_bytes()[:4] == b"hsqs" and sorted(p.name for p in image.parent.iterdir()) == \
+        ["cpu.sqsh", "cpu.sqsh.sha256"]  # nothing left beside it
+
+    listing = subprocess.run(["unsquashfs", "-lln", str(image)], capture_output=True, text=True, check=True,
+                             timeout=60, env={**os.environ, "TZ": "UTC"}).stdout.splitlines()
+    entries = [line.split() for line in listing if line.startswith(("d", "-", "l"))]
+    assert len(entries) > 10 and {(e[1], e[3]) for e in entries} == {("0/0", "1970-01-01")}
+
+    def cat(path):
+        return subprocess.run(["unsquashfs", "-cat", str(image), path], capture_output=True, text=True, check=True,
+                              timeout=60).stdout
+    assert cat("etc/environment") == f"PATH=/opt/venv/bin:{oci.DEFAULT_PATH}\nPYTHONPATH=/opt/exabench\n"
+    rc = cat("etc/rc")
+    assert rc.startswith(f"# enroot-provenance: oci:cpu:0.1.0@{oci_digest}\n# org.exabench.stack cpu\n")
+    assert "    exec '/bin/sh' '-c' 'exec /opt/venv/bin/python -m exabench \"$@\"'\n" in rc
+    assert cat("etc/fstab") == "" and cat("etc/rc.local").startswith("# This file is sourced by /etc/rc")
+
+    (tmp_path / "mnt").mkdir()
+    inside = 'set -a; . /etc/environment; set +a; exec /bin/sh /etc/rc /bin/sh -c \'echo "$PYTHONPATH $PWD"\''
+    proc = subprocess.run(["ch-run", f"--mount={tmp_path / 'mnt'}", "--unset-env=*", str(image), "--",
+                           "/bin/sh", "-c", inside], capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout) == (0, "/opt/exabench /\n"), proc.stderr

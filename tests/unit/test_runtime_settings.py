@@ -57,8 +57,8 @@ def test_a_runtime_that_does_not_exist_is_refused_listing_those_that_do(tmp_path
 def test_an_image_the_runtime_cannot_run_or_none_at_all_is_refused(tmp_path):
     assert _refusal(tmp_path, runtime="pyxis", image="/lustre/images/pytorch.sif") == (
         "key 'container.image' = '/lustre/images/pytorch.sif' is not an image pyxis runs; valid: a squashfs file "
-        "from `enroot import` (/path/x.sqsh) or an enroot URI (nvcr.io#nvidia/pytorch:24.01-py3): an absolute path "
-        "ending .sqsh or .squashfs")
+        "from `enroot import` or rule container_sqsh (/path/x.sqsh) or an enroot URI "
+        "(nvcr.io#nvidia/pytorch:24.01-py3): an absolute path ending .sqsh or .squashfs")
     assert _refusal(tmp_path, runtime="cscs-edf", image="pytorch") == (
         "key 'container.image' = 'pytorch' is not an image cscs-edf runs; valid: an environment definition "
         "file (/path/env.toml) naming the image: an absolute path ending .toml")
@@ -72,8 +72,8 @@ def test_an_image_the_runtime_cannot_run_or_none_at_all_is_refused(tmp_path):
 def test_a_launcher_the_runtime_cannot_ride_on_is_refused(tmp_path):
     assert _refusal(tmp_path, "polaris", runtime="pyxis", image=PYXIS_IMAGE) == (
         "key 'launcher' = 'mpiexec' cannot start it; valid: srun with container.runtime pyxis (its container: "
-        "launcher options; its image: a squashfs file from `enroot import` (/path/x.sqsh) or an enroot URI "
-        "(nvcr.io#nvidia/pytorch:24.01-py3))")
+        "launcher options; its image: a squashfs file from `enroot import` or rule container_sqsh (/path/x.sqsh) or "
+        "an enroot URI (nvcr.io#nvidia/pytorch:24.01-py3))")
 
 
 def test_a_bind_that_is_not_an_absolute_path_is_refused(tmp_path):
@@ -91,6 +91,30 @@ def test_a_missing_squashfs_image_stops_the_render_on_the_machine_that_has_its_f
         "exists on the compute nodes (pyxis mounts or runs it; make it, or correct the site file)")
     (tmp_path / "pytorch.sqsh").write_bytes(b"hsqs")
     assert "--container-image=" in render_script(_run(site), site, RunPaths(tmp_path / "results", "probe"))[1]
+
+
+def test_a_pyxis_site_without_an_image_runs_the_squashfs_the_rules_make_and_a_missing_one_is_named(tmp_path):
+    from exabench.containers import build_argv, needed_images
+    images = tmp_path / "images"
+    _, load = _load(tmp_path, runtime="pyxis", image="", image_dir=str(images))
+    site, results = load(), tmp_path / "results"
+    sqsh = images / "pytorch-cuda.sqsh"
+    assert needed_images(site, ["pytorch"], results) == [str(sqsh)]  # rule container_sqsh, from the SIF's OCI image
+    assert build_argv(site, "pytorch-cuda", images / "pytorch-cuda.sif")[:2] == ["apptainer", "build"]
+    # Not on this machine (a script rendered for the cluster): the line names it, as Pyxis takes it.
+    assert f"--container-image={sqsh} " in render_script(_run(site), site, RunPaths(results, "probe"))[1]
+    images.mkdir()
+    with pytest.raises(ContainerError) as err:
+        render_script(_run(site), site, RunPaths(results, "probe"))
+    assert str(err.value) == (
+        f"{tmp_path}/site.yaml: key 'container.image_dir' = '{images}' has no pytorch-cuda.sqsh for container.runtime "
+        "pyxis; valid: a folder holding pytorch-cuda.sqsh, which rule container_sqsh makes from the stack's OCI image "
+        "(`snakemake --profile profiles/dgx-superpod containers` builds the SIF, its OCI image and the .sqsh), or "
+        "container.image naming one: a squashfs file from `enroot import` or rule container_sqsh (/path/x.sqsh) or "
+        "an enroot URI (nvcr.io#nvidia/pytorch:24.01-py3)")
+    sqsh.write_bytes(b"hsqs")
+    (images / "pytorch-cuda.sqsh.sha256").write_text(f"sha256:{'a' * 64}  pytorch-cuda.sqsh\n")
+    assert f"--container-image={sqsh} " in render_script(_run(site), site, RunPaths(results, "probe"))[1]
 
 
 def test_a_cscs_environment_file_must_mount_the_results(tmp_path):

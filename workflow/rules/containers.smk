@@ -10,6 +10,9 @@
 # The OCI image of a stack is its SIF's root file system as an OCI image layout (<stack>.oci, its
 # manifest digest in <stack>.oci.sha256; exabench/containers/oci.py), so the two cannot drift:
 # `snakemake ... oci_images` (the OCI images of the SIFs the planned runs need) or `... <image_dir>/cpu.oci`.
+# Enroot's squashfs of that OCI image (<stack>.sqsh, its sha256 in <stack>.sqsh.sha256;
+# exabench/containers/squashfs.py) is what a Pyxis site runs: `... sqsh_images` or `... <image_dir>/cpu.sqsh`;
+# on a pyxis site without container.image, `containers` builds SIF -> OCI -> .sqsh.
 IMAGE_DIR = str(pipeline.image_dir(SITE, Path(RESULTS).resolve()).resolve())
 # Every image the planned runs need (empty for native or prebuilt): render's input on such sites.
 CONTAINER_IMAGES = pipeline.needed_images(
@@ -21,13 +24,15 @@ wildcard_constraints:
     stack="|".join(pipeline.CONTAINER_STACKS),
 
 
-# The OCI images of the same stacks (rule container_oci).
-OCI_IMAGES = [image.removesuffix(".sif") + ".oci" for image in CONTAINER_IMAGES]
+# The OCI and enroot squashfs images of the same stacks (rules container_oci, container_sqsh).
+OCI_IMAGES = [str(Path(image).with_suffix(".oci")) for image in CONTAINER_IMAGES]
+SQSH_IMAGES = [str(Path(image).with_suffix(".sqsh")) for image in CONTAINER_IMAGES]
 
 
 localrules:
     containers,
     oci_images,
+    sqsh_images,
 
 
 rule containers:
@@ -66,3 +71,22 @@ rule container_oci:
         **pipeline.allocation_resources(SITE),
     run:
         pipeline.build_oci_image(input.sif, output.image, log[0])
+
+
+rule sqsh_images:
+    input:
+        SQSH_IMAGES,
+
+
+rule container_sqsh:
+    input:
+        oci=f"{IMAGE_DIR}/{{stack}}.oci",
+    output:
+        image=f"{IMAGE_DIR}/{{stack}}.sqsh",
+        digest=f"{IMAGE_DIR}/{{stack}}.sqsh.sha256",
+    log:
+        f"{LOGS}/containers/{{stack}}.sqsh.log",
+    resources:
+        **pipeline.allocation_resources(SITE),
+    run:
+        pipeline.build_sqsh_image(input.oci, output.image, log[0])

@@ -35,6 +35,7 @@ class RuntimeFacts:
     builds_sif: bool = False  # the container rules build the recipes' SIF for it (apptainer build or without it)
     runs_built: bool = False  # it runs the image the rules build; else the site names one (container.image)
     built_suffix: str = ".sif"  # the image file the rules make for it, under image_dir
+    converted: bool = False   # the rules make its image from the SIF they build (via the OCI image: pyxis' .sqsh)
 
 
 def volume(bind: str) -> str:

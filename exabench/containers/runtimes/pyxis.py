@@ -3,7 +3,9 @@ clusters: no wrapper command; srun itself takes the container as options,
 `srun ... --container-image=IMAGE --container-mounts=SRC:DST[,SRC:DST...] --no-container-mount-home
 env K=V ... program`. The image is a squashfs file made by `enroot import docker://...` (a path on
 the compute nodes) or an enroot URI (`nvcr.io#nvidia/pytorch:24.01-py3`), imported at the step's
-start. The host's MPI is not injected: the image's MPI (HPC-X, Open MPI) is started by Slurm through
+start. Without container.image, the image is the one the rules make from the recipe:
+`<image_dir>/<stack>.sqsh`, enroot's squashfs of the stack's OCI image (rule container_sqsh,
+exabench.containers.squashfs). The host's MPI is not injected: the image's MPI (HPC-X, Open MPI) is started by Slurm through
 PMIx (`srun --mpi=pmix`: launcher_options.srun_mpi), enroot's PMIx hook passing the PMIx socket in;
 enroot's NVIDIA hook brings every GPU the step was given (no flag). Variables are set by `env`
 inside the container: pyxis lets the image's own ENV override the host's.
@@ -21,9 +23,9 @@ from exabench.containers.runtimes.facts import LAUNCHER_OPTIONS, RuntimeFacts, e
 FACTS = RuntimeFacts(name="pyxis", position=LAUNCHER_OPTIONS, launchers=("srun",), gpu_flags=("",),
                      host_mpi="none: the image's MPI through Slurm's PMIx (srun --mpi=pmix, launcher_options.srun_mpi)",
                      mounts="--container-mounts=SRC:DST[,SRC:DST...]",
-                     image_form="a squashfs file from `enroot import` (/path/x.sqsh) or an enroot URI "
-                                "(nvcr.io#nvidia/pytorch:24.01-py3)",
-                     local_image=(".sqsh", ".squashfs"))
+                     image_form="a squashfs file from `enroot import` or rule container_sqsh (/path/x.sqsh) or an "
+                                "enroot URI (nvcr.io#nvidia/pytorch:24.01-py3)",
+                     local_image=(".sqsh", ".squashfs"), runs_built=True, built_suffix=".sqsh", converted=True)
 
 
 def _mount(bind: str) -> str:
