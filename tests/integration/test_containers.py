@@ -607,13 +607,12 @@ def test_real_cpu_oci_image_runs_a_kmeans_campaign_and_its_records_carry_the_oci
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_real_cpu_sqsh_made_by_snakemake_from_the_oci_image_is_reproducible_and_runs_the_images_exabench(
+def test_real_cpu_sqsh_made_by_snakemake_from_the_oci_image_runs_the_images_exabench(
         real_cpu_images):
     """Enroot's squashfs of the cpu stack's OCI image (what a Pyxis site runs), made by Snakemake's
     container_sqsh rule from the module's OCI image (that rule only: the SIF test changed the SIF
-    afterwards, which must not rebuild the OCI image): its sha256 recorded beside it, the same
-    bytes when made again from the same OCI digest into another file, and the squashfs file
-    itself run by ch-run (no unpacking): /etc/rc, with only /etc/environment's variables set, as
+    afterwards, which must not rebuild the OCI image): its sha256 recorded beside it, and the squashfs
+    file itself run by ch-run (no unpacking): /etc/rc, with only /etc/environment's variables set, as
     enroot sets them, starts the image's python3, which imports the image's exabench."""
     work, images, raw, built = real_cpu_images
     sqsh, layout = images / "cpu.sqsh", images / "cpu.oci"
@@ -627,11 +626,8 @@ def test_real_cpu_sqsh_made_by_snakemake_from_the_oci_image_is_reproducible_and_
     rc = subprocess.run(["unsquashfs", "-cat", str(sqsh), "etc/rc"], capture_output=True, text=True, check=True,
                         timeout=60).stdout
     assert rc.startswith(f"# enroot-provenance: oci:cpu:{__version__}@{built['oci']}\n"), rc[:300]
-    again = subprocess.run([sys.executable, "-m", "exabench.containers", "build-sqsh", str(layout),
-                            str(work / "again.sqsh")], capture_output=True, text=True, timeout=500,
-                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert again.returncode == 0 and again.stdout.split()[-1] == digest, again.stdout[-2000:] + again.stderr[-2000:]
-    (work / "again.sqsh").unlink()  # 634 MB; pytest keeps its last folders
+    # Made again from the same OCI digest, the same bytes: test_oci.py's small image proves it (each
+    # conversion of this one costs about 25 s).
 
     (work / "sqsh-mount").mkdir()
     inside = ("set -a; . /etc/environment; set +a; exec /bin/sh /etc/rc python3 -c "
