@@ -25,6 +25,9 @@ from exabench.energy.summary import energy_metrics, summarise
 from exabench.training.distributed import Collectives, World, detect_world, set_run_timeout
 from exabench.records.record import base_record, error_dir, headline_metric, now_iso, provenance, write_record
 
+# Where set, the most intra-op threads a rank starts (the record's environment shows it).
+MAX_THREADS_ENV = "EXABENCH_MAX_THREADS"
+
 # How long rank 0 waits for the other ranks' energy readings (plain srun/torchrun: files in the run
 # directory) before it writes the record without them, naming the ranks that are missing.
 ENERGY_WAIT_S = 60.0
@@ -45,7 +48,11 @@ class Context:
 
     @property
     def threads(self) -> int:
-        return int(self.layout["threads_per_rank"])
+        """The rank's intra-op threads: the layout's, or fewer where EXABENCH_MAX_THREADS caps them (a
+        rehearsal of a 64-core node on a 2-core machine: 64 threads a rank there would crawl here)."""
+        planned = int(self.layout["threads_per_rank"])
+        cap = os.environ.get(MAX_THREADS_ENV, "")
+        return min(planned, int(cap)) if cap.isdigit() and int(cap) > 0 else planned
 
     @property
     def collectives(self) -> Collectives:

@@ -30,7 +30,7 @@ _LAYOUT_IN_ID = re.compile(r"\.n(\d+)r(\d+)t(\d+)(?:g(\d+))?(?:\.rep(\d+))?$")
 # The environment a record keeps is an allow-list of the variables that describe how a run ran:
 # these names (thread counts, devices, the job's layout as the scheduler and launcher give it) ...
 ENV_ALLOW = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
-             "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "EXABENCH_RUN_ID", "HOSTNAME",
+             "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "EXABENCH_RUN_ID", "EXABENCH_MAX_THREADS", "HOSTNAME",
              "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_CPUS_PER_TASK",
              "SLURM_JOB_NUM_NODES", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_CPUS_ON_NODE",
              "SLURM_GPUS_PER_TASK", "SLURM_GPUS_PER_NODE", "SLURM_CPU_BIND", "SLURM_DISTRIBUTION",

@@ -179,6 +179,14 @@ CHECKS = {"jsrun": check_jsrun, "aprun": check_aprun, "mpiexec-pals": check_mpie
           "mpiexec-hydra": check_mpiexec_hydra, "ibrun": check_ibrun}
 
 
+def threads_here(ranks_here: int) -> dict[str, str]:
+    """The threads of each rank scaled to this machine as its ranks are: the CPUs this process may use
+    shared among the ranks started here, as OMP_NUM_THREADS (numpy, OpenMP) and as the runner's cap of
+    its intra-op threads. Without it a rehearsed 32-thread rank runs 32 threads on each of 2 cores."""
+    threads = str(max(1, len(os.sched_getaffinity(0)) // max(1, ranks_here)))
+    return {"OMP_NUM_THREADS": threads, "EXABENCH_MAX_THREADS": threads}
+
+
 def ranks_argv(ranks: int, launch: Launch) -> tuple[list[str], int]:
     """How the ranks start here: within a real Slurm job of a Slurm rehearsal (ibrun on Stampede2), as
     a step of that job through the real srun; otherwise through mpirun."""
@@ -198,7 +206,7 @@ def mpirun_argv(ranks: int, launch: Launch) -> tuple[list[str], int]:
     mpirun = shutil.which("mpirun", path=path)
     if mpirun is None:
         raise ExabenchError("the rehearsal starts ranks with Open MPI's mpirun, and this machine has none on PATH")
-    forwarded = [w for k in launch.env for w in ("-x", k)]
+    forwarded = [w for k in {**launch.env, **threads_here(here)} for w in ("-x", k)]
     # --noprefix: mpirun called by its full path would put its own bin folder first on the ranks' PATH
     # (as --prefix does), and `python3` would no longer be the rehearsal's Python.
     return [mpirun, "--noprefix", "--oversubscribe", "-np", str(here), *forwarded, *launch.program], here

@@ -11,8 +11,8 @@ from exabench.markdown import table
 
 
 # A decision's details, in this order: the job as asked (and as rehearsed, on a Slurm site), the launch's ranks.
-DETAILS = ("job", "queue", "nodes", "minutes", "tasks", "ranks", "nodes_here", "tasks_here", "ranks_here", "exit",
-           "note")
+DETAILS = ("job", "queue", "nodes", "minutes", "tasks", "ranks", "nodes_here", "tasks_here", "ranks_here", "threads",
+           "threads_here", "exit", "note")
 
 
 def _cell(text) -> str:
@@ -36,14 +36,16 @@ def scaling(r) -> str:
         return ("Scaled to this machine: each batch job runs here at once on this one host (its header's node count "
                 "is checked, and kept in EXABENCH_REHEARSAL_NODES); each launch starts at most "
                 f"{r.ranks} rank(s) of those it asks for (the table's ranks vs ranks_here), "
-                "through mpirun; container images are not built here, so programs run on this machine's Python.")
+                "through mpirun, each rank with this machine's CPUs shared among them as its threads (threads vs "
+                "threads_here: OMP_NUM_THREADS and EXABENCH_MAX_THREADS); container images are not built here, so programs run on this machine's Python.")
     h = r.here
     images = f" (placeholder files: {', '.join(p.name for p in r.images)})" if r.images else ""
     return (f"Scaled to this machine: each batch script went to the real Slurm here (partition {h.partition}: "
             f"{h.nodes} node(s) of {h.cpus} CPUs and {h.memory_mb} MB, {h.minutes} min at most) through `sbatch "
             "--wait`, one after another, after its #SBATCH lines were checked as the site asked for them; the "
             "table gives each job as asked (nodes, tasks) and as rehearsed (nodes_here, tasks_here), at most "
-            f"{r.ranks} task(s) a job, and each srun or ibrun line its ranks as asked and as started. What the "
+            f"{r.ranks} task(s) a job, and each srun or ibrun line its ranks and threads as asked and as started "
+            "(the CPUs here shared among the ranks of a node). What the "
             "loopback cluster cannot give is changed or removed after the check (below). Container images are "
             f"not built or pulled here{images}: programs run on this machine's Python.")
 

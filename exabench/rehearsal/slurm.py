@@ -377,9 +377,11 @@ def srun(argv: list[str], site: Site) -> int:
     program = list(opts.program)
     if "--container-image" in opts.values:   # no Pyxis: the image's Python is this machine's
         program = [sys.executable if w in ("python", "python3") else w for w in program]
-    rc = subprocess.call([real_command("srun"), *line, *program])
+    scaled = launch.threads_here(max(1, -(-tasks_here // nodes_here)))  # the ranks on each (loopback) node share it
+    rc = subprocess.call([real_command("srun"), *line, *program], env={**os.environ, **scaled})
     log_event("srun", "accepted", " ".join(["srun", *argv])[:300], book=SRUN, job=os.environ.get("SLURM_JOB_ID"),
-              ranks=tasks, ranks_here=tasks_here, nodes=nodes, nodes_here=nodes_here, mapped=changes, exit=rc)
+              ranks=tasks, ranks_here=tasks_here, nodes=nodes, nodes_here=nodes_here, mapped=changes,
+              threads=os.environ.get("OMP_NUM_THREADS", ""), threads_here=scaled["OMP_NUM_THREADS"], exit=rc)
     return rc
 
 

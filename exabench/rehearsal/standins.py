@@ -100,13 +100,14 @@ def start(tool: str, argv: list[str], site: Site) -> int:
     line = launch.parse(name, argv)
     ranks = launch.CHECKS[name](site, line, launch.job_nodes(name))
     cmd, here = launch.ranks_argv(ranks, line)
-    env = {**os.environ, **line.env}
+    scaled = launch.threads_here(here)
+    env = {**os.environ, **line.env, **scaled}
     if os.geteuid() == 0:   # Open MPI refuses root unless told (this container runs as root)
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     rc = subprocess.call(cmd, env=env)
     under_slurm = Path(cmd[0]).name == "srun"   # a Slurm rehearsal: a step of the real job (launch.ranks_argv)
     log_event(tool, "accepted", " ".join([tool, *argv])[:300], book=name, ranks=ranks, ranks_here=here,
-              job=setting("JOB") or os.environ.get("SLURM_JOB_ID", ""), exit=rc,
+              threads=line.env.get("OMP_NUM_THREADS", ""), threads_here=scaled["OMP_NUM_THREADS"], job=setting("JOB") or os.environ.get("SLURM_JOB_ID", ""), exit=rc,
               **({"note": "ranks started by the real srun --mpi=pmix within the job"} if under_slurm else {}))
     return rc
 
@@ -129,7 +130,8 @@ def container(tool: str, argv: list[str]) -> int:
         word = argv[i]
         if word.startswith(("--env=", "-e=")):
             key, _, val = word.split("=", 1)[1].partition("=")
-            env[key] = val
+            # the threads the launch stand-in scaled to this machine stay scaled
+            env[key] = os.environ.get("EXABENCH_MAX_THREADS", val) if key == "OMP_NUM_THREADS" else val
         elif word.startswith("--image="):
             image = word[8:]
         elif word in ("--bind", "-B", "--env", "--pwd", "--home", "--volume", "-v", "-e"):

@@ -202,6 +202,43 @@ def test_an_accepted_launch_runs_its_ranks_with_mpirun_scaled_down(tmp_path, mon
     assert (decision["ranks"], decision["ranks_here"], decision["exit"]) == (12, 2, 0)
 
 
+def test_a_launchs_threads_are_scaled_to_this_machines_cpus_through_its_container(tmp_path, monkeypatch):
+    # Polaris's line asks 8 threads a rank (--depth=8, OMP_NUM_THREADS=8, also in apptainer's --env):
+    # here each of the 2 ranks gets its share of this machine's CPUs, as OpenMP's threads and the runner's cap.
+    monkeypatch.setenv("PBS_JOBID", "1")
+    monkeypatch.setenv("EXABENCH_REHEARSAL_NODES", "1")
+    monkeypatch.setenv("EXABENCH_REHEARSAL_RANKS", "2")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "bin").mkdir()
+    apptainer = tmp_path / "bin" / "apptainer"   # the container stand-in, as `exabench rehearse` puts it on PATH
+    apptainer.write_text(f"#!/bin/sh\nexec {sys.executable} -m exabench.rehearsal.standins apptainer \"$@\"\n")
+    apptainer.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    out = tmp_path / "threads"
+    out.mkdir()
+    argv = ["-n", "4", "--ppn", "4", "--depth=8", "--cpu-bind", "depth", "--env", "OMP_NUM_THREADS=8", "apptainer",
+            "exec", "--env=OMP_NUM_THREADS=8", "image.sif", "sh", "-c",
+            f'echo "$OMP_NUM_THREADS $EXABENCH_MAX_THREADS" > {out}/rank$OMPI_COMM_WORLD_RANK']
+    assert standins.start("mpiexec", argv, SITES["polaris"]) == 0
+    share = str(max(1, len(os.sched_getaffinity(0)) // 2))
+    assert {p.name: p.read_text().split() for p in out.iterdir()} == {"rank0": [share, share], "rank1": [share, share]}
+    decision = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()
+                if '"mpiexec"' in line][-1]
+    assert (decision["threads"], decision["threads_here"]) == ("8", share)
+
+
+def test_the_runner_starts_no_more_threads_than_its_cap(monkeypatch):
+    from exabench.runner import Context
+    from exabench.training.distributed import World
+    ctx = Context(spec={"layout": {"threads_per_rank": 32}}, world=World(0, 1, 0, 1, "single", False), run_dir=REPO)
+    monkeypatch.delenv("EXABENCH_MAX_THREADS", raising=False)
+    assert ctx.threads == 32
+    monkeypatch.setenv("EXABENCH_MAX_THREADS", "1")
+    assert ctx.threads == 1
+    monkeypatch.setenv("EXABENCH_MAX_THREADS", "64")
+    assert ctx.threads == 32
+
+
 @pytest.mark.parametrize("argv, line", [
     (["--profile", "profiles/local"], "exabench: error: --profile profiles/local: site local has no scheduler to "
      "rehearse (scheduler: none); valid here: a bundle site (summit, summitdev, titan, theta, polaris, aurora) or a "
