@@ -25,7 +25,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from exabench.analysis.node_reference import log_z
+from exabench.analysis.node_reference import Reference, log_z, reference
 
 SLOW_SHARE = 0.25  # the share of the window whose figure is compared with the best sample
 UNSTABLE_FACTOR = 2.0
@@ -70,21 +70,12 @@ def run_spread(rec: dict, metric: str, best_of: tuple) -> Spread | None:
     return sample_spread(m.get("samples") or [], bool(m.get("higher_is_better", True)))
 
 
-@dataclass(frozen=True)
-class SpreadReference:
-    median: float  # the peers' median spread
-    log_median: float
-    log_mad: float
-    peers: int
+# The peers' spreads are judged as their figures are: median and MAD of the logarithms.
+SpreadReference = Reference
 
 
 def spread_reference(ratios: list[float]) -> SpreadReference | None:
-    if not ratios:
-        return None
-    logs = [math.log(r) for r in ratios]
-    med = statistics.median(logs)
-    return SpreadReference(median=statistics.median(ratios), log_median=med,
-                           log_mad=statistics.median(abs(x - med) for x in logs), peers=len(ratios))
+    return reference(ratios)
 
 
 def healthy_reference(ratios: list[float], floor: float, z_screen: float, factor: float) -> SpreadReference | None:
