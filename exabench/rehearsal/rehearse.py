@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from exabench.campaign import launchers
 from exabench.campaign.allocation import submit_line
 from exabench.campaign.site import Site, load_site
@@ -132,6 +134,23 @@ def copy_profile(profile: str, checkout: Path, work: Path) -> None:
         shutil.copytree(src, own, dirs_exist_ok=True)
 
 
+# The Slurm executor's first status check (and its wait at exit, which joins the sleeping status
+# thread) defaults to 40 s: on the loopback cluster, whose jobs last seconds, that is most of a
+# rehearsal's time. The rehearsal's copy of the profile polls as the loopback profiles do.
+LOOPBACK_POLLING = {"slurm-init-seconds-before-status-checks": 3, "seconds-between-status-checks": 3}
+
+
+def poll_loopback_quickly(profile_dir: Path) -> None:
+    """LOOPBACK_POLLING in the rehearsal's copy of a Slurm site's profile, where it sets none itself."""
+    config = profile_dir / "config.yaml"
+    own = yaml.safe_load(config.read_text()) or {}
+    missing = {k: v for k, v in LOOPBACK_POLLING.items() if k not in own}
+    if missing:
+        lines = "".join(f"{k}: {v}\n" for k, v in missing.items())
+        config.write_text(config.read_text().rstrip("\n") + "\n# exabench rehearse: the loopback cluster's jobs last "
+                          "seconds\n" + lines)
+
+
 def copy_workflow(checkout: Path, work: Path) -> None:
     if not (checkout / "Snakefile").is_file():
         raise ExabenchError(f"{checkout}: no Snakefile; valid: run `exabench rehearse` from the exabench checkout")
@@ -173,6 +192,7 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
     if here is not None:
         r.here = here
+        poll_loopback_quickly(work / prof)
         env.update(LOOPBACK_MPI, **{ENV + "HERE": slurm.here_setting(here)})
         r.images = placeholder_images(site, r.results.resolve())
     config = ["--config", f"site={prof}/site.yaml", *DEFAULTS, *overrides]

@@ -37,7 +37,8 @@ def scaling(r) -> str:
                 "is checked, and kept in EXABENCH_REHEARSAL_NODES); each launch starts at most "
                 f"{r.ranks} rank(s) of those it asks for (the table's ranks vs ranks_here), "
                 "through mpirun, each rank with this machine's CPUs shared among them as its threads (threads vs "
-                "threads_here: OMP_NUM_THREADS and EXABENCH_MAX_THREADS); container images are not built here, so programs run on this machine's Python.")
+                "threads_here: OMP_NUM_THREADS and EXABENCH_MAX_THREADS); container images are not built here, so "
+                "programs run on this machine's Python.")
     h = r.here
     images = f" (placeholder files: {', '.join(p.name for p in r.images)})" if r.images else ""
     return (f"Scaled to this machine: each batch script went to the real Slurm here (partition {h.partition}: "
@@ -46,7 +47,8 @@ def scaling(r) -> str:
             "table gives each job as asked (nodes, tasks) and as rehearsed (nodes_here, tasks_here), at most "
             f"{r.ranks} task(s) a job, and each srun or ibrun line its ranks and threads as asked and as started "
             "(the CPUs here shared among the ranks of a node). What the "
-            "loopback cluster cannot give is changed or removed after the check (below). Container images are "
+            "loopback cluster cannot give is changed or removed after the check (below); the Slurm executor "
+            "checks its jobs every 3 s here, not after the 40 s its plugin waits by default. Container images are "
             f"not built or pulled here{images}: programs run on this machine's Python.")
 
 

@@ -107,7 +107,8 @@ def start(tool: str, argv: list[str], site: Site) -> int:
     rc = subprocess.call(cmd, env=env)
     under_slurm = Path(cmd[0]).name == "srun"   # a Slurm rehearsal: a step of the real job (launch.ranks_argv)
     log_event(tool, "accepted", " ".join([tool, *argv])[:300], book=name, ranks=ranks, ranks_here=here,
-              threads=line.env.get("OMP_NUM_THREADS", ""), threads_here=scaled["OMP_NUM_THREADS"], job=setting("JOB") or os.environ.get("SLURM_JOB_ID", ""), exit=rc,
+              threads=line.env.get("OMP_NUM_THREADS", ""), threads_here=scaled["OMP_NUM_THREADS"],
+              job=setting("JOB") or os.environ.get("SLURM_JOB_ID", ""), exit=rc,
               **({"note": "ranks started by the real srun --mpi=pmix within the job"} if under_slurm else {}))
     return rc
 

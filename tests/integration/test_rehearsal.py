@@ -117,6 +117,7 @@ def test_a_slurm_sites_documented_path_is_rehearsed_through_the_loopback_slurm(s
     report = (work / "rehearsal.md").read_text()
     for part in ("Verdict: **rehearsed**", "`sbatch results/perlmutter/bundles/rehearsal-small-01-of-02.sh`",
                  "asked 2 node(s) x 2 task(s), rehearsed on 2 x 2", "## Mapped to the loopback cluster",
+                 "checks its jobs every 3 s here",
                  "node-hours the real campaign would request", "## Verdicts"):
         assert part in report, part
     assert (work / "results/perlmutter/acceptance/verdicts.md").is_file()
