@@ -148,7 +148,8 @@ def atomic_write_many(files: list[tuple[str | Path, str, int]]) -> None:
 @contextlib.contextmanager
 def logged(log_path: str | Path | None):
     """A rule's log, opened for writing: what the rule says goes in it, and so does the traceback
-    when it fails (Snakemake shows little of an exception raised in a `run:` block). No path
+    when it fails on a bug (Snakemake shows little of an exception raised in a `run:` block); a
+    failure exabench explains (ExabenchError: a refusal, a failed verdict) adds its one line. No path
     (a call from the command line): what would be logged is dropped."""
     if not log_path:
         with open(os.devnull, "w") as devnull:
@@ -158,6 +159,9 @@ def logged(log_path: str | Path | None):
     with open(log_path, "w") as log:
         try:
             yield log
+        except ExabenchError as exc:  # a refusal or a verdict, said in words: its reason, no traceback
+            log.write(f"{exc}\n")
+            raise
         except BaseException:
             log.write(traceback.format_exc())
             raise
