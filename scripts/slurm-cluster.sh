@@ -12,6 +12,8 @@
 #   dead-node NODE           the node's slurmd and everything it started are killed (the controller finds out)
 #   revive-node NODE         start the node's slurmd again (ReturnToService=2 brings it back)
 #   broken-node NODE         every task started there fails at start (the TaskProlog fails; fix-node NODE undoes it)
+#   mem-cap NODE MB          memory cgroup limit on the node's slurmd and all it starts: the kernel's OOM killer
+#                            ends what goes past it, as on a node with too little memory (off: lifted)
 #
 # Network: bridge xbc-br with the host at 10.217.0.1/24 (slurmctld and munged run in the host namespace);
 # node nNN is namespace xbc-nNN, veth xbc-nNN (host side, on the bridge) / eth0 (node side) at
@@ -38,6 +40,7 @@ bridge=$prefix-br
 net=10.217.0
 host_ip=$net.1
 cgroot=/sys/fs/cgroup/cpu/exabench-cluster
+memroot=/sys/fs/cgroup/memory/exabench-cluster   # mem-cap's cgroups (created by the fault only)
 
 node_name() { printf 'n%02d' "$1"; }
 node_index() { [[ "$1" =~ ^n0*([1-9][0-9]?)$ ]] || die "node '$1' is not valid; valid: n01..n32"; echo "${BASH_REMATCH[1]}"; }
@@ -195,6 +198,10 @@ stop_all() {
         for f in "$cgroot"/*/; do [ -d "$f" ] && rmdir "$f" 2>/dev/null; done
         rmdir "$cgroot" 2>/dev/null || echo "$me: could not remove $cgroot (processes left in it?)" >&2
     fi
+    if [ -d "$memroot" ]; then
+        for f in "$memroot"/*/; do [ -d "$f" ] && rmdir "$f" 2>/dev/null; done
+        rmdir "$memroot" 2>/dev/null || echo "$me: could not remove $memroot (processes left in it?)" >&2
+    fi
     rm -rf "$dir/faults"
     [ "$quiet" = quiet ] || echo "$me: stopped ($dir)"
 }
@@ -220,6 +227,11 @@ faults() {
         [ "$q" = -1 ] || echo "fault: $node slow: cpu quota $q/$(cat "$cg/cpu.cfs_period_us") us"
         tc qdisc show dev "$(node_ns "$node")" 2>/dev/null | grep -q tbf &&
             echo "fault: $node link: $(tc qdisc show dev "$(node_ns "$node")" | grep tbf)"
+    done
+    for cg in "$memroot"/n*; do
+        [ -d "$cg" ] || continue
+        [ "$(cat "$cg/memory.limit_in_bytes")" -ge $((1 << 50)) ] ||
+            echo "fault: $(basename "$cg") memory capped at $(( $(cat "$cg/memory.limit_in_bytes") >> 20 )) MB"
     done
     for f in "$dir"/faults/dead-* "$dir"/faults/broken/*; do
         [ -e "$f" ] && echo "fault: $(basename "$f") $([[ $f == */broken/* ]] && echo broken || echo '(dead)')"
@@ -260,6 +272,20 @@ slow_link() {
     tc qdisc replace dev "$ns" root tbf rate "$rate" burst 64kb latency 100ms
     ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$rate" burst 64kb latency 100ms
     echo "$me: $node: link limited to $rate each way"
+}
+
+mem_cap() {
+    local dir=$1 node=$2 mb=$3 cg=$memroot/$2 pid
+    require_node "$dir" "$node"
+    [ -d /sys/fs/cgroup/memory ] || die "no cgroup v1 memory controller at /sys/fs/cgroup/memory (mem-cap needs it)"
+    [[ "$mb" =~ ^[0-9]+$ && "$mb" -ge 50 || "$mb" = off ]] || die "mem-cap size '$mb' is not valid; valid: MB >= 50, or off"
+    mkdir -p "$cg"
+    if [ "$mb" = off ]; then echo -1 > "$cg/memory.limit_in_bytes"; echo "$me: $node: memory cap lifted"; return; fi
+    # slurmd and everything it runs now: later children are born in the cgroup of their parent
+    for pid in $(cat "$cgroot/$node/cgroup.procs"); do echo "$pid" > "$cg/cgroup.procs" 2>/dev/null || true; done
+    echo $((mb << 20)) > "$cg/memory.limit_in_bytes"
+    [ -e "$cg/memory.memsw.limit_in_bytes" ] && echo $((mb << 20)) > "$cg/memory.memsw.limit_in_bytes" 2>/dev/null || true
+    echo "$me: $node: memory capped at $mb MB (the kernel's OOM killer ends what goes past it)"
 }
 
 dead_node() {
@@ -303,5 +329,6 @@ case "$cmd" in
     revive-node) [ $# -ge 2 ] || die "usage: $0 revive-node NODE"; revive_node "$default_dir" "$2" ;;
     broken-node) [ $# -ge 2 ] || die "usage: $0 broken-node NODE"; broken_node "$default_dir" "$2" broken ;;
     fix-node) [ $# -ge 2 ] || die "usage: $0 fix-node NODE"; broken_node "$default_dir" "$2" fixed ;;
-    *) die "usage: $0 start [N] [DIR] | stop [DIR] | status [DIR] | slow-node NODE FACTOR | slow-link NODE RATE | dead-node NODE | revive-node NODE | broken-node NODE | fix-node NODE" ;;
+    mem-cap) [ $# -ge 3 ] || die "usage: $0 mem-cap NODE MB"; mem_cap "$default_dir" "$2" "$3" ;;
+    *) die "usage: $0 start [N] [DIR] | stop [DIR] | status [DIR] | slow-node NODE FACTOR | slow-link NODE RATE | dead-node NODE | revive-node NODE | broken-node NODE | fix-node NODE | mem-cap NODE MB" ;;
 esac
