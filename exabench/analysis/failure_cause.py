@@ -14,11 +14,13 @@ SIGNAL_NAME = re.compile(r"\b(SIG[A-Z]{2,6})\b")
 NODE_LOST = ("NODE_FAIL", "BOOT_FAIL")
 
 
-def _signal_name(number: int) -> str:
+def _signal_name(number: int) -> str | None:
+    """The signal's name; None where `number` is no signal (an exit code of 255 is 'exit -1' of
+    mpirun or ssh, not signal 127)."""
     try:
         return signal.Signals(number).name
     except ValueError:
-        return f"signal {number}"
+        return None
 
 
 def failure_cause(status: str, error: str | None) -> str:
@@ -37,8 +39,8 @@ def failure_cause(status: str, error: str | None) -> str:
         return "out of memory"
     if status.startswith("not run: node down") or any(s in text for s in NODE_LOST):
         return "node down"
-    if rc is not None and (rc < 0 or rc > 128):
-        return f"killed by signal {_signal_name(-rc if rc < 0 else rc - 128)}"
+    if rc is not None and (rc < 0 or rc > 128) and (name := _signal_name(-rc if rc < 0 else rc - 128)):
+        return f"killed by signal {name}"
     named = SIGNAL_NAME.search(text)
     if named and named.group(1) in signal.Signals.__members__:
         return f"killed by signal {named.group(1)}"

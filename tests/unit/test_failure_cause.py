@@ -31,6 +31,9 @@ from helpers_node_verdict import _campaign
     ("missing", "missing: job 7 ended FAILED", "no record"),
     ("missing", "missing: no job submitted", "no record"),
     ("failed", "ValueError: bad shape", "run failed"),
+    # 255 is mpirun's (or ssh's) exit -1, no signal: it was 'killed by signal signal 127'
+    ("failed", "job script exited with code 255 and wrote no record; last output: * an inability to create a "
+               "connection back to mpirun", "run failed"),
     ("failed", None, "run failed"),
 ])
 def test_failure_causes(status, error, cause):
