@@ -177,12 +177,24 @@ def judge(verdict: dict, confirmation: dict, records: dict[str, dict], crit: Cri
                 key = (p["kind"], p["configuration"], metric)
                 mine.append(_row(p, rec, metric, ctrl, spread.get(key), crit, spreads, spread_of_spreads.get(key)))
         rows += mine
-        outcome[node] = _decide(node, mine, verdict, confirmation)
+        outcome[node] = _decide(node, mine, verdict, confirmation, _flagged_tests(node, verdict, crit))
     return _applied(verdict, confirmation, rows, outcome)
 
 
-def _decide(node: str, mine: list[dict], verdict: dict, confirmation: dict) -> tuple[str, list[str]]:
-    """(confirmed | cleared | inconclusive | down, evidence) of one suspect from its confirmation rows."""
+def _flagged_tests(node: str, verdict: dict, crit: Criteria) -> set[tuple[str, str]]:
+    """(kind, configuration) of the node's own first-pass tests that flagged it: slow, failed, unstable
+    or beyond the screen's z_screen (and min_effect)."""
+    from exabench.analysis.node_verdict import _beyond
+    return {(r["kind"], r["configuration"]) for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]
+            and (r["slow"] or r["failed"] or r.get("unstable") or _beyond(r, crit.z_screen, crit))}
+
+
+def _decide(node: str, mine: list[dict], verdict: dict, confirmation: dict,
+            flagged: set[tuple[str, str]] = frozenset()) -> tuple[str, list[str]]:
+    """(confirmed | cleared | inconclusive | down, evidence) of one suspect from its confirmation rows.
+    Any test slow, unstable or failed again confirms it; to clear it, the tests it was flagged on
+    (`flagged`; all its own tests where none is known) must be judged well: another test the round
+    could not judge (its controls disagreeing on shared cores, say) says nothing of the suspicion."""
     if confirmation.get("in_doubt"):
         return "inconclusive", [confirmation["in_doubt"]]
     own = [r for r in mine if r["kind"] == "node"]
@@ -195,12 +207,15 @@ def _decide(node: str, mine: list[dict], verdict: dict, confirmation: dict) -> t
     link_suspect = node in verdict["bad_links"] or (verdict.get("unstable") or {}).get(node) == "link"
     if pairs and all(r["verdict"] in BAD for r in pairs):
         return "confirmed-link", [_evidence(r) for r in pairs]
-    needed = own + (pairs if link_suspect else [])
+    suspected = [r for r in own if (r["kind"], r["configuration"]) in flagged]
+    needed = (suspected or own) + (pairs if link_suspect else [])
     if not own or (link_suspect and not pairs) or any(r["verdict"] not in ("pass", *BAD) for r in needed):
         why = [f"{r['configuration']}: {r['verdict']}: {r['note']}" for r in needed
                if r["verdict"] not in ("pass", *BAD)]
         return "inconclusive", ["confirmation could not judge it"] + (why or ["no confirmation run"])
-    return "cleared", [f"confirmation {_where(r)}: {r['note']}" for r in own + pairs if r["verdict"] == "pass"]
+    return "cleared", [f"confirmation {_where(r)}: {r['note']}" for r in own + pairs if r["verdict"] == "pass"] + [
+        f"confirmation {_where(r)}: not judged ({r['verdict']}: {r['note']}), not a test it was flagged on"
+        for r in own if r["verdict"] not in ("pass", *BAD)]
 
 
 def _where(r: dict) -> str:

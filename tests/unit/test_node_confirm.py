@@ -151,3 +151,21 @@ def test_pairs_slow_with_several_partners_point_at_their_common_node():
     assert first["suspects"]["n06"][0].startswith("pairs slow with 3 partners")
     v = nc.judge(first, *_round(first, slow_link=("n06",)), CRIT)
     assert v["status"]["n06"] == "drain" and list(v["bad_links"]) == ["n06"]
+
+
+def test_controls_disagreeing_on_a_test_the_node_was_not_flagged_on_do_not_keep_it_undecided():
+    """On the 16-node cluster (clean, shared cores) two nodes flagged on GEMM measured as the controls in
+    the round, but the controls' K-Means figures differed by 27 %: the nodes stayed inconclusive and a
+    clean cluster exited 2. Only the tests a node was flagged on must be judged to clear it."""
+    first = nv.judge(*_noisy_once(), CRIT)  # n05 flagged on GEMM alone
+    doc, records = _round(first)
+    ctrl = doc["controls"][0]
+    records[f"stream.tiny.n1r1t1.node-{ctrl}{nc.SUFFIX}1"]["metrics"]["triad_gbs"]["value"] *= 1.6
+    v = nc.judge(first, doc, records, CRIT)
+    assert v["status"]["n05"] == "suspect-cleared" and nv.exit_code(v) == 0
+    evidence = v["confirmation"]["nodes"]["n05"]["evidence"]
+    assert any(e.startswith("confirmation stream.tiny.n1r1t1: not judged (in-doubt: the controls disagree") for e in
+               evidence), evidence
+    # the same disagreement on the test it was flagged on leaves it undecided
+    records[f"gemm.tiny.n1r1t1.node-{ctrl}{nc.SUFFIX}1"]["metrics"]["tflops"]["value"] *= 1.6
+    assert nc.judge(first, doc, records, CRIT)["status"]["n05"] == "inconclusive"
