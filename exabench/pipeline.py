@@ -699,23 +699,34 @@ def accept_check(verdicts: str, log_path: str) -> None:
             raise ExabenchError(text.splitlines()[-1])
 
 
-def node_report_job(inputs, outputs, log_path: str, site: Site, config: dict) -> None:
+def node_report_job(runs: dict, results_dir: str, inputs, outputs, log_path: str, site: Site, config: dict) -> None:
     """The node_report rule's job (acceptance.smk): its named inputs and outputs, read here."""
     node_report(inputs.nodes, inputs.references, site, outputs.markdown, outputs.csv, log_path, outputs.json,
-                config.get("every_node") or {}, config["campaign"])
+                config.get("every_node") or {}, config["campaign"], (list(runs.values()), results_dir))
 
 
 def node_report(records: list[str], references: list[str], site: Site, markdown: str, csv: str,
                 log_path: str, verdict_json: str | None = None, every_node: dict | None = None,
-                campaign: str = "") -> None:
+                campaign: str = "", plan: tuple | None = None) -> None:
     """The per-node report, judged as node_acceptance judges (every_node.verdict's criteria), with its
     verdict.json and drain list beside it (verdict_json's folder); it always gets written (node_check
-    then fails on it)."""
+    then fails on it). With `plan` (the campaign's runs, its results folder) and `verdict.confirm`
+    (the default), the first pass screens and a confirmation round decides, its jobs written for the
+    user to submit (exabench.analysis.node_confirm_scripts)."""
+    from exabench.analysis import node_confirm_scripts as rounds
+    crit = node_criteria(every_node or {})
     with logged(log_path) as log:
+        todo = []
+
+        def confirm(first):
+            doc = rounds.confirmation(first, crit, plan[0], site, Path(plan[1]), campaign)
+            todo.append(rounds.pending(doc) if doc else "")
+            return rounds.judged(first, doc, crit)
         rows = acceptance.write_node_check(records, references[0] if references else None, site.name, markdown,
                                            csv=csv, out_dir=str(Path(verdict_json).parent) if verdict_json else None,
-                                           crit=node_criteria(every_node or {}), campaign=campaign)
-        _say(log, acceptance.node_check_line(rows, markdown), echo=True)
+                                           crit=crit, campaign=campaign,
+                                           confirm=confirm if plan and crit.confirm else None)
+        _say(log, acceptance.node_check_line(rows, markdown) + "".join(f"; {t}" for t in todo if t), echo=True)
 
 
 def run_node_groups(runs: list[Run], site: Site, results_dir: str, groups, out_json: str, log_path: str) -> None:
@@ -853,6 +864,11 @@ def node_check(nodes_csv: str, references: list[str], log_path: str) -> None:
     """Fail the rule, naming the nodes, when a node is flagged or nothing could be judged."""
     with logged(log_path) as log:
         passed, text = acceptance.check_nodes(nodes_csv, bool(references))
+        verdict = Path(nodes_csv).parent / "nodes" / "verdict.json"  # node_report's, beside the table
+        todo = sorted({e[len("to confirm: "):] for n in (json.loads(verdict.read_text())["nodes"].values()
+                                                          if verdict.exists() else ())
+                       for e in n["evidence"] if e.startswith("to confirm: ")})
+        text += "".join(f"; next: {t}" for t in todo)
         _say(log, text, echo=True)
         if not passed:
             raise ExabenchError(text)

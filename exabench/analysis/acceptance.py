@@ -548,10 +548,13 @@ def node_outliers(records: list[dict], refs: list[Reference] | None = None, z_ma
 
 
 def node_sweep_verdict(records: list[dict], refs: list[Reference] | None = None, z_max: float = OUTLIER_Z,
-                       crit=None) -> dict:
+                       crit=None, confirm=None) -> dict:
     """The verdict of the every-node script's records (one run per single-node configuration and node,
     its run id ending in .node-<name>): node_acceptance's judgement (exabench.analysis.node_verdict),
-    as node tests. A run outside a reference of the site fails its node as a failed run does."""
+    as node tests. With `confirm` (the first pass's verdict -> the verdict with its confirmation round
+    applied: exabench.analysis.node_confirm_scripts), the first pass screens and the round decides, as
+    in node_acceptance; without it the first pass decides. A run outside a reference of the site
+    fails its node as a failed run does."""
     from dataclasses import replace
 
     from exabench.analysis import node_verdict as nv
@@ -560,9 +563,10 @@ def node_sweep_verdict(records: list[dict], refs: list[Reference] | None = None,
     planned = [{"group": node_of(r), "kind": "node", "round": 0, "nodes": [node_of(r)], "run_id": r["run_id"],
                 "configuration": NODE_SUFFIX.sub("", r["run_id"]), "benchmark": r["benchmark"], "record": "-"}
                for r in records]
-    # no confirmation round on this path: the first pass decides, a one-figure slowness a suspect
     verdict = nv.judge(planned, {r["run_id"]: r for r in records}, replace(crit or nv.Criteria(z_max=z_max),
-                                                                           confirm=False))
+                                                                           confirm=confirm is not None))
+    if confirm is not None:
+        verdict = confirm(verdict)
     verdict["references"] = {}  # run id -> [(within, "reference: ...")]
     by_node: dict[str, list] = {}
     for r in records:
@@ -710,7 +714,7 @@ def check_verdicts(verdicts_csv: str) -> tuple[bool, str]:
 
 def write_node_check(records: list[str], references: str | None, site: str, markdown: str,
                      z_max: float = OUTLIER_Z, csv: str | None = None, out_dir: str | None = None,
-                     crit=None, campaign: str = "") -> list[dict]:
+                     crit=None, campaign: str = "", confirm=None) -> list[dict]:
     """Judge the every-node script's records as node_acceptance does; write the Markdown report (the
     rows as CSV, which `check_nodes` reads; and under out_dir the verdict's verdict.json, drain.txt,
     junit.xml, verdict.md and tests.csv)."""
@@ -719,7 +723,7 @@ def write_node_check(records: list[str], references: str | None, site: str, mark
     from exabench.records.tidy import load_records
 
     refs = load_references(references) if references else []
-    verdict = node_sweep_verdict(load_records(record_paths(records)), refs, z_max, crit)
+    verdict = node_sweep_verdict(load_records(record_paths(records)), refs, z_max, crit, confirm)
     rows = node_rows(verdict)
     atomic_write_text(markdown, nodes_markdown(rows, site))
     if csv:

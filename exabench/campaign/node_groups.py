@@ -346,10 +346,10 @@ def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str
     return "\n".join(lines)
 
 
-def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup], campaign: str
-                ) -> list[tuple[Path, str, int]]:
-    """(path, text, mode): results/<site>/nodes/groups/<group>.sh per group, and submit.sh, which
-    submits them all (one job per group)."""
+def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup], campaign: str,
+                submit: str = "submit.sh") -> list[tuple[Path, str, int]]:
+    """(path, text, mode): results/<site>/nodes/groups/<group>.sh per group, and `submit` (a
+    confirmation round's has its own name), which submits them all (one job per group)."""
     if not groups:
         raise ConfigError("config", KEY, None, "every_node: {nodes: ..., group: 1|2|...|rack} in the campaign's "
                           "config", "is not set")
@@ -364,7 +364,7 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
             minutes = requests[(len(g.nodes), tuple(r.run_id for r in job))][0]
             queued.append((path, check_walltime(site, minutes, len(g.nodes))))
     real_out = out.resolve()  # once: the scripts are written into it, none is a link of its own
-    files.append((out / "submit.sh", submit_script(site, campaign, queued, real_out), 0o755))
+    files.append((out / submit, submit_script(site, campaign, queued, real_out), 0o755))
     return files
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import socket
 import subprocess
 import sys
 from xml.etree import ElementTree as ET
@@ -301,7 +302,6 @@ def test_node_run_rejects_bad_names_and_multi_node(tmp_path):
 @pytest.mark.timeout(600)
 def test_every_node_job_runs_each_node_in_parallel(tmp_path_factory, tmp_path):
     import os
-    import socket
     from helpers_compare import env
     campaign = scratch_copy(finished_campaign(tmp_path_factory), tmp_path / "c")
     # Specs hold absolute paths: render them again in the copy (the runs themselves need not rerun).
@@ -339,28 +339,78 @@ def test_every_node_needs_a_launcher_that_targets_a_node(tmp_path):
         render_node_sweep([multi], site, tmp_path, 4)
 
 
-def _node_check(tmp_path, records, references="none.yaml"):
+def _node_check(tmp_path, records, references="none.yaml", target="node_check"):
     nodes = tmp_path / "results/local/records/nodes"
-    nodes.mkdir(parents=True)
+    nodes.mkdir(parents=True, exist_ok=True)
     for path in records:
         shutil.copy(path, nodes / path.name)
     return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
                            str(REPO / "profiles/local"), "--configfile", str(REPO / "config/config.yaml"), "--config",
                            f"site={REPO}/profiles/local/site.yaml", f"references={tmp_path / references}",
-                           "--cores", "1", "node_check"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                           "--cores", "1", target], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.integration
+def test_the_every_node_path_confirms_before_it_drains_with_real_runs_of_its_round(tmp_path):
+    """every_node_script's records, then node_check: a node 3x slower than its 7 peers in the first pass
+    is not drained; node_check writes the confirmation round (the node and two controls, side by side)
+    with its submit script and says so (exit 2). The round, run for real here (bash submits on a site
+    without a scheduler; mpirun --host places each run on its node), measures the node as fast as the
+    controls: node_check then clears it. The three nodes that run are names of this host."""
+    res = _node_check(tmp_path, [], target="every_node_script")  # renders the runs' specs the round re-runs
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    template = json.loads((DATA / "nodes" / "kmeans.tiny.float64.n1r1t1.node-c001.json").read_text())
+    slow = socket.gethostname()
+    # A wide first-pass spread (MAD of the logarithms 0.3: tiny runs on shared cores), so that the round's
+    # real runs, two at a time on this machine's cores, are judged against what such runs vary by (slow:
+    # beyond 3.5 robust z, about 4.7x the controls); the suspect 10x slower; the controls the two nearest
+    # the median.
+    factors = {slow: 10.0, "localhost": 1.0, "127.0.0.1": 1.0, "c004": 0.6, "c005": 1.6, "c006": 0.75, "c007": 1.35,
+               "c008": 0.7}
+    for node, factor in factors.items():
+        run_id = f"kmeans.tiny.float64.k-2.n1r2t1.node-{node}"
+        rec = json.loads(json.dumps(template))
+        for metric in rec["metrics"].values():
+            metric["value"] = metric["value"] * (factor if not metric["higher_is_better"] else 1 / factor)
+        (tmp_path / "results/local/records/nodes" / f"{run_id}.json").write_text(json.dumps({**rec, "run_id": run_id}))
+    res = _node_check(tmp_path, [])
+    out = res.stdout + res.stderr
+    groups = tmp_path / "results/local/nodes/groups"
+    assert res.returncode != 0 and f"node check FAILED (exit 2): re-test (suspect) {slow}" in out, out[-3000:]
+    assert f"; next: confirmation round 1 ({slow} beside controls 127.0.0.1 localhost)" in out, out[-3000:]
+    assert "0 of 3 runs recorded; submit results/local/nodes/groups/confirm-1-submit.sh (bash it)" in out
+    assert (tmp_path / "results/local/acceptance/nodes/drain.txt").read_text() == ""
+    plan = json.loads((groups / "confirm-1.json").read_text())
+    assert plan["suspects"] == [slow] and len(plan["planned"]) == 3
+    run = subprocess.run(["bash", str(groups / "confirm-1-submit.sh")], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0 and "all 3 every-node group job(s) sent" in run.stdout, run.stdout + run.stderr
+    res = _node_check(tmp_path, [])
+    out = res.stdout + res.stderr
+    verdict = json.loads((tmp_path / "results/local/acceptance/nodes/verdict.json").read_text())
+    rows = verdict["nodes"][slow]["confirmation"]
+    assert res.returncode == 0 and "node check passed: 8 nodes" in out, (out[-3000:], rows)
+    assert verdict["nodes"][slow]["status"] == "suspect-cleared" and verdict["exit_code"] == 0
+    assert rows["result"] == "cleared" and {t["status"] for t in rows["tests"]} == {"pass"}
+    assert verdict["confirmation"]["round"] == 1
 
 
 @pytest.mark.integration
 def test_snakemake_node_check_fails_naming_flagged_nodes_and_keeps_the_report(tmp_path):
-    # No references.yaml: the outliers among peers need none.
+    # No references.yaml: the outliers among peers need none. Three of six nodes flagged (a failed run,
+    # two slow): no healthy majority to confirm them against, so none is drained (as node_acceptance).
     res = _node_check(tmp_path, sorted((DATA / "nodes").glob("*.json")))
     out = res.stdout + res.stderr
-    assert res.returncode != 0 and "node check FAILED (exit 1): drain c006; re-test (suspect) c004 c005" in out, \
+    assert res.returncode != 0 and "node check FAILED (exit 2): not judged (inconclusive) c004 c005 c006" in out, \
         out[-3000:]
-    assert "Flagged nodes: drain c006; re-test (suspect) c004 c005" in (
+    assert "Flagged nodes: not judged (inconclusive) c004 c005 c006" in (
         tmp_path / "results/local/acceptance/nodes.md").read_text()
-    assert (tmp_path / "results/local/acceptance/nodes/drain.txt").read_text().startswith(
-        "scontrol update nodename=c006 state=drain")
+    verdict = json.loads((tmp_path / "results/local/acceptance/nodes/verdict.json").read_text())
+    assert {n: v["cause"] for n, v in verdict["nodes"].items() if v["status"] != "pass"} == {
+        n: "baseline in doubt" for n in ("c004", "c005", "c006")}
+    assert verdict["confirmation"]["in_doubt"].startswith("baseline in doubt: 3 of 6 nodes flagged")
+    assert (tmp_path / "results/local/acceptance/nodes/drain.txt").read_text() == ""
+    assert not list((tmp_path / "results/local/nodes/groups").glob("*.sh"))  # no round to submit
     assert not (tmp_path / "results/local/acceptance/nodes-accepted").exists()
 
 

@@ -103,7 +103,7 @@ rule node_report:
     log:
         f"{LOGS}/node_report.log",
     run:
-        pipeline.node_report_job(input, output, log[0], SITE, config)
+        pipeline.node_report_job(RUNS, RESULTS, input, output, log[0], SITE, config)
 
 
 rule node_check:
