@@ -71,7 +71,7 @@ def _new_round(first: dict, crit, flagged: list[str], runs: list, site, root: Pa
         role = {name: r for name, _, _, r in spec}
         groups = [g for g in groups if any(r.layout.nodes == len(g.nodes) for r in mine)]
         submit = SUBMIT.format(round=round_)
-        atomic_write_many(group_files(mine, site, root, groups, campaign, submit))
+        atomic_write_many(group_files(mine, site, root, groups, campaign, submit, side_by_side=True))
         doc["submit"] = str(Path(root) / "nodes" / "groups" / submit)
         doc["planned"] = [{**p, "role": role[p["group"]], "confirm": round_}
                           for p in node_jobs.planned_node_runs(mine, groups, root)]

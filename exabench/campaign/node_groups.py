@@ -347,9 +347,10 @@ def _group_body(site: Site, runs: list[Run], group: NodeGroup, folders: dict[str
 
 
 def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup], campaign: str,
-                submit: str = "submit.sh") -> list[tuple[Path, str, int]]:
+                submit: str = "submit.sh", side_by_side: bool = False) -> list[tuple[Path, str, int]]:
     """(path, text, mode): results/<site>/nodes/groups/<group>.sh per group, and `submit` (a
-    confirmation round's has its own name), which submits them all (one job per group)."""
+    confirmation round's has its own name), which submits them all (one job per group; all at once
+    with `side_by_side`, where the scheduler would run them one after another)."""
     if not groups:
         raise ConfigError("config", KEY, None, "every_node: {nodes: ..., group: 1|2|...|rack} in the campaign's "
                           "config", "is not set")
@@ -364,11 +365,12 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
             minutes = requests[(len(g.nodes), tuple(r.run_id for r in job))][0]
             queued.append((path, check_walltime(site, minutes, len(g.nodes))))
     real_out = out.resolve()  # once: the scripts are written into it, none is a link of its own
-    files.append((out / submit, submit_script(site, campaign, queued, real_out), 0o755))
+    files.append((out / submit, submit_script(site, campaign, queued, real_out, side_by_side), 0o755))
     return files
 
 
-def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: Path) -> str:
+def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: Path, side_by_side: bool = False
+                  ) -> str:
     """submit.sh: every group job (path, its queue), each sent only while the user's jobs in its queue
     are fewer than the queue's declared per-user limit (queues[].max_queued_per_user: Stampede2's
     development queue takes one), waiting for room otherwise; a refused submission is tried again while
@@ -389,7 +391,9 @@ def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: 
              '[[ $wait_s =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "exabench: EXABENCH_SUBMIT_WAIT_S=$wait_s: not valid; '
              'valid: seconds >= 0 between looks at the queue, e.g. 60 (unset: 60)" >&2; exit 2; }',
              f"mine() {{ {count} | wc -l; }}  # your jobs in queue $1",
-             f"send() {{ {sched.FACTS.submit} \"$1\"; }}",
+             f"send() {{ {sched.FACTS.submit} \"$1\"; }}" if not (side_by_side and sched.FACTS.runs_in_foreground)
+             # the jobs run here, measured side by side: each in the background, waited for at the end
+             else f"send() {{ {sched.FACTS.submit} \"$1\" & }}",
              "submit() {  # queue, its per-user limit (0: none declared), script",
              '  while [[ -n $1 && $2 -gt 0 && $(mine "$1") -ge $2 ]]; do sleep "$wait_s"; done',
              '  until send "$3"; do',
@@ -401,6 +405,8 @@ def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: 
              "}"]
     lines += [f"submit {shlex.quote(queue or '')} {limits.get(queue, 0)} {shlex.quote(str(out / path.name))}"
               for path, queue in jobs]
+    if side_by_side and sched.FACTS.runs_in_foreground:
+        lines.append("wait  # the jobs started side by side")
     lines += ['if (( ${#unsent[@]} )); then echo "exabench: $sent job(s) sent; not sent: ${unsent[*]}" >&2; exit 1; fi',
               f'echo "exabench: all {len(jobs)} every-node group job(s) sent"']
     return "\n".join(lines) + "\n"

@@ -37,6 +37,9 @@ class SchedulerFacts:
     executor: str = ""      # the Snakemake executor plugin submitting each run as a job ("": bundles only)
     rehearsal_book: str = ""  # the rehearsal stand-in's rule book for its submit command (rehearsal/rules/)
     launchers: tuple = ()   # launchers its allocations start beyond those that declare it (their FACTS.schedulers)
+    # Its submit command runs the job to its end where it is started (bash): jobs meant to run side by
+    # side (a confirmation round's suspects and controls) are then started in the background together.
+    runs_in_foreground: bool = False
 
     @property
     def submit_tool(self) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from exabench.campaign.schedulers.facts import SchedulerFacts
 
 FACTS = SchedulerFacts(name="none", submit="bash", directive="", queue="none", node_list="hostname",
-                       queued_by_user="true", pin="this host only (the script runs where it is started)")
+                       queued_by_user="true", pin="this host only (the script runs where it is started)",
+                       runs_in_foreground=True)
 
 
 def pinned(request: dict, site, nodes: tuple[str, ...]) -> dict:
