@@ -849,8 +849,8 @@ def verdict_line(doc: dict, drain_txt) -> str:
     if doc["exit_code"] == 1:
         links = [n for n in by.get("drain", []) if "link" in (doc["nodes"][n]["cause"] or "")]
         return (f"exabench: cluster acceptance FAILED: drain {' '.join(by['drain'])} (" + "; ".join(
-            f"{n}: {doc['nodes'][n]['cause']}" for n in by["drain"]) + f"), check the links of "
-            f"{' '.join(links) or 'no node'} (drain list: {drain_txt})")
+            f"{n}: {doc['nodes'][n]['cause']}" for n in by["drain"]) + ")"
+            + (f", check the links of {' '.join(links)}" if links else "") + f" (drain list: {drain_txt})")
     if doc["exit_code"] == 2:
         what = "; ".join(f"{s} {' '.join(by[s])}" for s in ("suspect", "down", "inconclusive") if by.get(s))
         return (f"exabench: cluster acceptance UNDECIDED (exit 2): {what or 'a whole-allocation run failed'}"
