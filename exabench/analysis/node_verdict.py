@@ -84,7 +84,7 @@ class Criteria:
 
 
 def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, kinds: tuple[str, ...],
-               excluded: frozenset = frozenset()) -> list[dict]:
+               excluded: frozenset = frozenset(), firm: frozenset | None = None) -> list[dict]:
     """One row per test subject (node or pair) of these kinds and metric: value, peers' median and MAD, z,
     ratio, slow. Subjects with an `excluded` node (nodes found bad) get their z and verdict but are not
     among the peers: a bad node's figures (or its pairs') would otherwise widen the spread that hides
@@ -107,7 +107,7 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
         judged = ref is not None and ref.peers >= 3 and kind != "all"
         doubt = judged and in_doubt([nodes for nodes, _ in figures],
                                     [outside(v, ref, crit.z_max, crit.min_effect, crit.log_mad_floor)
-                                     for _, v in figures], crit.max_outlier_share)
+                                     for _, v in figures], crit.max_outlier_share, excluded, firm)
         left_out = len(figures) - ref.peers if ref else 0
         spreads = {it["run_id"]: stab.run_spread(it["rec"], metric, crit.best_of) for it in ok}
         sref = stab.healthy_reference([spreads[it["run_id"]].ratio for it in ok if spreads[it["run_id"]]
@@ -211,7 +211,8 @@ def judge(planned: list[dict], records: dict[str, dict], crit: Criteria | None =
         elif crit.confirm and (screened := [r for r in own if r["verdict"] != "in-doubt"
                                                   and _beyond(r, crit.z_screen, crit)]):
             suspects[node] = [f"screen: {evidence(r)}" for r in screened]
-    rows += _test_rows(planned, records, crit, ("pair",), frozenset(bad_nodes) | frozenset(suspects))
+    rows += _test_rows(planned, records, crit, ("pair",), frozenset(bad_nodes) | frozenset(suspects),
+                       frozenset(bad_nodes))
     pair_rows = [r for r in rows if r["kind"] == "pair" and r["status"] != DOWN]
     pairs: dict[tuple, list[dict]] = {}
     for r in pair_rows:
