@@ -21,6 +21,7 @@ from exabench.containers.recipes import Recipe, parse_recipe, recipe_path
 from exabench.containers.runtime import built_image_path, runtime, stack_for, verified_digest
 from exabench.containers.sif import (assemble_sif, build_labels, missing_build_tools, rootfs_arch,
                                      write_singularity_dir)
+from exabench.containers.wheels import WheelSources, installed_labels, rewrite_pip, wheel_sources
 
 DEBIAN_SUITE, DEBIAN_MIRROR = "bookworm", "http://deb.debian.org/debian"
 
@@ -64,7 +65,12 @@ def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> st
     runtime on the PATH: `apptainer build`; without it: build_sif_image (debootstrap, mksquashfs, siftool)."""
     recipe = parse_recipe(recipe_path(stack))
     layers = site_layers(site, recipe)
+    wheels = wheel_sources(site)
     argv = build_argv(site, stack, image)
+    if shutil.which(argv[0]) is not None and wheels is not None:
+        raise ConfigError(site.path or site.name, "container.wheels", site.container.get("wheels"),
+                          f"empty where {argv[0]} builds the image (local wheel sources are bound into the build "
+                          "without it only: debootstrap + chroot)")
     if shutil.which(argv[0]) is None:
         missing = missing_build_tools()
         if not recipe.base.startswith("debian:bookworm"):
@@ -81,7 +87,7 @@ def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> st
         with open(log_path, "w") as log:
             log.write(f"# {argv[0]} is not installed here: building {image} without it "
                       "(debootstrap + chroot, mksquashfs, siftool)\n")
-            build_sif_image(recipe, image, layers, log=log, cache_dir=build_cache_dir())
+            build_sif_image(recipe, image, layers, log=log, cache_dir=build_cache_dir(), wheels=wheels)
         return _sif_digest(site, image)
     Path(image).parent.mkdir(parents=True, exist_ok=True)
     if layers is not None:  # Apptainer builds the partial definition, kept beside the image
@@ -138,7 +144,7 @@ def build_cache_dir() -> Path | None:
 
 
 def build_sif_image(recipe: Recipe, image: str | Path, layers: tuple[str, ...] | None = None, log=None,
-                    cache_dir: Path | None = None, timeout_s: int = 1800) -> str:
+                    cache_dir: Path | None = None, timeout_s: int = 1800, wheels: WheelSources | None = None) -> str:
     """The SIF Apptainer would build from `recipe`, made without it: the root file system by
     build_directory_image, /.singularity.d as Apptainer writes it, packed and assembled by
     exabench.containers.sif. Returns the image's digest (also written to `<image>.sha256`)."""
@@ -146,15 +152,28 @@ def build_sif_image(recipe: Recipe, image: str | Path, layers: tuple[str, ...] |
     image.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{image.name}.build.", dir=image.parent) as tmp:
         root = Path(tmp) / "rootfs"
-        build_directory_image(recipe, root, layers, log=log, timeout_s=timeout_s, cache_dir=cache_dir, digest=False)
+        build_directory_image(recipe, root, layers, log=log, timeout_s=timeout_s, cache_dir=cache_dir, digest=False,
+                              wheels=wheels)
         arch = rootfs_arch(root)
-        definition = recipe.definition(layers)
+        definition = built_definition(recipe, layers, wheels)
         labels = build_labels(recipe.labels, recipe.header(), arch, _dt.datetime.now().astimezone(),
                               list(layers) if layers is not None else None)
+        if wheels is not None:  # where pip's wheels came from, and what torch build that gave
+            labels = dict(sorted({**labels, "org.exabench.wheels": wheels.label(), **installed_labels(root)}.items()))
         metadata = write_singularity_dir(root, definition, recipe.section("environment"), recipe.section("runscript"),
                                          labels)
         assemble_sif(root, image, definition, metadata, arch, log=log, timeout_s=timeout_s)
     return write_digest(image)
+
+
+def built_definition(recipe: Recipe, layers: tuple[str, ...] | None, wheels: WheelSources | None) -> str:
+    """The definition as built: recipe.definition with each pip install as it ran (local wheel sources)."""
+    text = recipe.definition(layers)
+    if wheels is None:
+        return text
+    commands = set(recipe.commands(layers))
+    return "".join(line.replace(line.strip(), rewrite_pip(line.strip(), wheels)) if line.strip() in commands
+                   else line for line in text.splitlines(keepends=True))
 
 
 def debootstrap_base(dest: Path, base: str, run, cache_dir: Path | None, mirror: str = DEBIAN_MIRROR) -> None:
@@ -184,11 +203,13 @@ def debootstrap_base(dest: Path, base: str, run, cache_dir: Path | None, mirror:
 
 def build_directory_image(recipe: Recipe, dest: str | Path, layers: tuple[str, ...] | None = None,
                           mirror: str = DEBIAN_MIRROR, log=None, timeout_s: int = 900,
-                          cache_dir: Path | None = None, digest: bool = True) -> str | None:
+                          cache_dir: Path | None = None, digest: bool = True,
+                          wheels: WheelSources | None = None) -> str | None:
     """Build a Debian-based recipe as a Charliecloud directory image, without Apptainer:
     debootstrap the base (bookworm minbase for `debian:bookworm-*`; kept in `cache_dir`), copy
     %files, write the %environment to /ch/environment, and run each %post command of `layers`
-    as root in a private mount and pid namespace (unshare + chroot).
+    as root in a private mount and pid namespace (unshare + chroot), with `wheels`' folders bound
+    read-only at their own paths and each pip install reading them (exabench.containers.wheels).
     Returns the image's digest (also written to `<dest>.sha256`), or None with digest=False."""
     dest = Path(dest)
     if not recipe.base.startswith("debian:bookworm"):
@@ -222,11 +243,31 @@ def build_directory_image(recipe: Recipe, dest: str | Path, layers: tuple[str, .
     if host_ca and Path(host_ca).is_file():
         shutil.copy(host_ca, lent_ca)
         ca_env = ["PIP_CERT=/tmp/exabench-build-ca.crt"]
+    mounts = wheels.mounts() if wheels is not None else []
+    made = _mount_points(dest, mounts)
+    # The binds live in the command's private mount namespace: gone when it ends.
+    binds = "".join(f"mount --bind {shlex.quote(m)} {shlex.quote(str(dest) + m)} && mount -o remount,bind,ro "
+                    f"{shlex.quote(str(dest) + m)} && " for m in mounts)
     try:
         for cmd in recipe.commands(layers):
-            run(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={dest / 'proc'}", "chroot", str(dest),
-                 "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
-                 "DEBIAN_FRONTEND=noninteractive", *ca_env, "/bin/sh", "-ec", cmd])
+            inside = ["chroot", str(dest), "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+                      "DEBIAN_FRONTEND=noninteractive", *ca_env, "/bin/sh", "-ec", rewrite_pip(cmd, wheels)]
+            if binds:
+                inside = ["/bin/sh", "-ec", binds + "exec " + shlex.join(inside)]
+            run(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={dest / 'proc'}", *inside])
     finally:
         lent_ca.unlink(missing_ok=True)
+        for d in reversed(made):  # the empty mount points made for the binds
+            d.rmdir()
     return write_digest(dest) if digest else None
+
+
+def _mount_points(root: Path, mounts: list[str]) -> list[Path]:
+    """Make `root/<m>` for each mount, returning the folders made (parents first)."""
+    made = []
+    for m in mounts:
+        missing = [p for p in [root / m.lstrip("/"), *(root / m.lstrip("/")).parents] if not p.exists()]
+        for p in reversed(missing):
+            p.mkdir()
+            made.append(p)
+    return made
