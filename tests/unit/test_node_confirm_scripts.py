@@ -112,3 +112,18 @@ def test_a_half_recorded_round_waits_and_a_baseline_in_doubt_renders_no_round(tm
     # every test's baseline is in doubt: the first pass judges nobody, so there is nothing to confirm
     assert v["status"] == {n: "inconclusive" for n in NODES} and v["baseline_in_doubt"]
     assert nv.exit_code(v) == 2 and doc is None and not (other / "nodes").exists()
+
+
+def test_node_acceptances_round_leaves_out_pairs_a_campaign_of_single_node_tests_has_none(tmp_path):
+    """On the 8-node cluster, a campaign of node tests only: the round asked for pairs with the controls
+    and stopped ("'n03..n05.confirm-1' has no run")."""
+    from exabench.analysis import node_confirm
+    from exabench.campaign import node_jobs
+    site = load_site(REPO / "profiles" / "slurm-cluster" / "site.yaml")
+    _, runs = _first()
+    spec = node_confirm.groups(["n03"], ["n05", "n08"], 1)
+    assert any(kind == "pair" for _, _, kind, _ in spec)
+    scripts, planned = node_jobs.confirmation_jobs(runs, site, tmp_path, spec, 1, "camp")
+    assert sorted(scripts) == ["n03.confirm-1", "n05.confirm-1", "n08.confirm-1"]
+    assert len(planned) == 3 * len(runs) and {p["kind"] for p in planned} == {"node"}
+    assert all(path.exists() for path in scripts.values())
