@@ -68,7 +68,9 @@ def _cause(node: str, verdict: dict, status: str) -> str | None:
         return ", ".join(causes + (["outside its reference"] if outside else []) + link)
     confirmation = (verdict.get("confirmation") or {}).get("nodes", {}).get(node)
     if status == "inconclusive" and confirmation:
-        return ("baseline in doubt" if verdict["confirmation"]["in_doubt"]
+        why = verdict["confirmation"]["in_doubt"]
+        return ("baseline in doubt" if why.startswith("baseline in doubt")
+                else "flagged, not confirmable (no confirmation round could run)" if why
                 else "flagged, not confirmable (the confirmation round could not judge it)")
     shaky = (verdict.get("unstable") or {}).get(node)
     return {"pass": None, "down": "node down",

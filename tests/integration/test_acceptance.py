@@ -398,7 +398,8 @@ def test_the_every_node_path_confirms_before_it_drains_with_real_runs_of_its_rou
 @pytest.mark.integration
 def test_snakemake_node_check_fails_naming_flagged_nodes_and_keeps_the_report(tmp_path):
     # No references.yaml: the outliers among peers need none. Three of six nodes flagged (a failed run,
-    # two slow): no healthy majority to confirm them against, so none is drained (as node_acceptance).
+    # two slow figures); the records' runs are not in the local campaign's plan, so no confirmation
+    # round can run them again: none is drained, each is inconclusive, the reason in its evidence.
     res = _node_check(tmp_path, sorted((DATA / "nodes").glob("*.json")))
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "node check FAILED (exit 2): not judged (inconclusive) c004 c005 c006" in out, \
@@ -407,8 +408,10 @@ def test_snakemake_node_check_fails_naming_flagged_nodes_and_keeps_the_report(tm
         tmp_path / "results/local/acceptance/nodes.md").read_text()
     verdict = json.loads((tmp_path / "results/local/acceptance/nodes/verdict.json").read_text())
     assert {n: v["cause"] for n, v in verdict["nodes"].items() if v["status"] != "pass"} == {
-        n: "baseline in doubt" for n in ("c004", "c005", "c006")}
-    assert verdict["confirmation"]["in_doubt"].startswith("baseline in doubt: 3 of 6 nodes flagged")
+        n: "flagged, not confirmable (no confirmation round could run)" for n in ("c004", "c005", "c006")}
+    assert verdict["confirmation"]["in_doubt"].startswith("the first pass's runs (kmeans.tiny.float64.n1r1t1, "
+                                                          "resnet50.tiny.fp32.n1r1t1) are not in this campaign's plan")
+    assert any(e.startswith("inconclusive: the first pass's runs") for e in verdict["nodes"]["c006"]["evidence"])
     assert (tmp_path / "results/local/acceptance/nodes/drain.txt").read_text() == ""
     assert not list((tmp_path / "results/local/nodes/groups").glob("*.sh"))  # no round to submit
     assert not (tmp_path / "results/local/acceptance/nodes-accepted").exists()
