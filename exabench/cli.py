@@ -342,18 +342,22 @@ def cmd_node_run(args) -> int:
     return 0
 
 
-def cmd_node_prepare(args) -> int:
+def _node_list(command: str, nodes_file: str) -> list[str]:
     import sys
-    import time
-    from exabench.campaign.node_sweep import prepare_nodes
     from exabench.errors import ExabenchError
     try:
-        source = sys.stdin if args.nodes_file == "-" else open(args.nodes_file)
+        source = sys.stdin if nodes_file == "-" else open(nodes_file)
         with source:
-            nodes = [line.strip() for line in source if line.strip()]
+            return [line.strip() for line in source if line.strip()]
     except OSError as exc:
-        raise ExabenchError(f"node-prepare: --nodes-file {args.nodes_file}: cannot be read ({exc.strerror}); valid: "
+        raise ExabenchError(f"{command}: --nodes-file {nodes_file}: cannot be read ({exc.strerror}); valid: "
                             "a file of node names, one a line, or '-' (standard input)") from None
+
+
+def cmd_node_prepare(args) -> int:
+    import time
+    from exabench.campaign.node_sweep import prepare_nodes
+    nodes = _node_list("node-prepare", args.nodes_file)
     t0 = time.monotonic()
     written = prepare_nodes(args.spec, nodes)
     print(f"node-prepare: {written} node spec(s) ({len(nodes)} node(s) x {len(args.spec)} run(s)) in "
@@ -372,6 +376,15 @@ def cmd_node_agent(args) -> int:
     rec = execute_logged(path, path.parent / "agent.log")
     print("\n".join(status_lines(path, rec)), flush=True)
     return 0
+
+
+def cmd_node_collect(args) -> int:
+    from collections import Counter
+    from exabench.execute import collect_node_world as collect
+    status = collect(args.spec, _node_list("node-collect", args.nodes_file), args.exit)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(Counter(status.values()).items()))
+    print(f"node-collect: {args.spec}: launch exit {args.exit}; {len(status)} node record(s): {counts}", flush=True)
+    return 0 if all(s == "ok" for s in status.values()) else 1
 
 
 def cmd_node_sweep(args) -> int:
@@ -454,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_plan, _add_launch_lines, _add_run, _add_execute, _add_aggregate, _add_model_fit, _add_comm_fit,
         _add_model_validate, _add_model_project, _add_model_local_check, _add_compare, _add_accept,
         _add_accept_check, _add_references, _add_nodes, _add_plots, _add_archive, _add_reproduce, _add_node_run,
-        _add_node_sweep, _add_node_prepare, _add_node_agent, _add_ingest, _add_history, _add_retry, _add_restore,
+        _add_node_sweep, _add_node_prepare, _add_node_agent, _add_node_collect, _add_ingest, _add_history, _add_retry, _add_restore,
         _add_rehearse, _add_list,
     ):
         add(sub)  # in this order: the order of `exabench --help`
@@ -710,6 +723,15 @@ def _add_node_agent(sub) -> None:
     p.set_defaults(fn=cmd_node_agent)
 
 
+def _add_node_collect(sub) -> None:
+    p = sub.add_parser("node-collect", help="after a run's one MPI launch across every node: a record for every "
+                                            "node left without one (failed, timeout, or not run)")
+    p.add_argument("--spec", required=True, help="the single-node run's own spec")
+    p.add_argument("--nodes-file", required=True, help="the allocation's compute nodes, one a line")
+    p.add_argument("--exit", type=int, required=True, help="the launch's exit status")
+    p.set_defaults(fn=cmd_node_collect)
+
+
 def _add_node_sweep(sub) -> None:
     p = _with_config(sub.add_parser("node-sweep", help="render the every-node acceptance job script"))
     p.add_argument("--nodes", type=int, default=0, help="nodes to allocate (default: the most one job may have, "
@@ -917,7 +939,7 @@ INPUT_PATHS = (
     ("sweep", ("comm-fit", "model-local-check"), "file", "an allreduce sweep CSV (n, bytes, time_s)"),
     ("reference", ("model-validate", "model-project"), "file", "a published scaling YAML "
                                                                "(results/reference/published_scaling.yaml)"),
-    ("spec", ("node-run", "node-agent", "execute"), "file", "a run's spec.json (results/<site>/runs/<run>/spec.json)"),
+    ("spec", ("node-run", "node-agent", "node-collect", "execute"), "file", "a run's spec.json (results/<site>/runs/<run>/spec.json)"),
     ("results", ("archive", "restore"), "folder", "a campaign's results folder (results/<site>)"),
 )
 

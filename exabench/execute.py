@@ -511,3 +511,47 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
     record["provenance"]["elapsed_s"] = round(time.monotonic() - t0, 3)
     write_record(record, record_path, spec["paths"]["archive_dir"])
     return record
+
+
+def collect_node_world(run_spec: str | Path, nodes: list[str], exit_code: int) -> dict[str, str]:
+    """After the run's one launch across `nodes` ended with `exit_code`: every node without its
+    record gets one (exabench.campaign.node_worlds); returns node -> status of its record."""
+    from exabench.campaign.node_sweep import node_dir
+    from exabench.campaign.node_worlds import NOT_RUN_STOPPED, TIMED_OUT
+    spec = json.loads(Path(run_spec).read_text())
+    found: dict[str, dict | None] = {}
+    for node in nodes:
+        path = node_dir(spec, node) / "spec.json"
+        if not path.exists():
+            raise ExabenchError(f"node-collect: run '{spec['run_id']}' has no spec prepared for node '{node}' "
+                                f"({path}); valid: the node list given to exabench node-prepare")
+        found[node] = json.loads(path.read_text())
+    # a node's own error: its ranks' error files, quoted as a run job's failure quotes them
+    errors = {n: _error_from(Path(s["paths"]["run_dir"]), exit_code, "")
+              if any(error_dir(Path(s["paths"]["run_dir"])).glob("rank*.txt")) else None for n, s in found.items()}
+    failed = [n for n, e in errors.items() if e]
+    status = {}
+    for node, node_spec in found.items():
+        record_path = Path(node_spec["paths"]["record"])
+        rec = peek_record(record_path)
+        if rec is not None and rec.get("run_id") == node_spec["run_id"]:
+            status[node] = rec["status"]
+            continue
+        run_dir = Path(node_spec["paths"]["run_dir"])
+        if exit_code in TIMED_OUT:
+            where = stacks.summary(error_dir(run_dir))
+            kind, error = "timeout", (f"run exceeded its time limit of {node_spec['timeout_s']} s and was stopped "
+                                      "with the launch across every node" + (f"; {where}" if where else ""))
+        elif errors[node]:
+            kind, error = "failed", errors[node]
+        elif exit_code != 0:
+            others = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+            kind, error = "failed", (f"{NOT_RUN_STOPPED} (exit {exit_code}) before this node's run recorded: "
+                                     + (f"node(s) {others} failed" if failed else "no node's ranks wrote an error"))
+        else:
+            kind, error = "failed", ("the launch across every node ended with exit 0 but this node's ranks wrote "
+                                     f"no record ({record_path})")
+        now = now_iso()
+        write_record(failed_record(node_spec, kind, error, now, now), record_path, node_spec["paths"]["archive_dir"])
+        status[node] = kind
+    return status

@@ -2,7 +2,8 @@
 
     python -m exabench.runner --spec results/<site>/runs/<run_id>/spec.json
 
-Each rank runs the benchmark; rank 0 alone writes the result record. A rank that
+Each rank runs the benchmark; rank 0 alone writes the result record (with --node-world, one
+launch across every node: each node's rank 0 its node's record, see node_world). A rank that
 raises writes its error to runs/<run_id>/errors/rank<N>.txt and exits non-zero,
 so the launcher stops the others and `exabench execute` records the failure.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from exabench import benchmarks, energy, stacks
 from exabench.benchmarks.base import Metric
 from exabench.energy.summary import energy_metrics, summarise
+from exabench.errors import ExabenchError
 from exabench.training.distributed import Collectives, World, detect_world, set_run_timeout
 from exabench.records.record import base_record, error_dir, headline_metric, now_iso, provenance, write_record
 
@@ -157,16 +159,47 @@ def _add_energy(record: dict, reports: list[dict], missing: list[int], hosts: li
                                          description=m["description"]).to_dict()
 
 
+def node_world(run_spec: str | Path) -> tuple[dict, World, dict]:
+    """This rank's part of a launch across every node of an allocation (the every-node job under an
+    MPI launcher: exabench.campaign.node_sweep): its node's prepared spec of the run, and the world
+    of its node's ranks alone, split from MPI_COMM_WORLD by node name, so that each node runs the
+    run by itself as its own job would. The third value is what its record says of the launch
+    (provenance.node_world); the spec's launch line says which run's line was widened to every node."""
+    from mpi4py import MPI
+
+    from exabench.campaign.node_agent import node_spec_path, this_node
+    from exabench.training.distributed import use_node_world
+    path = node_spec_path(run_spec, this_node())
+    node, comm = path.parent.name, MPI.COMM_WORLD
+    nodes = sorted(set(comm.allgather(node)))
+    world = use_node_world(comm.Split(nodes.index(node), key=comm.Get_rank()))
+    spec = json.loads(path.read_text())
+    run_line = json.loads(Path(run_spec).read_text())["launch_line"]
+    spec["launch_line"] = f"one launch across every node (node worlds), each node running: {run_line}"
+    return spec, world, {"node": node, "ranks": world.size, "launch_ranks": comm.Get_size(), "launch_nodes": len(nodes)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m exabench.runner", description=__doc__.splitlines()[0])
     ap.add_argument("--spec", required=True, help="the run's spec.json (written by the render rule)")
+    ap.add_argument("--node-world", action="store_true",
+                    help="one launch across every node: run this node's prepared spec of the run with this "
+                         "node's ranks (exabench node-prepare wrote it)")
     args = ap.parse_args(argv)
-    spec = json.loads(Path(args.spec).read_text())
-    world = detect_world()
+    if args.node_world:
+        try:
+            spec, world, launch = node_world(args.spec)
+        except ExabenchError as exc:  # no spec for this node: the whole launch stops (node-collect says so)
+            print(f"{socket.gethostname()}: {exc}", file=sys.stderr, flush=True)
+            os._exit(1)
+    else:
+        spec, world, launch = json.loads(Path(args.spec).read_text()), detect_world(), None
     stacks.arm(error_dir(Path(spec["paths"]["run_dir"])), world.rank)  # where this rank was, if the run hangs
     try:
         record = run(spec, world)
         if record is not None:
+            if launch:
+                record["provenance"]["node_world"] = launch
             write_record(record, spec["paths"]["record"], spec["paths"]["archive_dir"])
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the record
         errors = error_dir(Path(spec["paths"]["run_dir"]))

@@ -60,6 +60,7 @@ MAX_ROUNDS = 20
 # link is convicted only when every one of its node's pairs is slow anyway.
 PAIR_MIN_TESTS = 1
 DOWN = "not run: node down"
+STOPPED = "not run: stopped"  # node_worlds.NOT_RUN_STOPPED: another node's failure ended the shared launch
 
 
 @dataclass
@@ -130,6 +131,9 @@ def _test_rows(planned: list[dict], records: dict[str, dict], crit: Criteria, ki
                 row.update(status=DOWN if down else "missing", note=note, failed=not down,
                            cause=failure_cause(DOWN if down else "missing", note),
                            verdict="not-run" if down else "failed")
+            elif rec["status"] != "ok" and str(rec.get("error") or "").startswith(STOPPED):
+                row.update(status="not-run", note=rec["error"], cause="stopped by another node's failure",
+                           verdict="not-run")
             elif rec["status"] != "ok" or metric not in rec.get("metrics", {}):
                 row.update(status=rec["status"], failed=True, note=f"run {rec['status']}: {rec.get('error')}",
                            cause=failure_cause(rec["status"], rec.get("error")), verdict="failed")
@@ -321,7 +325,8 @@ def _screened(rows: list[dict], crit: Criteria) -> set[str]:
 
 
 def _node_status(node: str, verdict: dict) -> str:
-    """pass, drain, down, suspect or inconclusive (a test of it in doubt, or none of its tests judged)."""
+    """pass, drain, down, suspect or inconclusive (a test of it in doubt or stopped by another node's
+    failure, or none of its tests judged)."""
     if node in verdict["bad_nodes"] or node in verdict["bad_links"]:
         return "drain"
     if node in verdict["down"]:
@@ -329,7 +334,8 @@ def _node_status(node: str, verdict: dict) -> str:
     if node in verdict["suspects"]:
         return "suspect"
     mine = [r for r in verdict["rows"] if node in r["nodes"] and r["kind"] != "all"]
-    if any(r["verdict"] == "in-doubt" for r in mine) or not any(r["verdict"] == "pass" for r in mine):
+    stopped = any(r["status"] == "not-run" for r in mine)  # another node's failure stopped its run (STOPPED)
+    if stopped or any(r["verdict"] == "in-doubt" for r in mine) or not any(r["verdict"] == "pass" for r in mine):
         return "inconclusive"
     return "pass"
 

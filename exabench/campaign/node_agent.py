@@ -1,7 +1,8 @@
 """The every-node job's agent (`exabench node-agent`): one per node, started by the job's one launch
 step across every node (exabench.campaign.node_sweep), it finds the spec `node-prepare` wrote for
 its own node; the command (exabench.cli) then executes it, leaving that node's record, failed where
-the run crashed or hung.
+the run crashed or hung. Under an MPI launcher the job has no agent (exabench.campaign.node_worlds):
+exabench.execute.collect_node_world (`exabench node-collect`) then records each node its launch left without a record.
 """
 
 from __future__ import annotations
@@ -17,12 +18,18 @@ from exabench.campaign.node_sweep import node_dir
 from exabench.errors import ExabenchError
 
 
+# Set per rank by whatever starts several nodes' ranks on one host (a test, a stand-in): the node
+# that rank stands for.
+NODE_NAME_ENV = "EXABENCH_NODE_NAME"
+
+
 def this_node() -> tuple[str, ...]:
     """The names this node may have in the job's node list: the scheduler's own name for it (Slurm
     sets SLURMD_NODENAME in every task; several nodes may share one host, as on the loopback
     cluster), else the host's name, full and short."""
     host = socket.gethostname()
-    return tuple(dict.fromkeys(n for n in (os.environ.get("SLURMD_NODENAME", ""), host, host.split(".")[0]) if n))
+    named = (os.environ.get(NODE_NAME_ENV, ""), os.environ.get("SLURMD_NODENAME", ""))
+    return tuple(dict.fromkeys(n for n in (*named, host, host.split(".")[0]) if n))
 
 
 def node_spec_path(run_spec: str | Path, names: tuple[str, ...]) -> Path:

@@ -6,9 +6,11 @@ allocations or more time than one job may have).
 body), shaped as node-health tools are: the job lists its nodes, ONE `exabench node-prepare`
 process writes every node's spec and job script for every run (`node_run_files`: the run's launch
 line pinned to that node; run id `<run_id>.node-<node>`; record under records/nodes/), then per run
-ONE launch step spans every node with one task per node (the launcher's `node_step`), in which
-`exabench node-agent` runs its own node's spec, so a node that crashes or hangs still leaves a
-failed record. The batch node holds the script, one launcher process and, during the preparation,
+ONE launch step spans every node with one task per node (the launcher's `node_step`, srun), in
+which `exabench node-agent` runs its own node's spec, so a node that crashes or hangs still leaves a
+failed record; under an MPI launcher started from the batch node only (jsrun, aprun, mpiexec,
+ibrun), ONE launch starts the run's ranks on every node, each node's ranks in their own MPI world
+(exabench.campaign.node_worlds). The batch node holds the script, one launcher process and, during the preparation,
 one Python process, whatever the node count; the job's walltime is the runs' time limits plus
 the preparation's budget (prepare_budget_s). `exabench nodes` then flags nodes outside tolerance
 or outliers among their peers.
@@ -22,7 +24,7 @@ import shlex
 from dataclasses import replace
 from pathlib import Path
 
-from exabench.campaign import allocation, launchers, schedulers
+from exabench.campaign import allocation, launchers, node_worlds, schedulers
 from exabench.campaign.bundles import longest_walltime, pack_runs
 from exabench.campaign.site import LAYOUT_KEYS, WALLTIME_MARGIN_MIN, Layout, NodeSpec, candidate_queues
 from exabench.errors import ExabenchError
@@ -154,14 +156,16 @@ def prepare_budget_s(nodes: int, runs: int) -> int:
     return max(60, int(nodes * runs * PREPARE_S_PER_NODE_SPEC) + 1)
 
 
-def sweep_body(spec_paths: list[Path], site, python: str) -> str:
+def sweep_body(spec_paths: list[Path], site, python: str, runs=(), nodes: int = 0) -> str:
     """The job's body: the node list, every node's spec prepared in one pass, then per run one
-    launch step across every node (one exabench node-agent per node)."""
+    launch step across every node: one exabench node-agent per node, or, under an MPI launcher
+    started from the batch node only, the run's ranks on every node in node worlds (node_worlds;
+    it needs the `runs` of `spec_paths` and the allocation's `nodes`)."""
     q = shlex.quote
     scheduler = schedulers.of(site).FACTS  # its node list: the allocation's nodes in its order
     specs = " ".join(f"--spec {q(str(s))}" for s in spec_paths)
     lines = ["# Every single-node run on every node of the allocation, all nodes at once: every node's spec",
-             "# prepared in one pass, then per run one launch step across every node, one agent per node.",
+             "# prepared in one pass, then per run one launch step across every node, each node running its own.",
              f"nodes=(${{EXABENCH_NODES:-$({scheduler.node_list})}})",
              # a file, not a word: 9,408 names exceed the 128 KiB one argument may have (srun reads a
              # --nodelist holding a '/' as a file, srun(1))
@@ -171,13 +175,15 @@ def sweep_body(spec_paths: list[Path], site, python: str) -> str:
              f'{q(python)} -m exabench node-prepare --nodes-file "$nodelist" {specs}',
              'echo "exabench every-node acceptance: every node\'s specs prepared in $((SECONDS - prepare_start)) s"',
              "status=0"]
+    worlds = scheduler.name != "none" and node_worlds.uses_node_worlds(site)
     if scheduler.name == "none":  # no allocation: every listed node stands for this host, one agent runs them all
         step, here = "", ' --here "${nodes[@]}"'
-    else:
+    elif not worlds:
         step, here = launchers.LAUNCHERS[site.launcher].node_step() + " ", ""
-    for spec in spec_paths:
-        lines += ["", f"# {spec.parent.name}",
-                  f"{step}{q(python)} -m exabench node-agent --spec {q(str(spec))}{here} || status=1"]
+    for i, spec in enumerate(spec_paths):
+        lines += ["", f"# {spec.parent.name}"]
+        lines += (node_worlds.launch_lines(runs[i], site, nodes, spec, python) if worlds else
+                  [f"{step}{q(python)} -m exabench node-agent --spec {q(str(spec))}{here} || status=1"])
     lines += ["", 'echo "exabench every-node acceptance finished (status $status); check with: exabench nodes ..."',
               "exit $status"]
     return "\n".join(lines)
@@ -235,12 +241,13 @@ def single_node_runs(runs, site) -> list:
     if site.launcher not in launchers.placeable() and site.scheduler != "none":
         raise ExabenchError(f"site '{site.name}': launcher '{site.launcher}' cannot start a run on one named node; "
                             f"valid for every-node acceptance: {', '.join(launchers.placeable())}")
-    if site.scheduler != "none" and not launchers.facts(site.launcher).node_step:
-        stepping = [n for n in launchers.placeable() if launchers.facts(n).node_step]
-        raise ExabenchError(f"site '{site.name}': launcher '{site.launcher}' is started from the batch node only, so "
-                            "no one launch step across every node can start each node's own run there (one launch "
-                            "per node would hold thousands of processes on the batch node); valid for "
-                            f"every_node_script: launcher {', '.join(stepping)}; on this site: every_node_groups "
+    facts = launchers.facts(site.launcher)
+    if site.scheduler != "none" and not facts.node_step and not facts.mpi:
+        stepping = [n for n in launchers.placeable() if launchers.facts(n).node_step or launchers.facts(n).mpi]
+        raise ExabenchError(f"site '{site.name}': launcher '{site.launcher}' is started from the batch node only and "
+                            "starts no MPI ranks, so no one launch across every node can run each node's own run "
+                            "there (one launch per node would hold thousands of processes on the batch node); valid "
+                            f"for every_node_script: launcher {', '.join(stepping)}; on this site: every_node_groups "
                             "(one job per node)")
     return single
 
@@ -262,7 +269,7 @@ def render_node_sweep(runs, site, results: Path, nodes: int, name: str = "every-
     budget = (f"# Walltime: the runs' time limits ({sum(r.timeout_s for r in single) / 60:.0f} min) plus the "
               f"preparation's budget ({prepare_budget_s(nodes, len(single)) / 60:.0f} min: {nodes} nodes x "
               f"{len(single)} runs) and the margin.\n")
-    return text.replace(line, budget + sweep_body(specs, site, site.python_executable))
+    return text.replace(line, budget + sweep_body(specs, site, site.python_executable, single, nodes))
 
 
 def sweep_plan_lines(runs, site, nodes: int) -> list[str]:

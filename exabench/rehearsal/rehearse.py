@@ -3,8 +3,8 @@
 In a scratch copy of the workflow, with the stand-ins first on PATH: `snakemake --profile
 profiles/<site> bundle`, then each bundle script submitted as the site file says (`bsub script`,
 `qsub script`), then the plain `snakemake --profile profiles/<site>` that aggregates the records,
-then its `acceptance` target; then `every_node_script`, its every-node.sh submitted the same way, and
-`node_check`. The campaign is the site's own (profiles/<site>/campaign.yaml) at
+then its `acceptance` target; then `every_node_script`, its every-node job(s) submitted the same way,
+and `node_check`. The campaign is the site's own (profiles/<site>/campaign.yaml) at
 scale=rack, preset=tiny unless told otherwise. The report (rehearsal.md) says what was submitted,
 what each stand-in accepted or refused and why, the runs and their records, the node-hours the real
 campaign would request, and the verdicts.
@@ -28,7 +28,6 @@ from pathlib import Path
 
 import yaml
 
-from exabench.campaign import launchers
 from exabench.campaign.allocation import submit_line
 from exabench.campaign.site import Site, load_site
 from exabench.errors import ExabenchError
@@ -205,15 +204,17 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
         _run(r, [*snakemake, *config], env, timeout)
         r.verdicts.append(_run(r, [*snakemake, "acceptance", *config], env, timeout))
         # Every-node acceptance: the one script (jobs) that runs each single-node run on every node of
-        # the allocation, here on this one; then the nodes' verdict. Only where the launcher has one
-        # step across every node (srun); elsewhere every_node_script refuses the site, with the reason.
-        # (A Slurm site's every-node job steps name the site's own nodes; every-node acceptance runs on the
-        # loopback cluster itself: tests/integration/test_slurm.py.)
-        if launchers.facts(site.launcher).node_step and not through_slurm(site) and \
+        # the allocation, here on this one (one launch across every node: the stand-in launcher checks
+        # it, node worlds split its ranks by node); then the nodes' verdict. (A Slurm site's every-node
+        # job steps name the site's own nodes; every-node acceptance runs on the loopback cluster
+        # itself: tests/integration/test_slurm.py.)
+        if not through_slurm(site) and \
                 _run(r, [*snakemake, "every_node_script", *config], env, timeout).returncode == 0:
             script = r.results / "nodes" / "every-node.sh"
-            r.submitted.append((script, _run(r, ["bash", "-c", submit_line(site, script.relative_to(work))], env,
-                                             timeout)))
+            # several jobs (runs of different allocations): every-node.sh submits them all, run as typed
+            several = any((r.results / "nodes").glob("every-node-*-of-*.sh"))
+            line = f"bash {script.relative_to(work)}" if several else submit_line(site, script.relative_to(work))
+            r.submitted.append((script, _run(r, ["bash", "-c", line], env, timeout)))
             r.verdicts.append(_run(r, [*snakemake, "node_check", *config], env, timeout))
     r.summary = write_report(r, work / "rehearsal.md")
     return r

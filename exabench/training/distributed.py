@@ -44,6 +44,36 @@ def detect_world(environ=None) -> World:
     return World(0, 1, 0, 1, "single", False)
 
 
+# The communicator of this run's ranks where it is not MPI_COMM_WORLD: one node's ranks of a launch
+# across every node of an allocation (the every-node job's node worlds, use_node_world).
+_NODE_COMM = None
+
+
+def use_node_world(comm) -> World:
+    """Make `comm` (an mpi4py communicator: this node's ranks of a launch across every node) the
+    world this process's run sees: its collectives, torch.distributed's rendezvous and Horovod all
+    use it instead of MPI_COMM_WORLD, so each node's run is its own, alone on its node."""
+    global _NODE_COMM
+    _NODE_COMM = comm
+    return World(comm.Get_rank(), comm.Get_size(), comm.Get_rank(), comm.Get_size(), "mpi", True)
+
+
+def world_comm():
+    """The MPI communicator of this run's ranks: MPI_COMM_WORLD, or this node's (use_node_world)."""
+    if _NODE_COMM is not None:
+        return _NODE_COMM
+    from mpi4py import MPI
+    return MPI.COMM_WORLD
+
+
+def init_horovod(hvd) -> None:
+    """hvd.init() over this run's ranks (Horovod takes an mpi4py communicator: its MPI build)."""
+    if _NODE_COMM is not None:
+        hvd.init(comm=_NODE_COMM)
+    else:
+        hvd.init()
+
+
 class Collectives:
     """Small collectives on Python values, for timing reductions and bookkeeping."""
 
@@ -51,8 +81,7 @@ class Collectives:
         self.world = world
         self._mpi = None
         if world.size > 1 and world.mpi:
-            from mpi4py import MPI
-            self._mpi = MPI.COMM_WORLD
+            self._mpi = world_comm()
             if self._mpi.Get_size() != world.size:
                 raise RuntimeError(f"MPI sees {self._mpi.Get_size()} ranks but the launcher says {world.size}")
 
@@ -153,13 +182,12 @@ def init_torch(world: World, backend: str, run_dir: str | Path, timeout_s: int |
     if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
         method = "env://"
     elif world.mpi and world.size > 1:
-        from mpi4py import MPI
         addr = None
         if world.rank == 0:
             # Loopback when all ranks share this node; the host's address when they span nodes.
             host = "127.0.0.1" if world.local_size >= world.size else socket.gethostbyname(socket.gethostname())
             addr = f"tcp://{host}:{_free_port()}"
-        method = MPI.COMM_WORLD.bcast(addr, root=0)
+        method = world_comm().bcast(addr, root=0)
     else:
         # One file per job step (or per process when alone), so a stale file never joins a new run.
         key = (f"{os.environ.get('SLURM_JOB_ID')}.{os.environ.get('SLURM_STEP_ID')}" if world.source == "slurm"

@@ -60,7 +60,8 @@ def init_horovod(world, collectives, fusion_threshold_mb: float):
     except ImportError as exc:
         raise RuntimeError(f"backend 'horovod' needs Horovod built with TensorFlow support (import "
                            f"horovod.tensorflow failed: {exc}); valid backends without it: auto, ring, nccl") from exc
-    hvd.init()
+    from exabench.training.distributed import init_horovod
+    init_horovod(hvd)
     if hvd.size() != world.size:
         raise RuntimeError(f"Horovod sees {hvd.size()} ranks but the launcher says {world.size}")
     return hvd

@@ -179,7 +179,9 @@ class Horovod(DataParallel):
             # runner's own collectives still work after hvd.shutdown().
             from mpi4py import MPI  # noqa: F401
         import horovod.torch as hvd
-        hvd.init()
+
+        from exabench.training.distributed import init_horovod
+        init_horovod(hvd)
         if hvd.size() != world.size:
             raise RuntimeError(f"Horovod sees {hvd.size()} ranks but the launcher says {world.size}")
         self.hvd, self.backend, self.compression = hvd, "horovod", compression

@@ -280,8 +280,6 @@ def test_the_documented_bundle_command_runs_for_real_on_every_bundle_site(name, 
         shutil.rmtree(work / "results", ignore_errors=True)
         # The site's default campaign is over its node-hour budget (exabench.campaign.budget): raised for
         # the test with --config, which must keep the profile's site= in the render job's own process.
-        # (every_node_script is refused on these sites: their launchers start from the batch node only,
-        # exabench.campaign.node_sweep; tests/integration/test_every_node.py checks the reason.)
         cmd = [sys.executable, "-m", "snakemake", "--profile", f"profiles/{name}", "bundle",
                "--config", "node_hours_budget=0", *extra]
         res = subprocess.run(cmd, cwd=work, env=env(), capture_output=True, text=True, timeout=500)
@@ -291,6 +289,15 @@ def test_the_documented_bundle_command_runs_for_real_on_every_bundle_site(name, 
         written = sorted((work / "results" / name / "bundles").glob("*.sh"))
         assert [p.name for p in written] == sorted(bundle_path(Path("."), b).name for b in bundles), extra
         assert all(subprocess.run(["bash", "-n", str(p)]).returncode == 0 for p in written)
+    # every_node_script, the other command the site files give, executed too: the every-node job(s) of
+    # the site's default campaign, one launch across every node per run (node worlds).
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--profile", f"profiles/{name}", "every_node_script",
+                          "--config", "node_hours_budget=0"], cwd=work, env=env(), capture_output=True, text=True,
+                         timeout=500)
+    assert res.returncode == 0 and "MissingOutputException" not in res.stdout + res.stderr, res.stderr[-3000:]
+    jobs = sorted((work / "results" / name / "nodes").glob("every-node*.sh"))
+    assert jobs and all(subprocess.run(["bash", "-n", str(p)]).returncode == 0 for p in jobs)
+    assert all("--node-world" in p.read_text() for p in jobs if "-of-" in p.name or len(jobs) == 1)
     # Every bundle script's directives and every run's launch line, as the rehearsal's stand-ins check
     # them at submission and launch (the centre's documented rules, exabench/rehearsal/rules/).
     from exabench.rehearsal.standins import check_rendered

@@ -190,14 +190,7 @@ def test_every_real_site_renders_its_every_node_jobs_and_bash_parses_them(site_n
     assert all(t.count("-m exabench node-prepare ") == 1 for t in jobs)
 
 
-@pytest.mark.parametrize("site_name", sorted(set(REAL_SITES) - set(STEP_SITES)))
-def test_sites_whose_launcher_starts_from_the_batch_node_only_are_refused_with_the_reason(site_name, tmp_path):
-    from exabench.errors import ExabenchError
-    launcher = site(site_name).launcher
-    with pytest.raises(ExabenchError, match=rf"^site '{site_name}': launcher '{launcher}' is started from the batch "
-                                            r"node only, .*valid for every_node_script: launcher srun; on this site: "
-                                            r"every_node_groups"):
-        _sweep(site_name, tmp_path)
+# The other real sites (jsrun, aprun, mpiexec, ibrun) run it in node worlds: tests/integration/test_node_worlds.py.
 
 
 def test_frontier_every_node_job_is_one_launch_step_per_run_over_all_its_nodes(tmp_path):
@@ -427,8 +420,9 @@ def test_plan_shows_the_every_node_walltime_with_its_preparation_budget_or_why_t
     assert frontier.returncode == 0, frontier.stderr[-2000:]
     assert re.search(r"^every-node job 1 of 1: 21 run\(s\) on 9472 nodes, walltime \d+ min \(runs 630 min \+ "
                      r"preparation budget 33 min for 9472 x 21 node specs, and the margin\)$", frontier.stdout, re.M)
-    summit = _exabench("plan", "--site", "profiles/summit/site.yaml")
-    assert "every-node job: none (site 'summit': launcher 'jsrun' is started from the batch node only" in summit.stdout
+    summit = _exabench("plan", "--site", "profiles/summit/site.yaml")  # jsrun: node worlds, its smt1 and smt4 runs apart
+    assert re.search(r"^every-node job 1 of 2: 24 run\(s\) on 4608 nodes, walltime \d+ min \(runs 720 min \+ "
+                     r"preparation budget 18 min", summit.stdout, re.M), summit.stdout[-2000:]
 
 
 def test_node_prepare_and_node_agent_refuse_bad_input_in_one_line(tmp_path):

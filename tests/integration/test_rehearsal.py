@@ -2,8 +2,8 @@
 `snakemake --profile ... bundle`, each bundle script through the stand-in submit command (bsub on
 Summit's LSF, qsub on Polaris' PBS Pro), the ranks through the stand-in launcher (jsrun, PALS
 mpiexec) and mpirun, then the aggregate and acceptance. Every planned run comes back with a record.
-(every_node_script is refused on jsrun and PALS mpiexec sites, whose launchers start from the batch
-node only: the rehearsal runs it where the launcher has one step across every node.)
+Then `every_node_script`, its job submitted the same way: one jsrun (mpiexec) across the job's nodes
+per run, checked by the stand-in, its ranks here in node worlds (exabench.campaign.node_worlds).
 
 The campaign is a small subset of the sites' own (two GEMM runs, on 1 and 2 nodes: two bundles, so
 two submissions), not the rack-scale default campaign (132 runs on Summit): a tiny ResNet-50 run
@@ -58,7 +58,8 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
                           "--configfile", str(campaign), "--work", str(work)],
                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr[-3000:]
-    assert f"exabench rehearse {name}: rehearsed: 2 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
+    # the two bundles and the every-node job
+    assert f"exabench rehearse {name}: rehearsed: 3 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
     records = sorted((work / "results" / name / "records").glob("*.json"))
     assert [p.stem for p in records] == ["gemm.tiny.fp32.n1r1t42g1" if name == "summit" else "gemm.tiny.fp32.n1r1t32g1",
                                          "gemm.tiny.fp32.n2r1t42g1" if name == "summit" else "gemm.tiny.fp32.n2r1t32g1"]
@@ -66,13 +67,20 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
     decisions = [json.loads(line) for line in (work / "state" / "decisions.jsonl").read_text().splitlines()]
     submits = [d for d in decisions if d["tool"] == submit]
     launches = [d for d in decisions if d["tool"] == launcher]
-    assert [(d["what"], d["verdict"], d["exit"]) for d in submits] == [
+    assert [(d["what"], d["verdict"], d["exit"]) for d in submits[:2]] == [
         (f"results/{name}/bundles/rehearsal-small-01-of-02.sh", "accepted", 0),
         (f"results/{name}/bundles/rehearsal-small-02-of-02.sh", "accepted", 0)]
     assert [d["nodes"] for d in submits[:2]] == [1, 2]   # the headers' counts, checked against the queues
-    # the bundles' two launches (1 and 2 ranks)
-    assert [(d["verdict"], d["exit"]) for d in launches] == [("accepted", 0)] * 2
+    # the bundles' two launches (1 and 2 ranks), then the every-node job's one launch across all its nodes
+    assert [(d["verdict"], d["exit"]) for d in launches] == [("accepted", 0)] * 3
     assert [d["ranks"] for d in launches[:2]] == [1, 2]
+    every_node = [d for d in submits if d["what"] == f"results/{name}/nodes/every-node.sh"]
+    assert [(d["verdict"], d["exit"]) for d in every_node] == [("accepted", 0)]
+    assert launches[2]["ranks"] == every_node[0]["nodes"] > 2  # one rank a node on every node of the job
+    # its node world's record, here the one node this machine is
+    [node_record] = (work / "results" / name / "records" / "nodes").glob("*.json")
+    rec = json.loads(node_record.read_text())
+    assert rec["status"] == "ok" and rec["provenance"]["node_world"]["launch_nodes"] == 1, rec.get("error")
     report = (work / "rehearsal.md").read_text()
     for part in ("Verdict: **rehearsed**", f"`{'bsub <' if submit == 'bsub' else submit} results/{name}/bundles/rehearsal-small-01-of-02.sh`",
                  "## Runs and their records", "node-hours the real campaign would request", "## Verdicts"):

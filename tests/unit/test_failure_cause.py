@@ -71,3 +71,22 @@ def test_a_timeout_names_its_cause_in_the_drain_line():
     records["gemm.tiny.n1r1t1.node-n06"].update(status="timeout", metrics={}, error="run exceeded its 300 s limit")
     v = nv.judge(planned, records)
     assert "gemm.tiny.n1r1t1 timeout" in nv.drain_lines(v)[0]
+
+
+def test_nodes_stopped_by_another_nodes_failure_are_not_run_not_drained():
+    # One MPI launch across every node (node_worlds): n03's ranks failed and mpirun stopped the
+    # others' ranks. n03 is drained for its own failure; n01 and n05 measured nothing on that run, so
+    # they are neither drained nor passed: inconclusive (run it again), exit 2 were n03 not drained.
+    planned, records = _campaign()
+    for node in ("n01", "n05"):
+        records[f"stream.tiny.n1r1t1.node-{node}"].update(
+            status="failed", metrics={}, error="not run: stopped with the launch across every node (exit 1) before "
+                                               "this node's run recorded: node(s) n03 failed")
+    records["stream.tiny.n1r1t1.node-n03"].update(status="failed", metrics={}, error="rank 0 on n03: RuntimeError: "
+                                                                                     "CUDA error: ECC")
+    v = nv.judge(planned, records)
+    assert list(v["bad_nodes"]) == ["n03"] and v["status"]["n03"] == "drain"
+    assert v["status"]["n01"] == v["status"]["n05"] == "inconclusive"
+    row = next(r for r in v["rows"] if r["run_id"] == "stream.tiny.n1r1t1.node-n01")
+    assert row["verdict"] == "not-run" and not row["failed"] and row["cause"] == "stopped by another node's failure"
+    assert nv.exit_code(v) == 1

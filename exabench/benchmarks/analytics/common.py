@@ -151,11 +151,12 @@ class TimedComm:
 
 
 def world_comm(world):
-    """MPI.COMM_WORLD when there are several ranks; None alone (no MPI_Init needed)."""
+    """The run's MPI communicator when there are several ranks (MPI_COMM_WORLD, or this node's in an
+    every-node launch: exabench.training.distributed.world_comm); None alone (no MPI_Init needed)."""
     if world.size == 1:
         return None
-    from mpi4py import MPI
-    return MPI.COMM_WORLD
+    from exabench.training.distributed import world_comm as run_comm
+    return run_comm()
 
 
 @contextlib.contextmanager

@@ -170,7 +170,9 @@ class _Mpi:
 
     def __init__(self, hierarchical: bool):
         from mpi4py import MPI
-        self.MPI, self.comm = MPI, MPI.COMM_WORLD
+
+        from exabench.training.distributed import world_comm
+        self.MPI, self.comm = MPI, world_comm()
         self.hier = None
         if hierarchical:
             node = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.comm.Get_rank())
@@ -288,7 +290,8 @@ class Allreduce(MicroBenchmark):
                 import horovod.torch as hvd
             except ImportError as exc:
                 return None, f"horovod.torch is not importable here ({exc}); install Horovod to run this", None, None
-            hvd.init()
+            from exabench.training.distributed import init_horovod
+            init_horovod(hvd)
             if hvd.size() != world.size:
                 raise RuntimeError(f"Horovod sees {hvd.size()} ranks but the launcher started {world.size}")
             return _Horovod(hvd, torch, device), None, hvd.shutdown, str(device)

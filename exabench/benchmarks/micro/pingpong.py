@@ -70,7 +70,10 @@ class PingPong(MicroBenchmark):
         if ctx.world.size < 2:
             return Outcome({}, [], {}, skipped="a ping-pong needs two ranks; this run has one")
         from mpi4py import MPI
-        comm, rank = MPI.COMM_WORLD, MPI.COMM_WORLD.Get_rank()
+
+        from exabench.training.distributed import world_comm
+        comm = world_comm()
+        rank = comm.Get_rank()
         sizes = ((p.small_bytes, p.iters_small), (p.large_bytes, p.iters_large))
         sent = {size: (np.arange(size) % 251).astype(np.uint8) for size, _ in sizes}
         bufs = {size: sent[size].copy() for size, _ in sizes}

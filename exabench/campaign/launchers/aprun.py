@@ -7,10 +7,11 @@ Sources: ALCF Theta "Running jobs / aprun" (docs.alcf.anl.gov/theta/queueing-and
 jobs/job-and-queue-scheduling/: `aprun -n 128 -N 64 -d 1 -j 1 -cc depth`);
 OLCF Titan User Guide, "aprun" (`aprun -n 2 -N 1 -d 16`; -j 1 one rank per compute unit).
 
-Every-node job (one launch step across every node, node_sweep): none. aprun is started from a
+Every-node job (node_sweep): node worlds (exabench.campaign.node_worlds). aprun is started from a
 service (MOM) node only, never from a compute node (NERSC, "Job Launch Overview" (Franklin): "The
 only way to execute a code on the compute nodes is to launch it from a service node using the aprun
-command"), so an agent on each node cannot start its node's run: every_node_script refuses it.
+command"), so per run ONE aprun (-n PEs over every node, -N per node) starts the run's ranks on
+every node, and each node's ranks split off their own MPI world.
 """
 
 from __future__ import annotations

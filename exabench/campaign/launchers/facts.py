@@ -36,7 +36,8 @@ class LauncherFacts:
     sized_by_header: bool = False  # takes its size from the batch header alone (TACC ibrun: no -c in the header)
     # One launch step across every node of the allocation, one task per node, whose task (exabench
     # node-agent) starts its node's run from that node with this launcher again: the every-node job's
-    # form ("": the launcher is started from the batch node only; every_node_script refuses it).
+    # form ("": the launcher is started from the batch node only; an MPI one runs the every-node job in
+    # node worlds, exabench.campaign.node_worlds, and any other is refused).
     # The module then has `node_step() -> str`, the step's words with $count and $nodelist.
     node_step: str = ""
 

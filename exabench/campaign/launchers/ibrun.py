@@ -18,9 +18,9 @@ task_affinity ./myprogram input1 &` ("offset by 0 entries in hostfile"), `-n` an
 `export TACC_TASKS_PER_NODE=1  # Force one task per node` before `ibrun -np $SLURM_NNODES`. Not run
 on a TACC machine here: check one node's line there first.
 
-Every-node job (one launch step across every node, node_sweep): none. TACC documents ibrun in the job
-script only; that it starts a node's run when started on another compute node is neither documented
-nor checked here, so every_node_script refuses it.
+Every-node job (node_sweep): node worlds (exabench.campaign.node_worlds). TACC documents ibrun in the
+job script only, so per run ONE `ibrun -n N*R -o 0 task_affinity` (TACC_TASKS_PER_NODE=R) starts
+the run's ranks on every node, and each node's ranks split off their own MPI world.
 """
 
 from __future__ import annotations

@@ -38,10 +38,12 @@ keys host and cpu at least; a single application's command stays on the jsrun li
 scripts/summit/gen_erf_summit.sh ("0 is launch node, 1 is first compute node") and
 CODARcode/cheetah savanna (hosts numbered from 1).
 
-Every-node job (one launch step across every node, node_sweep): none. On Summit the job script runs
-on a batch (launch) node, from which jsrun starts the job's steps (OLCF Summit User Guide, "Job
+Every-node job (node_sweep): node worlds (exabench.campaign.node_worlds). On Summit the job script
+runs on a batch (launch) node, from which jsrun starts the job's steps (OLCF Summit User Guide, "Job
 Launcher (jsrun)"); that jsrun starts a step when itself started on a compute node is not documented
-there, so no agent on each node can start its node's run: every_node_script refuses it.
+there, so no agent on each node starts its node's run: per run ONE jsrun from the batch node starts
+the run's resource sets on every node (-n sets over the allocation, -r per node, no ERF), and each
+node's ranks split off their own MPI world.
 """
 
 from __future__ import annotations

@@ -22,9 +22,11 @@ ALCF Aurora "Running Jobs on Aurora", "Binding MPI ranks and threads to cores" a
 MPI ranks to GPUs" (docs.alcf.anl.gov/aurora/running-jobs-aurora/: cores 0 and 52 reserved,
 `--cpu-bind=list:1-8:9-16:...:93-100` for 12 ranks, gpu_tile_compact.sh and ZE_AFFINITY_MASK).
 
-Every-node job (one launch step across every node, node_sweep): none. ALCF's guides start mpiexec
-from the job script on the head node; that PALS's mpiexec starts a node's run when itself started on
-another compute node is not documented there nor checked here, so every_node_script refuses it.
+Every-node job (node_sweep): node worlds (exabench.campaign.node_worlds). ALCF's guides start
+mpiexec from the job script on the head node; that PALS's mpiexec starts a node's run when itself
+started on another compute node is not documented there, so per run ONE mpiexec (-n total, --ppn per
+node, over the job's nodes) starts the run's ranks on every node, and each node's ranks split off
+their own MPI world.
 """
 
 from __future__ import annotations
