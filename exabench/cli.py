@@ -381,7 +381,7 @@ def cmd_node_agent(args) -> int:
 def cmd_node_collect(args) -> int:
     from collections import Counter
     from exabench.execute import collect_node_world as collect
-    status = collect(args.spec, _node_list("node-collect", args.nodes_file), args.exit)
+    status = collect(args.spec, _node_list("node-collect", args.nodes_file), args.exit, args.elapsed)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(Counter(status.values()).items()))
     print(f"node-collect: {args.spec}: launch exit {args.exit}; {len(status)} node record(s): {counts}", flush=True)
     return 0 if all(s == "ok" for s in status.values()) else 1
@@ -729,6 +729,8 @@ def _add_node_collect(sub) -> None:
     p.add_argument("--spec", required=True, help="the single-node run's own spec")
     p.add_argument("--nodes-file", required=True, help="the allocation's compute nodes, one a line")
     p.add_argument("--exit", type=int, required=True, help="the launch's exit status")
+    p.add_argument("--elapsed", type=float, default=None, help="the launch's seconds (timeout's exit 137 and a "
+                   "killed rank's look alike)")
     p.set_defaults(fn=cmd_node_collect)
 
 

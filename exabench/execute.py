@@ -513,11 +513,19 @@ def _execute(spec: dict, run_dir: Path, script: Path, log, lock: RunLock, watch)
     return record
 
 
-def collect_node_world(run_spec: str | Path, nodes: list[str], exit_code: int) -> dict[str, str]:
+def _stop_marks(errors: Path) -> tuple[int, int]:
+    """(ranks that armed a stop mark, ranks whose mark the launch's SIGTERM wrote): stacks.mark_stops."""
+    found = list(errors.glob(stacks.STOP_MARK.format(rank="*")))
+    return len(found), sum(1 for p in found if p.stat().st_size > 0)
+
+
+def collect_node_world(run_spec: str | Path, nodes: list[str], exit_code: int,
+                       elapsed_s: float | None = None) -> dict[str, str]:
     """After the run's one launch across `nodes` ended with `exit_code`: every node without its
-    record gets one (exabench.campaign.node_worlds); returns node -> status of its record."""
+    record gets one (exabench.campaign.node_worlds); `elapsed_s`, the launch's time, tells `timeout`'s
+    exit 137 from a killed rank's. Returns node -> status of its record."""
     from exabench.campaign.node_sweep import node_dir
-    from exabench.campaign.node_worlds import NOT_RUN_STOPPED, TIMED_OUT
+    from exabench.campaign.node_worlds import NOT_RUN_STOPPED, timed_out
     spec = json.loads(Path(run_spec).read_text())
     found: dict[str, dict | None] = {}
     for node in nodes:
@@ -529,6 +537,19 @@ def collect_node_world(run_spec: str | Path, nodes: list[str], exit_code: int) -
     # a node's own error: its ranks' error files, quoted as a run job's failure quotes them
     errors = {n: _error_from(Path(s["paths"]["run_dir"]), exit_code, "")
               if any(error_dir(Path(s["paths"]["run_dir"])).glob("rank*.txt")) else None for n, s in found.items()}
+    marks = {n: _stop_marks(error_dir(Path(s["paths"]["run_dir"]))) for n, s in found.items()}
+    # Where the launch stopped ranks with SIGTERM (some rank's mark written), a node one of whose ranks
+    # left its mark empty, with no record and no error, lost that rank without a word: killed
+    # outright (out of memory, a signal), the likeliest end of the launch. Where no mark is written
+    # (the others had finished, or a launcher kills with SIGKILL only), the one node of a failed launch
+    # left without a record is that node; of several, none can be told apart.
+    signalled = any(written for _, written in marks.values())
+    unrecorded = [n for n, s in found.items() if peek_record(Path(s["paths"]["record"])) is None]
+    alone = exit_code != 0 and len(unrecorded) == 1
+    for n, (ranks, written) in marks.items():
+        if n in unrecorded and not errors[n] and written < ranks and (signalled or alone):
+            errors[n] = (f"{ranks - written} of its {ranks} rank(s) ended with no record, no error and no stop signal "
+                         f"from the launch (exit {exit_code}): killed outright (out of memory, or a signal)")
     failed = [n for n, e in errors.items() if e]
     status = {}
     for node, node_spec in found.items():
@@ -538,7 +559,7 @@ def collect_node_world(run_spec: str | Path, nodes: list[str], exit_code: int) -
             status[node] = rec["status"]
             continue
         run_dir = Path(node_spec["paths"]["run_dir"])
-        if exit_code in TIMED_OUT:
+        if timed_out(exit_code, elapsed_s, node_spec["timeout_s"]):
             where = stacks.summary(error_dir(run_dir))
             kind, error = "timeout", (f"run exceeded its time limit of {node_spec['timeout_s']} s and was stopped "
                                       "with the launch across every node" + (f"; {where}" if where else ""))

@@ -195,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         spec, world, launch = json.loads(Path(args.spec).read_text()), detect_world(), None
     stacks.arm(error_dir(Path(spec["paths"]["run_dir"])), world.rank)  # where this rank was, if the run hangs
+    if launch:  # which of its node's ranks the launch stopped, and which died without a word
+        stacks.mark_stops(error_dir(Path(spec["paths"]["run_dir"])), world.rank)
     try:
         record = run(spec, world)
         if record is not None:

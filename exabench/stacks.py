@@ -44,9 +44,26 @@ def arm(errors: Path, rank: int, environ=None) -> Path | None:
     return path
 
 
+STOP_MARK = "stopped-rank{rank}.txt"
+
+
+def mark_stops(errors: Path, rank: int) -> Path:
+    """Create errors/stopped-rank<rank>.txt, empty, and have SIGTERM write this rank's stacks into
+    it before the signal's default action ends the process: the interpreter's fault handler writes
+    from the C signal handler, so even a rank blocked inside a collective leaves the mark. A launch
+    that stops its ranks (SIGTERM, then SIGKILL) marks each one it stopped; a rank killed outright
+    (out of memory: SIGKILL) leaves its file empty (exabench.execute.collect_node_world)."""
+    import signal
+    errors.mkdir(parents=True, exist_ok=True)
+    path = errors / STOP_MARK.format(rank=rank)
+    out = open(path, "w")  # noqa: SIM115 - kept open for the process's life, as arm's file
+    faulthandler.register(signal.SIGTERM, file=out, all_threads=False, chain=True)
+    return path
+
+
 def clear(errors: Path) -> None:
     """A previous execution's stack files (a run executed again starts without them)."""
-    for stale in errors.glob("stacks-rank*.txt"):
+    for stale in (*errors.glob("stacks-rank*.txt"), *errors.glob(STOP_MARK.format(rank="*"))):
         stale.unlink(missing_ok=True)
 
 

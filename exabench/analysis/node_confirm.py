@@ -58,14 +58,22 @@ def in_doubt(verdict: dict, crit: Criteria) -> str:
 
 def controls(verdict: dict, flagged: list[str], count: int = CONTROLS) -> list[str]:
     """Known-good nodes: passed the first pass, nearest its references (smallest worst |z| in their
-    node tests), so that a control at the tail of the spread does not pass for the norm."""
+    node tests), so that a control at the tail of the spread does not pass for the norm. A node
+    undecided only because another node's failure stopped a run of its (one launch across every
+    node, node_worlds) passed all it ran: a control too, after those that passed everything."""
+    def passed_what_ran(node):
+        mine = [r for r in verdict["rows"] if node in r["nodes"] and r["kind"] != "all"]
+        ran = [r for r in mine if r["status"] != "not-run"]
+        return verdict["status"][node] == "inconclusive" and ran and len(ran) < len(mine) and \
+            all(r["verdict"] == "pass" for r in ran)
     good = [n for n, status in verdict["status"].items() if status == "pass" and n not in flagged]
+    good += [n for n in verdict["status"] if n not in flagged and n not in good and passed_what_ran(n)]
 
     def spread(node):
         zs = [abs(r["z"]) for r in verdict["rows"] if r["kind"] == "node" and r["nodes"] == [node]
               and not math.isnan(r["z"])]
         return max(zs, default=0.0)
-    return sorted(good, key=lambda n: (spread(n), _natural(n)))[:count]
+    return sorted(good, key=lambda n: (verdict["status"][n] != "pass", spread(n), _natural(n)))[:count]
 
 
 def groups(flagged: list[str], ctrl: list[str], round_: int) -> list[tuple[str, tuple[str, ...], str, str]]:

@@ -176,6 +176,7 @@ def sweep_body(spec_paths: list[Path], site, python: str, runs=(), nodes: int = 
              'echo "exabench every-node acceptance: every node\'s specs prepared in $((SECONDS - prepare_start)) s"',
              "status=0"]
     worlds = scheduler.name != "none" and node_worlds.uses_node_worlds(site)
+    lines = lines[:-1] + (node_worlds.node_count_guard(nodes) if worlds else []) + lines[-1:]
     if scheduler.name == "none":  # no allocation: every listed node stands for this host, one agent runs them all
         step, here = "", ' --here "${nodes[@]}"'
     elif not worlds:
@@ -260,7 +261,10 @@ def render_node_sweep(runs, site, results: Path, nodes: int, name: str = "every-
     from exabench.campaign.render import RunPaths, render_script
     single = single_node_runs(runs, site)
     allocation.common_request(site, [node_layout(site, 1, r.layout) for r in single], "every-node job")
-    job = replace(single[0], run_id=name, benchmark="every-node", layout=node_layout(site, nodes, single[0].layout),
+    layout = node_layout(site, nodes, single[0].layout)
+    if node_worlds.uses_node_worlds(site) and site.scheduler != "none":
+        layout = node_worlds.job_layout(site, layout, [r.layout for r in single])
+    job = replace(single[0], run_id=name, benchmark="every-node", layout=layout,
                   timeout_s=sum(r.timeout_s for r in single) + prepare_budget_s(nodes, len(single)))
     paths = RunPaths(results, job.run_id)
     paths.run_dir.mkdir(parents=True, exist_ok=True)  # the job script changes into it

@@ -128,7 +128,7 @@ def test_node_collect_records_a_timed_out_launch_and_keeps_what_was_recorded(tmp
     ok = {**base_record(n01), "status": "ok", "error": None, "metrics": {}, "checks": [], "info": {},
           "provenance": provenance(t, t, ["h"])}
     write_record(ok, n01["paths"]["record"], n01["paths"]["archive_dir"])
-    assert collect(spec, NODES, 124) == {"n01": "ok", "n02": "timeout"}
+    assert collect(spec, NODES, 137, 130.0) == {"n01": "ok", "n02": "timeout"}
     late = _node_record(tmp_path, spec, "n02")
     assert late["error"].startswith("run exceeded its time limit of 120 s and was stopped with the launch across "
                                     "every node")
@@ -159,3 +159,41 @@ def test_real_sites_every_node_jobs_are_one_launch_per_run_across_every_node(sit
             seen.append(run_id)
         assert text.count("-m exabench node-collect ") == text.count("step=0; ")
     assert sorted(seen) == sorted(single)
+
+
+def test_node_collect_finds_the_node_whose_rank_was_killed_outright_among_those_the_launch_stopped(tmp_path):
+    # Exit 137 after 20 s of a 120 s limit: not the limit (timeout's exit 137 needs the whole limit) but a
+    # rank killed, as mpirun exits when the kernel's OOM killer ended one. n01's two ranks were stopped by
+    # the launch's SIGTERM (their marks written); n02's rank 1 left its mark empty: killed outright.
+    from exabench.execute import collect_node_world as collect
+    spec = _kmeans_spec(tmp_path)
+    for node, marks in (("n01", ["stacks", "stacks"]), ("n02", ["stacks", ""])):
+        errors = tmp_path / "nodes" / "kmeans.tiny.n1r2t1" / node / "errors"
+        errors.mkdir(parents=True)
+        for rank, text in enumerate(marks):
+            (errors / f"stopped-rank{rank}.txt").write_text(text)
+    assert collect(spec, NODES, 137, 20.0) == {"n01": "failed", "n02": "failed"}
+    killed, stopped = _node_record(tmp_path, spec, "n02"), _node_record(tmp_path, spec, "n01")
+    assert killed["error"] == ("1 of its 2 rank(s) ended with no record, no error and no stop signal from the launch "
+                               "(exit 137): killed outright (out of memory, or a signal)")
+    assert stopped["error"] == ("not run: stopped with the launch across every node (exit 137) before this node's run "
+                                "recorded: node(s) n02 failed")
+
+
+def test_node_collect_names_the_one_node_left_without_a_record_by_a_failed_launch(tmp_path):
+    # Every other node finished (its record written, nothing to stop); n02's rank was killed at the end:
+    # no mark is written anywhere, but n02 alone has no record of a launch that failed.
+    from exabench.execute import collect_node_world as collect
+    from exabench.records.record import base_record, now_iso, provenance, write_record
+    spec = _kmeans_spec(tmp_path)
+    n01 = json.loads((tmp_path / "nodes" / "kmeans.tiny.n1r2t1" / "n01" / "spec.json").read_text())
+    t = now_iso()
+    write_record({**base_record(n01), "status": "ok", "error": None, "metrics": {}, "checks": [], "info": {},
+                  "provenance": provenance(t, t, ["h"])}, n01["paths"]["record"], n01["paths"]["archive_dir"])
+    errors = tmp_path / "nodes" / "kmeans.tiny.n1r2t1" / "n02" / "errors"
+    errors.mkdir(parents=True)
+    for rank in (0, 1):
+        (errors / f"stopped-rank{rank}.txt").write_text("")
+    assert collect(spec, NODES, 137, 20.0) == {"n01": "ok", "n02": "failed"}
+    assert _node_record(tmp_path, spec, "n02")["error"].startswith("2 of its 2 rank(s) ended with no record, no error "
+                                                                    "and no stop signal")

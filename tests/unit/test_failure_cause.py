@@ -73,20 +73,40 @@ def test_a_timeout_names_its_cause_in_the_drain_line():
     assert "gemm.tiny.n1r1t1 timeout" in nv.drain_lines(v)[0]
 
 
+def _stopped_by_n03(nodes, n03_error: str, exit_code: int = 1):
+    """A campaign whose STREAM run on `nodes` was stopped by n03's failure in one launch across every node."""
+    planned, records = _campaign()
+    for node in nodes:
+        records[f"stream.tiny.n1r1t1.node-{node}"].update(
+            status="failed", metrics={}, error=f"not run: stopped with the launch across every node (exit {exit_code}) "
+                                               "before this node's run recorded: node(s) n03 failed")
+    records["stream.tiny.n1r1t1.node-n03"].update(status="failed", metrics={}, error=n03_error)
+    return planned, records
+
+
 def test_nodes_stopped_by_another_nodes_failure_are_not_run_not_drained():
     # One MPI launch across every node (node_worlds): n03's ranks failed and mpirun stopped the
     # others' ranks. n03 is drained for its own failure; n01 and n05 measured nothing on that run, so
     # they are neither drained nor passed: inconclusive (run it again), exit 2 were n03 not drained.
-    planned, records = _campaign()
-    for node in ("n01", "n05"):
-        records[f"stream.tiny.n1r1t1.node-{node}"].update(
-            status="failed", metrics={}, error="not run: stopped with the launch across every node (exit 1) before "
-                                               "this node's run recorded: node(s) n03 failed")
-    records["stream.tiny.n1r1t1.node-n03"].update(status="failed", metrics={}, error="rank 0 on n03: RuntimeError: "
-                                                                                     "CUDA error: ECC")
+    planned, records = _stopped_by_n03(("n01", "n05"), "rank 0 on n03: RuntimeError: CUDA error: ECC")
     v = nv.judge(planned, records)
     assert list(v["bad_nodes"]) == ["n03"] and v["status"]["n03"] == "drain"
     assert v["status"]["n01"] == v["status"]["n05"] == "inconclusive"
     row = next(r for r in v["rows"] if r["run_id"] == "stream.tiny.n1r1t1.node-n01")
     assert row["verdict"] == "not-run" and not row["failed"] and row["cause"] == "stopped by another node's failure"
     assert nv.exit_code(v) == 1
+
+
+def test_nodes_only_stopped_by_another_serve_as_controls_after_those_that_passed_everything():
+    # Every node but n03 stopped on STREAM by n03's failure: none passed everything, so without them no
+    # confirmation round could run. They passed all they ran: controls, so n03's failure can be confirmed.
+    from exabench.analysis import node_confirm
+    planned, records = _stopped_by_n03(("n01", "n02", "n04", "n05", "n06", "n07", "n08"), "1 of its 2 rank(s) ended "
+                                       "with no record, no error and no stop signal from the launch (exit 137)", 137)
+    v = nv.judge(planned, records)
+    assert set(v["status"].values()) == {"inconclusive", "drain"} and v["status"]["n03"] == "drain"
+    ctrl = node_confirm.controls(v, ["n03"])
+    assert len(ctrl) == node_confirm.CONTROLS and "n03" not in ctrl
+    records["stream.tiny.n1r1t1.node-n08"].update(status="ok", error=None, metrics={"triad_gbs": {
+        "value": 10.0, "unit": "GB/s", "samples": [], "higher_is_better": True}})
+    assert node_confirm.controls(nv.judge(planned, records), ["n03"])[0] == "n08"  # passed everything: first
