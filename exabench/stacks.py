@@ -69,7 +69,8 @@ def clear(errors: Path) -> None:
 
 def where(text: str) -> str | None:
     """One line for a rank's stack file: the main thread's innermost frame and, when that is outside
-    exabench, the innermost exabench frame that led to it. The main thread is the last one listed."""
+    exabench, the innermost exabench frame that led to it, and the innermost benchmark frame where
+    that is neither. The main thread is the last one listed."""
     blocks = [b for b in re.split(r"\n\s*\n", text.strip()) if "most recent call first" in b]
     if not blocks:
         return None
@@ -84,6 +85,11 @@ def where(text: str) -> str | None:
     ours = next((m for m in frames if "/exabench/" in m["file"]), None)
     if ours is not None and ours is not frames[0]:
         text += f", called from {show(ours)}"
+    # a wait inside shared plumbing (the run's communicator, its collectives) says which benchmark
+    # code was waiting, too
+    bench = next((m for m in frames if "/exabench/benchmarks/" in m["file"]), None)
+    if bench is not None and bench is not frames[0] and bench is not ours:
+        text += f", in {show(bench)}"
     return text
 
 

@@ -156,10 +156,6 @@ def test_lsf_groups_pin_hosts_and_pbs_is_refused(tmp_path):
 
 # -- the whole-allocation sweep on every real site (render only: no LSF, PBS or Cobalt here) ----------
 
-REAL_SITES = ["summit", "summitdev", "titan", "theta", "stampede2", "perlmutter", "frontier", "cori-knl", "polaris",
-              "aurora"]
-
-
 def _sweep(site_name: str, tmp_path, nodes: int | None = None):
     from exabench.campaign.node_sweep import node_sweep_files, sweep_nodes
     from exabench.campaign.site import default_config_file

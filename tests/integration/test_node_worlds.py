@@ -140,6 +140,13 @@ WORLD_SITES = {"summit": "jsrun", "summitdev": "jsrun", "titan": "aprun", "theta
                "aurora": "mpiexec", "stampede2": "ibrun"}
 
 
+def test_every_real_site_has_an_every_node_job_one_launch_step_or_node_worlds():
+    from exabench.campaign import launchers
+    from helpers_sites import REAL_SITES
+    stepping = {s for s in REAL_SITES if launchers.facts(site(s).launcher).node_step}  # srun sites
+    assert stepping and {s: site(s).launcher for s in REAL_SITES if s not in stepping} == WORLD_SITES
+
+
 @pytest.mark.parametrize("site_name", sorted(WORLD_SITES))
 def test_real_sites_every_node_jobs_are_one_launch_per_run_across_every_node(site_name, tmp_path):
     from test_every_node import _sweep

@@ -61,3 +61,23 @@ def test_an_armed_process_writes_its_stacks_before_the_deadline(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_stop_mark_is_written_by_sigterm_even_inside_a_blocking_call_and_stays_empty_otherwise(tmp_path):
+    # A rank blocked in C (here a read on a pipe nobody writes, as a rank waits inside a collective) is
+    # stopped by its launch's SIGTERM: the fault handler writes the mark before the default action ends
+    # it. A rank that is never signalled (killed outright) leaves its mark empty.
+    import signal
+    code = ("import os, sys; from pathlib import Path; from exabench import stacks; "
+            "stacks.mark_stops(Path(sys.argv[1]), int(sys.argv[2])); print('armed', flush=True); "
+            "r, w = os.pipe(); os.read(r, 1)")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(rank)], stdout=subprocess.PIPE,
+                              text=True) for rank in (0, 1)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "armed"
+    procs[0].send_signal(signal.SIGTERM)
+    procs[1].kill()
+    assert procs[0].wait(timeout=30) == -signal.SIGTERM and procs[1].wait(timeout=30) == -signal.SIGKILL
+    time.sleep(0.1)
+    assert "most recent call first" in (tmp_path / "stopped-rank0.txt").read_text()
+    assert (tmp_path / "stopped-rank1.txt").read_text() == ""
