@@ -46,3 +46,15 @@ def _campaign(slow_node=None, slow_link=None, down=(), failing=None, rounds=3):
                     records[run_id] = _record(run_id, bench, metric, value, "GB/s")
                 planned.append(p)
     return planned, records
+
+
+def _stopped_by_n03(nodes, n03_error: str, exit_code: int = 1):
+    """A campaign whose STREAM run on `nodes` was stopped by n03's failure in one launch across every node."""
+    planned, records = _campaign()
+    for node in nodes:
+        records[f"stream.tiny.n1r1t1.node-{node}"].update(
+            status="failed", metrics={}, error=f"not run: stopped with the launch across every node (exit {exit_code}) "
+                                               "before this node's run recorded: node(s) n03 failed")
+    records["stream.tiny.n1r1t1.node-n03"].update(status="failed", metrics={}, error=n03_error)
+    return planned, records
+

@@ -185,7 +185,27 @@ def judge(verdict: dict, confirmation: dict, records: dict[str, dict], crit: Cri
                 mine.append(_row(p, rec, metric, ctrl, spread.get(key), crit, spreads, spread_of_spreads.get(key)))
         rows += mine
         outcome[node] = _decide(node, mine, verdict, confirmation, _flagged_tests(node, verdict, crit))
-    return _applied(verdict, confirmation, rows, outcome)
+    v = _applied(verdict, confirmation, rows, outcome)
+    for node in _controls_measured(verdict, planned, records):
+        v["status"][node] = "pass"
+    return v
+
+
+def _controls_measured(verdict: dict, planned: list[dict], records: dict[str, dict]) -> list[str]:
+    """Controls undecided in the first pass only because another node's failure stopped runs of theirs
+    (controls() takes them) that this round ran on them alone, every one ok: they pass."""
+    out = []
+    for node in {n for q in planned if q["role"] == "control" for n in q["nodes"]}:
+        mine = [r for r in verdict["rows"] if node in r["nodes"] and r["kind"] != "all"]
+        stopped = {r["configuration"] for r in mine if r["status"] == "not-run"}
+        if verdict["status"].get(node) != "inconclusive" or not stopped or \
+                any(r["verdict"] != "pass" for r in mine if r["status"] != "not-run"):
+            continue
+        ran = {q["configuration"] for q in planned if q["role"] == "control" and q["nodes"] == [node]
+               and records.get(q["run_id"], {}).get("status") == "ok"}
+        if stopped <= ran:
+            out.append(node)
+    return sorted(out, key=_natural)
 
 
 def _flagged_tests(node: str, verdict: dict, crit: Criteria) -> set[tuple[str, str]]:

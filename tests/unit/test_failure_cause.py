@@ -9,7 +9,7 @@ from exabench.analysis import node_verdict as nv
 from exabench.analysis.failure_cause import failure_cause
 from exabench.analysis.verdict_document import document
 
-from helpers_node_verdict import _campaign
+from helpers_node_verdict import _campaign, _stopped_by_n03
 
 
 @pytest.mark.parametrize("status, error, cause", [
@@ -71,17 +71,6 @@ def test_a_timeout_names_its_cause_in_the_drain_line():
     records["gemm.tiny.n1r1t1.node-n06"].update(status="timeout", metrics={}, error="run exceeded its 300 s limit")
     v = nv.judge(planned, records)
     assert "gemm.tiny.n1r1t1 timeout" in nv.drain_lines(v)[0]
-
-
-def _stopped_by_n03(nodes, n03_error: str, exit_code: int = 1):
-    """A campaign whose STREAM run on `nodes` was stopped by n03's failure in one launch across every node."""
-    planned, records = _campaign()
-    for node in nodes:
-        records[f"stream.tiny.n1r1t1.node-{node}"].update(
-            status="failed", metrics={}, error=f"not run: stopped with the launch across every node (exit {exit_code}) "
-                                               "before this node's run recorded: node(s) n03 failed")
-    records["stream.tiny.n1r1t1.node-n03"].update(status="failed", metrics={}, error=n03_error)
-    return planned, records
 
 
 def test_nodes_stopped_by_another_nodes_failure_are_not_run_not_drained():

@@ -12,7 +12,7 @@ from exabench.analysis import node_confirm as nc
 from exabench.analysis import node_verdict as nv
 from exabench.analysis.verdict_document import write_files
 
-from helpers_node_verdict import NODES, WOBBLE, _campaign, _record
+from helpers_node_verdict import NODES, WOBBLE, _campaign, _record, _stopped_by_n03
 
 CRIT = nv.Criteria(confirm=True)
 TESTS = {"node": (("stream", "triad_gbs", "GB/s", 10.0), ("gemm", "tflops", "TFLOP/s", 0.1)),
@@ -212,3 +212,16 @@ def test_two_slow_nodes_of_eight_and_one_noisy_figure_are_judged_not_put_in_doub
     assert {n: s for n, s in v["status"].items() if s != "pass"} == {"n03": "drain", "n06": "drain",
                                                                       "n07": "suspect-cleared"}
     assert nv.exit_code(v) == 1
+
+
+def test_controls_only_stopped_in_the_first_pass_pass_once_the_round_measured_them():
+    # One launch across every node: n03's rank killed, every other node's STREAM stopped with it. The
+    # round runs n03 (failing again) beside two of the stopped nodes: n03 is drained, the two controls
+    # that ran STREAM ok pass, the other stopped nodes stay inconclusive (never measured on it).
+    first = nv.judge(*_stopped_by_n03([n for n in NODES if n != "n03"], "1 of its 2 rank(s) ended with no "
+                                      "record, no error and no stop signal from the launch (exit 137)", 137), CRIT)
+    doc, records = _round(first, failing=("n03",))
+    v = nc.judge(first, doc, records, CRIT)
+    assert v["status"]["n03"] == "drain" and len(doc["controls"]) == 2
+    assert {n for n, s in v["status"].items() if s == "pass"} == set(doc["controls"])
+    assert {n for n, s in v["status"].items() if s == "inconclusive"} == set(NODES) - set(doc["controls"]) - {"n03"}
