@@ -174,15 +174,20 @@ def judge(verdict: dict, confirmation: dict, records: dict[str, dict], crit: Cri
                 continue  # its partner failed as a control: not a test of the suspect's link
             rec = records.get(p["run_id"])
             for metric in judged.get((p["kind"], p["configuration"])) or [headline_metric(rec) if rec else ""]:
-                ctrl_recs = [records[q["run_id"]] for q in planned
-                             if q["role"] == "control" and q["kind"] == p["kind"]
-                             and q["configuration"] == p["configuration"]
-                             and records.get(q["run_id"], {}).get("status") == "ok"
+                ctrl_runs = [q for q in planned if q["role"] == "control" and q["kind"] == p["kind"]
+                             and q["configuration"] == p["configuration"]]
+                ctrl_recs = [records[q["run_id"]] for q in ctrl_runs
+                             if records.get(q["run_id"], {}).get("status") == "ok"
                              and metric in records[q["run_id"]].get("metrics", {})]
                 ctrl = [figure(c, metric, crit) for c in ctrl_recs]
                 spreads = tuple(s.ratio for c in ctrl_recs if (s := stab.run_spread(c, metric, crit.best_of)))
                 key = (p["kind"], p["configuration"], metric)
-                mine.append(_row(p, rec, metric, ctrl, spread.get(key), crit, spreads, spread_of_spreads.get(key)))
+                row = _row(p, rec, metric, ctrl, spread.get(key), crit, spreads, spread_of_spreads.get(key))
+                if row["verdict"] == "failed" and ctrl_runs and not ctrl_recs:
+                    # the controls failed the same run: the round's run is broken here, not the node
+                    row = {**row, "verdict": "in-doubt", "note": "the controls' runs of this test failed too "
+                           f"(the round's run, not the node): {row['note']}"}
+                mine.append(row)
         rows += mine
         outcome[node] = _decide(node, mine, verdict, confirmation, _flagged_tests(node, verdict, crit))
     v = _applied(verdict, confirmation, rows, outcome)

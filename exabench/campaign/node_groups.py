@@ -27,6 +27,7 @@ from pathlib import Path
 from exabench.errors import ConfigError
 from exabench.campaign import allocation, schedulers
 from exabench.campaign.bundles import longest_walltime, pack_runs
+from exabench.campaign import node_worlds
 from exabench.campaign.node_sweep import NODE_NAME, allocation_modes, node_layout, node_sweep_paths
 from exabench.campaign.plan import Run
 from exabench.campaign.render import RunPaths, batch_request, batch_script, real_folders, runs_walltime_min
@@ -295,7 +296,10 @@ def group_script(runs: list[Run], site: Site, root: Path, group: NodeGroup, camp
     if key not in requests:
         # The group's whole nodes in the runs' allocation mode: the node's own request, whatever each run uses.
         layouts = [node_layout(site, len(group.nodes), r.layout) for r in runs]
-        requests[key] = (runs_walltime_min(site, runs, f"every_node group {group.name}"), layouts[0],
+        header = layouts[0]
+        if node_worlds.uses_node_worlds(site):  # mpirun, ibrun take their slots from the header's tasks
+            header = node_worlds.job_layout(site, header, [r.layout for r in runs])
+        requests[key] = (runs_walltime_min(site, runs, f"every_node group {group.name}"), header,
                          allocation.common_request(site, layouts, f"every_node group {group.name}"))
     minutes, layout, alloc = requests[key]
     folders = folders or real_folders(root)

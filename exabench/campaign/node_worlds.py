@@ -52,10 +52,11 @@ def uses_node_worlds(site) -> bool:
 
 
 def job_layout(site, whole: Layout, runs: list[Layout]) -> Layout:
-    """The every-node job's request in node worlds: the node's own (`whole`, node_sweep.node_layout),
-    with as many ranks per node as its widest run starts at once, since each launch starts the run's
-    ranks on every node inside the job's allocation (Slurm gives mpirun and ibrun that many slots a
-    node; the srun form's one task a node would refuse them: "not enough slots")."""
+    """The request of a job of whole nodes (the every-node job, a node group's) under an MPI launcher
+    started from the batch node: the node's own (`whole`, node_sweep.node_layout), with as many ranks
+    per node as its widest run starts at once, since each launch starts the run's ranks inside the
+    job's allocation (Slurm gives mpirun and ibrun that many slots a node; the srun form's one task
+    a node would refuse them: "not enough slots")."""
     widest = max(r.ranks_per_node for r in runs)
     if widest <= whole.ranks_per_node or whole.gpus_per_rank or whole.ranks_per_gpu:
         return whole  # a GPU mode already asks a rank per GPU (or per share of one)

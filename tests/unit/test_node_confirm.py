@@ -225,3 +225,13 @@ def test_controls_only_stopped_in_the_first_pass_pass_once_the_round_measured_th
     assert v["status"]["n03"] == "drain" and len(doc["controls"]) == 2
     assert {n for n, s in v["status"].items() if s == "pass"} == set(doc["controls"])
     assert {n for n, s in v["status"].items() if s == "inconclusive"} == set(NODES) - set(doc["controls"]) - {"n03"}
+
+
+def test_a_suspect_whose_round_failed_as_its_controls_did_is_not_confirmed():
+    # The round's jobs failed on every node alike (on the namespace cluster mpirun found too few slots
+    # in the group jobs' allocation): the suspect's failure is the round's, not the node's.
+    first = nv.judge(*_noisy_once(), CRIT)
+    doc, records = _round(first, failing=tuple(NODES))
+    v = nc.judge(first, doc, records, CRIT)
+    assert v["status"]["n05"] == "inconclusive" and v["bad_nodes"] == {}
+    assert any("the controls' runs of this test failed too" in r["note"] for r in v["confirmation"]["rows"])
