@@ -5,11 +5,13 @@ exabench.runner --node-world) and run that node's prepared spec, as the node's o
 node's rank 0 writes its node's record. Then ONE `exabench node-collect` gives every node left
 without a record the record its launch earned (exabench.execute.collect_node_world).
 
-One MPI launch is one job step: where a rank fails, the launcher stops every node's ranks
-(MPI_Abort's scope is the launch, MPI 4.0 section 9.3). So a node whose own ranks failed is recorded
-failed, with its ranks' error; a node stopped only because another failed is recorded `not run`
-(NOT_RUN_STOPPED: not judged on that run, not flagged), and the report names the node
-that stopped it. A step past the run's time limit is stopped by `timeout` on the batch node: the
+One MPI launch is one job step: where a rank fails, the launcher stops every node's ranks (the
+runner's failing rank exits at once; a launcher ends the launch of a rank that exits abnormally, and
+MPI_Abort ends every process of its communicator's group). So a node whose own ranks failed is
+recorded failed, with its ranks' error, or, where a rank was killed outright and wrote nothing,
+found by its empty stop mark (exabench.stacks.mark_stops); a node stopped only because another
+failed is recorded `not run` (NOT_RUN_STOPPED: not judged on that run, not flagged), naming the
+node that stopped it. A step past the run's time limit is stopped by `timeout` on the batch node: the
 nodes without a record are recorded `timeout`. The batch node holds the script, `timeout`, the
 launcher's one process and, between runs, one Python process, whatever the node count.
 
@@ -35,13 +37,13 @@ NOT_RUN_STOPPED = "not run: stopped with the launch across every node"
 # `timeout`'s exit when it stopped the step (124), or killed it after the grace (128 + 9); a launch
 # whose rank was killed exits 137 too (Open MPI's mpirun), so the step's time tells them apart.
 TIMED_OUT = (124, 137)
+# How long a stopped step's ranks may take to leave before `timeout` kills them.
+KILL_AFTER_S = 30
 
 
 def timed_out(exit_code: int, elapsed_s: float | None, timeout_s: float) -> bool:
     """Whether the launch was stopped at its time limit by `timeout` (not a rank's own SIGKILL)."""
     return exit_code in TIMED_OUT and (elapsed_s is None or elapsed_s >= timeout_s)
-# How long a stopped step's ranks may take to leave before `timeout` kills them.
-KILL_AFTER_S = 30
 
 
 def uses_node_worlds(site) -> bool:
