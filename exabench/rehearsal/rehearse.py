@@ -39,6 +39,7 @@ from exabench.rehearsal.standins import environment, write_bin
 WORKFLOW = ("Snakefile", "workflow", "profiles", "config", "requirements.txt", "requirements.lock")
 # node_hours_budget=0: a rehearsal charges nothing; the report gives what the real campaign would ask.
 DEFAULTS = ("scale=rack", "preset=tiny", "node_hours_budget=0")
+EVERY_NODE_NODES = 1  # the every-node job's allocation here: this one host
 SPEC = re.compile(r"--spec (\S+)/spec\.json")
 
 
@@ -195,7 +196,11 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
         env.update(LOOPBACK_MPI, **{ENV + "HERE": slurm.here_setting(here)})
         r.images = placeholder_images(site, r.results.resolve())
     config = ["--config", f"site={prof}/site.yaml", *DEFAULTS, *overrides]
-    config += ["--configfile", str(Path(configfile).resolve())] if configfile else []
+    # the every-node job for the one node this machine is: its node list is this host (the batch
+    # stand-ins' host file), and a job whose list is not its launch lines' count stops (node_worlds)
+    every_node = [*config, f"acceptance_nodes={EVERY_NODE_NODES}"]
+    files = ["--configfile", str(Path(configfile).resolve())] if configfile else []
+    config, every_node = config + files, every_node + files
     snakemake = [sys.executable, "-m", "snakemake", "--profile", prof]
     if _run(r, [*snakemake, "bundle", *config], env, timeout).returncode == 0:
         for script in sorted((r.results / "bundles").glob("*.sh")):
@@ -209,13 +214,13 @@ def rehearse(profile: str, work: Path, checkout: Path, configfile: str | None = 
         # job steps name the site's own nodes; every-node acceptance runs on the loopback cluster
         # itself: tests/integration/test_slurm.py.)
         if not through_slurm(site) and \
-                _run(r, [*snakemake, "every_node_script", *config], env, timeout).returncode == 0:
+                _run(r, [*snakemake, "every_node_script", *every_node], env, timeout).returncode == 0:
             script = r.results / "nodes" / "every-node.sh"
             # several jobs (runs of different allocations): every-node.sh submits them all, run as typed
             several = any((r.results / "nodes").glob("every-node-*-of-*.sh"))
             line = f"bash {script.relative_to(work)}" if several else submit_line(site, script.relative_to(work))
             r.submitted.append((script, _run(r, ["bash", "-c", line], env, timeout)))
-            r.verdicts.append(_run(r, [*snakemake, "node_check", *config], env, timeout))
+            r.verdicts.append(_run(r, [*snakemake, "node_check", *every_node], env, timeout))
     r.summary = write_report(r, work / "rehearsal.md")
     return r
 

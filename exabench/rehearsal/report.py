@@ -34,7 +34,8 @@ def scaling(r) -> str:
     """How the site's jobs were scaled to this machine."""
     if r.here is None:
         return ("Scaled to this machine: each batch job runs here at once on this one host (its header's node count "
-                "is checked, and kept in EXABENCH_REHEARSAL_NODES); each launch starts at most "
+                "is checked, and kept in EXABENCH_REHEARSAL_NODES; the every-node job is rendered for the one node "
+                "this host is: acceptance_nodes=1); each launch starts at most "
                 f"{r.ranks} rank(s) of those it asks for (the table's ranks vs ranks_here), "
                 "through mpirun, each rank with this machine's CPUs shared among them as its threads (threads vs "
                 "threads_here: OMP_NUM_THREADS and EXABENCH_MAX_THREADS); container images are not built here, so "
