@@ -194,10 +194,11 @@ def test_every_node_groups_run_one_job_per_node_and_node_check_reads_them(slurm_
     # Each node's runs ran inside that node's one job; the two jobs are the two submitted.
     assert all(len(ids) == 1 for ids in job_of.values()) and sorted(i.pop() for i in job_of.values()) == sorted(jobs)
     stamps = {p: p.stat().st_mtime_ns for p in (work / "results/slurm-local/records/nodes").glob("*.json")}
-    submit_and_wait()  # resubmitted: every run is recorded, each job skips them all
+    again = submit_and_wait()  # resubmitted: every run is recorded, each job skips them all
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
-    assert all("2 run(s), 0 failed to execute, 2 recorded before" in p.read_text()
-               for p in sorted(groups.glob("slurm-*.out"))[-2:])
+    # The resubmitted jobs' own logs, named by their ids (sorting the names would order 10 before 9).
+    assert all("2 run(s), 0 failed to execute, 2 recorded before" in (groups / f"slurm-{i}.out").read_text()
+               for i in again)
     # node_check: two nodes are too few to judge among peers, so against references (generous bands).
     refs = work / "refs.yaml"
     made = subprocess.run([sys.executable, "-m", "exabench", "references", "--from",
