@@ -78,7 +78,11 @@ def render(r, s) -> str:
         out += table(["tool", "change (why)"], [[tool, _cell(change)] for tool, change in mapped])
     out += ["", "## Runs and their records", ""]
     out += table(["run", "record"], [[run, records.get(run, "**no record**")] for run in planned])
-    out += ["", "## Verdicts", ""]
+    out += ["", "## Verdicts", "",
+            "What these verdicts cover: this machine's figures (at the rehearsal's preset, tiny unless set), "
+            f"judged against {r.site.name}'s references by the site's own acceptance and node check. They show "
+            "that the verdicts, JUnit files and drain lists are made on this path, not how the machine performs: "
+            "a FAIL or a drained node below is this machine measured against another one's figures.", ""]
     for name in ("verdicts.md", "nodes.md"):   # acceptance against the references; every-node check
         path = r.results / "acceptance" / name
         text = path.read_text().strip() if path.exists() else f"(no {name} written)"

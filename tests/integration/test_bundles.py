@@ -270,18 +270,25 @@ BUNDLE_SITES = [name for name in PROFILES if load_site(REPO / "profiles" / name 
 def test_the_documented_bundle_command_runs_for_real_on_every_bundle_site(name, tmp_path):
     # `snakemake --profile profiles/<site> bundle` as site.yaml and the README give it, executed (not
     # -n): its render job runs in a Snakemake process of its own, whose command line is Snakemake's,
-    # not the user's; taken for a plain run it stopped there and left its output missing. Summit
-    # runs it a second time with --force-use-threads (the render job in the user's own process).
+    # not the user's; taken for a plain run it stopped there and left its output missing. The
+    # profiles run it in threads of the user's own process (force-use-threads); Summit runs it a
+    # second time through a copy of its profile without that line: the render job in a process of its own.
     from helpers_compare import copy_workflow, env
 
     work = copy_workflow(tmp_path / "w")
-    modes = [[], ["--force-use-threads"]] if name == "summit" else [[]]
+    spawned = work / "profiles" / f"{name}-spawned"
+    shutil.copytree(work / "profiles" / name, spawned)
+    conf = spawned / "config.yaml"
+    conf.write_text(conf.read_text().replace("force-use-threads: true\n", ""))
+    assert "force-use-threads" in (work / "profiles" / name / "config.yaml").read_text()
+    assert "force-use-threads" not in conf.read_text()
+    modes = [[], ["--profile", f"profiles/{name}-spawned"]] if name == "summit" else [[]]
     for extra in modes:
         shutil.rmtree(work / "results", ignore_errors=True)
         # The site's default campaign is over its node-hour budget (exabench.campaign.budget): raised for
         # the test with --config, which must keep the profile's site= in the render job's own process.
-        cmd = [sys.executable, "-m", "snakemake", "--profile", f"profiles/{name}", "bundle",
-               "--config", "node_hours_budget=0", *extra]
+        cmd = [sys.executable, "-m", "snakemake", *(extra or ["--profile", f"profiles/{name}"]), "bundle",
+               "--config", "node_hours_budget=0"]
         res = subprocess.run(cmd, cwd=work, env=env(), capture_output=True, text=True, timeout=500)
         out = res.stdout + res.stderr
         assert res.returncode == 0 and "MissingOutputException" not in out, (extra, out[-3000:])

@@ -84,7 +84,9 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
     assert rec["status"] == "ok" and rec["provenance"]["node_world"]["launch_nodes"] == 1, rec.get("error")
     report = (work / "rehearsal.md").read_text()
     for part in ("Verdict: **rehearsed**", f"`{'bsub <' if submit == 'bsub' else submit} results/{name}/bundles/rehearsal-small-01-of-02.sh`",
-                 "## Runs and their records", "node-hours the real campaign would request", "## Verdicts"):
+                 "## Runs and their records", "node-hours the real campaign would request", "## Verdicts",
+                 f"What these verdicts cover: this machine's figures (at the rehearsal's preset, tiny unless set), "
+                 f"judged against {name}'s references"):
         assert part in report, part
     for judged in ("verdicts.md",):   # the aggregate and acceptance ran
         assert (work / "results" / name / "acceptance" / judged).is_file(), judged
