@@ -32,7 +32,7 @@ from exabench.campaign.allocation import submit_line
 from exabench.campaign.site import Site, load_site
 from exabench.errors import ExabenchError
 from exabench.rehearsal import slurm
-from exabench.rehearsal.report import render
+from exabench.rehearsal.report import render, shown
 from exabench.rehearsal.rules import ENV
 from exabench.rehearsal.standins import environment, write_bin
 
@@ -164,10 +164,15 @@ def copy_workflow(checkout: Path, work: Path) -> None:
 
 
 def _run(r: Rehearsal, command: list, env: dict, timeout: int) -> Step:
+    # Each step said as it starts and ends (on stderr; the summary is stdout's): a site's default
+    # campaign is dozens of submissions, each running its runs here, an hour and more in all.
+    print(f"exabench rehearse {r.site.name}: step {len(r.steps) + 1}: {shown(command)}", file=sys.stderr, flush=True)
     start = time.monotonic()
     proc = subprocess.run(command, cwd=r.work, env=env, capture_output=True, text=True, timeout=timeout)
     step = Step(command, proc.returncode, time.monotonic() - start, proc.stdout + proc.stderr)
     r.steps.append(step)
+    print(f"exabench rehearse {r.site.name}: step {len(r.steps)}: exit {step.returncode} in {step.seconds:.0f} s",
+          file=sys.stderr, flush=True)
     return step
 
 

@@ -60,6 +60,10 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
     assert res.returncode == 0, res.stdout + res.stderr[-3000:]
     # the two bundles and the every-node job
     assert f"exabench rehearse {name}: rehearsed: 3 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
+    # each step said as it starts and ends, on stderr: the bundle render first
+    assert res.stderr.startswith(f"exabench rehearse {name}: step 1: snakemake --profile profiles/{name} bundle "), \
+        res.stderr[:500]
+    assert f"exabench rehearse {name}: step 1: exit 0 in " in res.stderr
     records = sorted((work / "results" / name / "records").glob("*.json"))
     assert [p.stem for p in records] == ["gemm.tiny.fp32.n1r1t42g1" if name == "summit" else "gemm.tiny.fp32.n1r1t32g1",
                                          "gemm.tiny.fp32.n2r1t42g1" if name == "summit" else "gemm.tiny.fp32.n2r1t32g1"]
