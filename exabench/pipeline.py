@@ -19,7 +19,8 @@ from pathlib import Path
 from exabench.analysis import acceptance, archive, compare, plots
 from exabench.analysis import studies as study_tables
 from exabench.containers import STACKS as CONTAINER_STACKS  # noqa: F401 - the rule files' names
-from exabench.containers import build_image, build_oci_image, build_sqsh_image, image_dir, needed_images  # noqa: F401
+from exabench.containers import build_image, build_oci_image, build_podman_hpc_store, build_sqsh_image  # noqa: F401
+from exabench.containers import image_dir, needed_images  # noqa: F401
 from exabench.campaign import allocation, schedulers, studies
 from exabench.campaign.node_groups import check_groups, group_files, group_outputs, node_groups  # noqa: F401
 from exabench.campaign.node_sweep import node_sweep_files, node_sweep_paths, sweep_jobs, sweep_nodes

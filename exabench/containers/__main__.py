@@ -1,13 +1,14 @@
 """`python -m exabench.containers`: regenerate the Dockerfiles, lint the recipes, digest or build an image
-(a directory image, a SIF, the OCI image of a SIF, or enroot's squashfs of an OCI image)."""
+(a directory image, a SIF, the OCI image of a SIF, enroot's squashfs or podman-hpc's migrated store of
+an OCI image)."""
 
 from __future__ import annotations
 
 
 from exabench.config import REPO_ROOT
 
-from exabench.containers.build import (build_cache_dir, build_directory_image, build_oci_image, build_sif_image,
-                                      build_sqsh_image)
+from exabench.containers.build import (build_cache_dir, build_directory_image, build_oci_image, build_podman_hpc_store,
+                                      build_sif_image, build_sqsh_image)
 from exabench.containers.digests import write_digest
 from exabench.containers.recipes import (STACKS, dockerfile, dockerfile_path, lint_recipe, parse_recipe,
                                          recipe_path)
@@ -54,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
                                           "sha256 beside it, <dest>.sha256)")
     q.add_argument("oci")
     q.add_argument("dest", help="the .sqsh file to write, e.g. results/images/cpu.sqsh")
+    m = sub.add_parser("migrate-podman-hpc", help="write an OCI image as podman-hpc's migrated image store, what "
+                                                  "`podman-hpc migrate` writes into its SQUASH_DIR (its digest "
+                                                  "beside it, <squash_dir>.sha256)")
+    m.add_argument("oci")
+    m.add_argument("squash_dir", help="the store folder to write, e.g. results/images/cpu.podman-hpc")
     args = ap.parse_args(argv)
     if args.cmd == "dockerfiles":
         for stack in STACKS:
@@ -71,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         print(build_oci_image(args.sif, args.dest, "/dev/stdout"))
     elif args.cmd == "build-sqsh":
         print(build_sqsh_image(args.oci, args.dest, "/dev/stdout"))
+    elif args.cmd == "migrate-podman-hpc":
+        print(build_podman_hpc_store(args.oci, args.squash_dir, "/dev/stdout"))
     elif args.cmd in ("build-dir", "build-sif"):
         build = build_directory_image if args.cmd == "build-dir" else build_sif_image
         layers = tuple(x for x in args.layers.split(",") if x) or None

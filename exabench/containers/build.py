@@ -135,6 +135,19 @@ def build_sqsh_image(oci: str | Path, image: str | Path, log_path: str | Path) -
     return write_digest(image)
 
 
+def build_podman_hpc_store(oci: str | Path, store: str | Path, log_path: str | Path) -> str:
+    """podman-hpc's migrated image store `store` (`<stack>.podman-hpc`, what `podman-hpc migrate`
+    writes into its SQUASH_DIR) of the OCI image layout `oci` (exabench.containers.podman_hpc_store),
+    its digest (the folder's canonical listing, squash included) recorded beside it as
+    `<store>.sha256`; returns that digest."""
+    from exabench.containers.podman_hpc_store import migrate_store
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        log.write(f"# podman-hpc's migrated store of the OCI image {oci} (records, links, umoci unpack, mksquashfs)\n")
+        log.write(f"# squash: {migrate_store(oci, store, log=log)}\n")
+    return write_digest(store)
+
+
 def build_cache_dir() -> Path | None:
     """Where debootstrap bases are kept between builds: $EXABENCH_BUILD_CACHE (empty: no cache),
     else $XDG_CACHE_HOME/exabench (~/.cache/exabench)."""

@@ -75,7 +75,7 @@ def enroot_configure(rootfs: str | Path, config: dict, provenance: str) -> None:
                                   "# It can be used to manipulate the entrypoint or the command of the container.\n")
 
 
-def _run(argv: list[str], log, timeout_s: int, what: str, image: Path) -> None:
+def run_logged(argv: list[str], log, timeout_s: int, what: str, image: Path) -> None:
     if log is not None:
         log.write("+ " + shlex.join(argv) + "\n")
         log.flush()
@@ -86,31 +86,42 @@ def _run(argv: list[str], log, timeout_s: int, what: str, image: Path) -> None:
         raise ContainerError(str(image), "image", image.name, what, f"failed: {proc.stdout.strip()[-500:]}")
 
 
+def require_tools(layout: Path, what: str) -> None:
+    """Refuse, naming the packages, when umoci or mksquashfs is not on the PATH."""
+    missing = [f"{tool} (apt-get install -y {pkg})" for tool, pkg in
+               (("umoci", "umoci"), ("mksquashfs", "squashfs-tools")) if shutil.which(tool) is None]
+    if missing:
+        raise ContainerError(str(layout), "image", layout.name, f"{' and '.join(missing)} on the PATH", what)
+
+
+def unpack_oci(layout: Path, rootfs: Path, log, timeout_s: int) -> str:
+    """The merged root file system of the OCI image `layout` (checked first by the caller:
+    digests.oci_digest), unpacked by umoci into `rootfs` (umoci checks every blob again); returns
+    the ref name the index tags it with."""
+    ref = manifest_descriptor(layout).get("annotations", {}).get("org.opencontainers.image.ref.name", "latest")
+    rootless = ["--rootless"] if os.geteuid() != 0 else []
+    # `raw unpack`: the root file system only, without the bundle's mtree manifest (a sha256 of
+    # every file: 30 s against 12 s for the cpu stack's 780 MB, under load)
+    run_logged(["umoci", "raw", "unpack", *rootless, "--image", f"{layout}:{ref}", str(rootfs)], log, timeout_s,
+         "an OCI image umoci unpacks", layout)
+    return ref
+
+
 def squashfs_from_oci(layout: str | Path, dest: str | Path, log=None, timeout_s: int = 1800) -> str:
     """Write the enroot squashfs image of the OCI image `layout` to `dest` (replaced atomically):
     unpacked by umoci (which checks every blob again), configured as enroot does, packed by mksquashfs.
     Returns the OCI digest it was made from (the `<dest>.sha256` beside it is the caller's)."""
     layout, dest = Path(layout), Path(dest)
-    missing = [f"{tool} (apt-get install -y {pkg})" for tool, pkg in
-               (("umoci", "umoci"), ("mksquashfs", "squashfs-tools")) if shutil.which(tool) is None]
-    if missing:
-        raise ContainerError(str(layout), "image", layout.name, f"{' and '.join(missing)} on the PATH",
-                             "cannot be converted to a squashfs image here")
+    require_tools(layout, "cannot be converted to a squashfs image here")
     digest = oci_digest(layout)  # checks manifest, config and layers before anything is unpacked
-    descriptor = manifest_descriptor(layout)
-    ref = descriptor.get("annotations", {}).get("org.opencontainers.image.ref.name", "latest")
-    manifest = json.loads(oci_blob(layout, digest).read_bytes())
-    title = manifest.get("annotations", {}).get("org.opencontainers.image.title", "image")
     config = oci_config(layout)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{dest.name}.build.", dir=dest.parent)
     try:
         rootfs = Path(tmp) / "rootfs"
-        rootless = ["--rootless"] if os.geteuid() != 0 else []
-        # `raw unpack`: the root file system only, without the bundle's mtree manifest (a sha256 of
-        # every file: 30 s against 12 s for the cpu stack's 780 MB, under load)
-        _run(["umoci", "raw", "unpack", *rootless, "--image", f"{layout}:{ref}", str(rootfs)], log, timeout_s,
-             "an OCI image umoci unpacks", layout)
+        ref = unpack_oci(layout, rootfs, log, timeout_s)
+        manifest = json.loads(oci_blob(layout, digest).read_bytes())
+        title = manifest.get("annotations", {}).get("org.opencontainers.image.title", "image")
         for entry in (rootfs / "dev").glob("*"):  # `enroot import` extracts with --exclude='dev/*'
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
@@ -118,10 +129,15 @@ def squashfs_from_oci(layout: str | Path, dest: str | Path, log=None, timeout_s:
                 entry.unlink()
         enroot_configure(rootfs, config, f"oci:{title}:{ref}@{digest}")  # from the manifest: not the path
         out = Path(tmp) / dest.name
-        _run(["mksquashfs", str(rootfs), str(out), *ENROOT_OPTIONS, *REPRODUCIBLE_OPTIONS], log, timeout_s,
+        run_logged(["mksquashfs", str(rootfs), str(out), *ENROOT_OPTIONS, *REPRODUCIBLE_OPTIONS], log, timeout_s,
              "a root file system mksquashfs packs", dest)
         out.chmod(0o644)
         os.replace(out, dest)
-    finally:  # rm -rf: a third of the time shutil.rmtree takes over the 22,000 files of the cpu stack
-        subprocess.run(["rm", "-rf", "--", tmp], check=False, timeout=timeout_s)
+    finally:
+        remove_tree(tmp, timeout_s)
     return digest
+
+
+def remove_tree(path: str | Path, timeout_s: int) -> None:
+    """rm -rf: a third of the time shutil.rmtree takes over the 22,000 files of the cpu stack."""
+    subprocess.run(["rm", "-rf", "--", str(path)], check=False, timeout=timeout_s)

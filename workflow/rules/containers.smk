@@ -13,6 +13,9 @@
 # Enroot's squashfs of that OCI image (<stack>.sqsh, its sha256 in <stack>.sqsh.sha256;
 # exabench/containers/squashfs.py) is what a Pyxis site runs: `... sqsh_images` or `... <image_dir>/cpu.sqsh`;
 # on a pyxis site without container.image, `containers` builds SIF -> OCI -> .sqsh.
+# podman-hpc's migrated image store of that OCI image (<stack>.podman-hpc/, the folder `podman-hpc
+# migrate` writes into its SQUASH_DIR, made without Podman; its digest in <stack>.podman-hpc.sha256;
+# exabench/containers/podman_hpc_store.py): `... podman_hpc_images` or `... <image_dir>/cpu.podman-hpc`.
 IMAGE_DIR = str(pipeline.image_dir(SITE, Path(RESULTS).resolve()).resolve())
 # Every image the planned runs need (empty for native or prebuilt): render's input on such sites.
 CONTAINER_IMAGES = pipeline.needed_images(
@@ -24,15 +27,18 @@ wildcard_constraints:
     stack="|".join(pipeline.CONTAINER_STACKS),
 
 
-# The OCI and enroot squashfs images of the same stacks (rules container_oci, container_sqsh).
+# The OCI, enroot squashfs and podman-hpc images of the same stacks (rules container_oci,
+# container_sqsh, container_podman_hpc).
 OCI_IMAGES = [str(Path(image).with_suffix(".oci")) for image in CONTAINER_IMAGES]
 SQSH_IMAGES = [str(Path(image).with_suffix(".sqsh")) for image in CONTAINER_IMAGES]
+PODMAN_HPC_IMAGES = [str(Path(image).with_suffix(".podman-hpc")) for image in CONTAINER_IMAGES]
 
 
 localrules:
     containers,
     oci_images,
     sqsh_images,
+    podman_hpc_images,
 
 
 rule containers:
@@ -90,3 +96,22 @@ rule container_sqsh:
         **pipeline.allocation_resources(SITE),
     run:
         pipeline.build_sqsh_image(input.oci, output.image, log[0])
+
+
+rule podman_hpc_images:
+    input:
+        PODMAN_HPC_IMAGES,
+
+
+rule container_podman_hpc:
+    input:
+        oci=f"{IMAGE_DIR}/{{stack}}.oci",
+    output:
+        store=directory(f"{IMAGE_DIR}/{{stack}}.podman-hpc"),
+        digest=f"{IMAGE_DIR}/{{stack}}.podman-hpc.sha256",
+    log:
+        f"{LOGS}/containers/{{stack}}.podman-hpc.log",
+    resources:
+        **pipeline.allocation_resources(SITE),
+    run:
+        pipeline.build_podman_hpc_store(input.oci, output.store, log[0])
