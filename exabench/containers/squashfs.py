@@ -103,7 +103,7 @@ def unpack_oci(layout: Path, rootfs: Path, log, timeout_s: int) -> str:
     # `raw unpack`: the root file system only, without the bundle's mtree manifest (a sha256 of
     # every file: 30 s against 12 s for the cpu stack's 780 MB, under load)
     run_logged(["umoci", "raw", "unpack", *rootless, "--image", f"{layout}:{ref}", str(rootfs)], log, timeout_s,
-         "an OCI image umoci unpacks", layout)
+               "an OCI image umoci unpacks", layout)
     return ref
 
 
@@ -130,7 +130,7 @@ def squashfs_from_oci(layout: str | Path, dest: str | Path, log=None, timeout_s:
         enroot_configure(rootfs, config, f"oci:{title}:{ref}@{digest}")  # from the manifest: not the path
         out = Path(tmp) / dest.name
         run_logged(["mksquashfs", str(rootfs), str(out), *ENROOT_OPTIONS, *REPRODUCIBLE_OPTIONS], log, timeout_s,
-             "a root file system mksquashfs packs", dest)
+                   "a root file system mksquashfs packs", dest)
         out.chmod(0o644)
         os.replace(out, dest)
     finally:
