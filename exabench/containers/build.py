@@ -30,9 +30,9 @@ def build_argv(site, stack: str, image: str | Path) -> list[str]:
     rt = runtime(site)
     if rt not in runtimes.names(builds_sif=True) + runtimes.names(converted=True):
         raise ConfigError(site.path or site.name, "container.runtime", rt,
-                          "apptainer or singularity to build .sif images, pyxis to convert them (charliecloud: "
-                          "build_directory_image; podman-hpc, shifter, cscs-edf: build the generated Dockerfile and "
-                          "set container.image)",
+                          "apptainer or singularity to build .sif images, pyxis or podman-hpc to convert them "
+                          "(charliecloud: build_directory_image; shifter, cscs-edf: build the generated Dockerfile "
+                          "and set container.image)",
                           "cannot build from the recipes here")
     fake = ["--fakeroot"] if (site.container or {}).get("fakeroot") else []
     builder = rt if runtimes.facts(rt).builds_sif else "apptainer"  # a converted image starts as Apptainer's SIF
@@ -41,8 +41,8 @@ def build_argv(site, stack: str, image: str | Path) -> list[str]:
 
 def needed_images(site, frameworks, results_root: str | Path) -> list[str]:
     """The images this site builds from the recipes for runs of these frameworks: the SIF, or the
-    image converted from it (pyxis: <stack>.sqsh); none for a native site or one that names a
-    prebuilt image."""
+    image converted from it (pyxis: <stack>.sqsh, podman-hpc: <stack>.podman-hpc); none for a native
+    site or one that names a prebuilt image."""
     built = runtimes.names(builds_sif=True) + runtimes.names(converted=True)
     if runtime(site) not in built or (site.container or {}).get("image"):
         return []
@@ -106,7 +106,7 @@ def build_image(site, stack: str, image: str | Path, log_path: str | Path) -> st
 
 def _sif_digest(site, image: str | Path) -> str:
     """The built SIF's digest, checked against the site's pin, except where the site runs an image
-    converted from it (pyxis: the pin is the .sqsh's, checked when a run renders)."""
+    converted from it (pyxis, podman-hpc: the pin is the converted image's, checked when a run renders)."""
     if runtimes.facts(runtime(site)).converted:
         return write_digest(image)
     return verified_digest(site, str(image)) or ""

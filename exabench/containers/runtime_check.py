@@ -87,14 +87,14 @@ def check_files(site_file: str, runtime: str, files, here_only: bool = False) ->
 
 def check_built_image(site, image: str) -> None:
     """A site running the image the rules convert from the recipe (pyxis without container.image:
-    `<image_dir>/<stack>.sqsh`) whose image is not there, where its folder is on this machine:
+    `<image_dir>/<stack>.sqsh`; podman-hpc: `<stack>.podman-hpc`) whose image is not there, where its folder is on this machine:
     named with the rule that makes it (ContainerError), before anything is rendered."""
     facts = runtimes.facts(site.container.get("runtime"))
     path = Path(image)
     if site.container.get("image") or not facts.converted or path.exists() or not path.parent.is_dir():
         return
     raise ContainerError(site.path or site.name, "container.image_dir", str(path.parent),
-                         f"a folder holding {path.name}, which rule container_sqsh makes from the stack's OCI image "
+                         f"a folder holding {path.name}, which rule {facts.built_by} makes from the stack's OCI image "
                          f"(`snakemake --profile profiles/{site.name} containers` builds the SIF, its OCI image and "
                          f"the {facts.built_suffix}), or container.image naming one: {facts.image_form}",
                          f"has no {path.name} for container.runtime {facts.name}")

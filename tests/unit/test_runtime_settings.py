@@ -62,9 +62,13 @@ def test_an_image_the_runtime_cannot_run_or_none_at_all_is_refused(tmp_path):
     assert _refusal(tmp_path, runtime="cscs-edf", image="pytorch") == (
         "key 'container.image' = 'pytorch' is not an image cscs-edf runs; valid: an environment definition "
         "file (/path/env.toml) naming the image: an absolute path ending .toml")
-    assert _refusal(tmp_path, "perlmutter", runtime="podman-hpc", gpu_flag="--gpu") == (
-        "key 'container.image' = '' is empty, and exabench builds no image podman-hpc runs; valid: the image "
-        "podman-hpc runs: an image migrated with `podman-hpc migrate`, by name (localhost/name:tag)")
+    assert _refusal(tmp_path, "perlmutter", runtime="shifter", gpu_flag="--gpu") == (
+        "key 'container.image' = '' is empty, and exabench builds no image shifter runs; valid: the image "
+        "shifter runs: a pulled image, type:name:tag (docker:name:tag; a bare name:tag is docker:)")
+    assert _refusal(tmp_path, "perlmutter", runtime="podman-hpc", gpu_flag="--gpu", image="/images/cpu.sif") == (
+        "key 'container.image' = '/images/cpu.sif' is not an image podman-hpc runs; valid: an image migrated with "
+        "`podman-hpc migrate`, by name (localhost/name:tag), or the store rule container_podman_hpc makes "
+        "(/path/<stack>.podman-hpc): an absolute path ending .podman-hpc")
     _, load = _load(tmp_path, runtime="pyxis", image="nvcr.io#nvidia/pytorch:24.01-py3")  # an enroot URI is fine
     assert load().container["image"] == "nvcr.io#nvidia/pytorch:24.01-py3"
 
@@ -115,6 +119,34 @@ def test_a_pyxis_site_without_an_image_runs_the_squashfs_the_rules_make_and_a_mi
     sqsh.write_bytes(b"hsqs")
     (images / "pytorch-cuda.sqsh.sha256").write_text(f"sha256:{'a' * 64}  pytorch-cuda.sqsh\n")
     assert f"--container-image={sqsh} " in render_script(_run(site), site, RunPaths(results, "probe"))[1]
+
+
+def test_a_podman_hpc_site_without_an_image_runs_the_store_the_rules_make_by_its_squash_dir(tmp_path):
+    """podman-hpc's group option --squash-dir names the store rule container_podman_hpc makes (what
+    `podman-hpc migrate` writes), and the image is the name its images.json gives it."""
+    import json
+
+    from exabench.containers import needed_images
+    images = tmp_path / "images"
+    _, load = _load(tmp_path, "perlmutter", runtime="podman-hpc", gpu_flag="--gpu", image="", image_dir=str(images))
+    site, results = load(), tmp_path / "results"
+    store = images / "pytorch-cuda.podman-hpc"
+    assert needed_images(site, ["pytorch"], results) == [str(store)]
+    # Rendered for the cluster (no store here): the name the rule gives the image.
+    line = render_script(_run(site), site, RunPaths(results, "probe"))[1]
+    assert f"podman-hpc --squash-dir {store} run --rm --gpu --mpi " in line
+    assert " localhost/exabench/pytorch-cuda:0.1.0 python3 -m exabench.runner " in line, line
+    images.mkdir()
+    with pytest.raises(ContainerError) as err:  # its folder here, the store not built
+        render_script(_run(site), site, RunPaths(results, "probe"))
+    assert "has no pytorch-cuda.podman-hpc for container.runtime podman-hpc; valid: a folder holding " \
+           "pytorch-cuda.podman-hpc, which rule container_podman_hpc makes" in str(err.value)
+    (store / "overlay-images").mkdir(parents=True)
+    (store / "overlay-images" / "images.json").write_text(json.dumps([{"id": "a" * 64,
+                                                                        "names": ["localhost/exabench/gpu:0.2.0"]}]))
+    (images / "pytorch-cuda.podman-hpc.sha256").write_text(f"sha256:{'a' * 64}  pytorch-cuda.podman-hpc\n")
+    line = render_script(_run(site), site, RunPaths(results, "probe"))[1]
+    assert f"podman-hpc --squash-dir {store} run --rm" in line and " localhost/exabench/gpu:0.2.0 " in line
 
 
 def test_a_cscs_environment_file_must_mount_the_results(tmp_path):

@@ -36,6 +36,7 @@ class RuntimeFacts:
     runs_built: bool = False  # it runs the image the rules build; else the site names one (container.image)
     built_suffix: str = ".sif"  # the image file the rules make for it, under image_dir
     converted: bool = False   # the rules make its image from the SIF they build (via the OCI image: pyxis' .sqsh)
+    built_by: str = ""        # the rule that converts it (converted: container_sqsh, container_podman_hpc)
 
 
 def volume(bind: str) -> str:

@@ -25,7 +25,8 @@ FACTS = RuntimeFacts(name="pyxis", position=LAUNCHER_OPTIONS, launchers=("srun",
                      mounts="--container-mounts=SRC:DST[,SRC:DST...]",
                      image_form="a squashfs file from `enroot import` or rule container_sqsh (/path/x.sqsh) or an "
                                 "enroot URI (nvcr.io#nvidia/pytorch:24.01-py3)",
-                     local_image=(".sqsh", ".squashfs"), runs_built=True, built_suffix=".sqsh", converted=True)
+                     local_image=(".sqsh", ".squashfs"), runs_built=True, built_suffix=".sqsh", converted=True,
+                     built_by="container_sqsh")
 
 
 def _mount(bind: str) -> str:
