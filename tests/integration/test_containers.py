@@ -1,8 +1,9 @@
 """Containers: recipes parsed and linted with spython, pins checked against the project's,
 generated Dockerfiles in sync, rendered exec lines per site profile, digest pinning, SIF
 layout, and a real SIF build of the `cpu` stack by Snakemake without Apptainer (debootstrap +
-chroot, mksquashfs, siftool) run with Charliecloud's ch-run, with the OCI image and enroot's
-squashfs (what Pyxis runs) made from it by the rules."""
+chroot, mksquashfs, siftool) run with Charliecloud's ch-run, with the OCI image, enroot's
+squashfs (what Pyxis runs) and podman-hpc's migrated store made from it by the rules, each by the
+command docs/containers.md shows."""
 
 from __future__ import annotations
 
