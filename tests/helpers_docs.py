@@ -33,13 +33,30 @@ class Documented:
     command: str   # as shown, continuation lines joined, a trailing comment dropped
 
 
+def _indented_blocks(text: str):
+    """Markdown's other code block: lines indented 4 spaces and more (6 in a list item), after a blank line,
+    outside fences (the docs show commands this way too). Yields (first line number, lines). A prose list's
+    continuation lines are indented 2 or 3 and follow text, not a blank line; COMMAND filters what is left."""
+    fenced = set()
+    for block in FENCE.finditer(text):
+        fenced.update(range(text[:block.start()].count("\n"), text[:block.end()].count("\n") + 1))
+    lines, i = text.split("\n"), 1
+    while i < len(lines):
+        if i in fenced or not lines[i].startswith("    ") or lines[i - 1].strip():
+            i += 1
+            continue
+        start = i
+        while i < len(lines) and i not in fenced and lines[i].startswith("    "):
+            i += 1
+        yield start + 1, lines[start:i]
+
+
 def documented_commands() -> list[Documented]:
     out = []
     for doc in DOCS:
         text = doc.read_text()
-        for block in FENCE.finditer(text):
-            first = text[:block.start(1)].count("\n") + 1
-            lines = block.group(1).split("\n")
+        blocks = [(text[:b.start(1)].count("\n") + 1, b.group(1).split("\n")) for b in FENCE.finditer(text)]
+        for first, lines in blocks + list(_indented_blocks(text)):
             i = 0
             while i < len(lines):
                 at, line = first + i, lines[i]

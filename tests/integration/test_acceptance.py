@@ -22,6 +22,7 @@ from exabench.analysis import acceptance as acc
 from exabench.records.tidy import load_records
 from exabench.errors import ConfigError
 from helpers_compare import DATA, PLAN, finished_campaign, record_paths, scratch_copy, snakemake
+from helpers_docs import run_documented
 
 REFS = DATA / "references" / "local.yaml"
 
@@ -204,9 +205,15 @@ def test_node_outside_reference_is_flagged(tmp_path):
 
 
 def test_cli_nodes_exit_and_names(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "exabench", "nodes", "--site-name", "cluster", "--markdown",
-                          str(tmp_path / "nodes.md"), str(DATA / "nodes")], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 1 and "flagged: drain c006; re-test (suspect) c004 c005" in res.stdout
+    # docs/results.md's command, in the layout it names: the nodes' records, the site's references (none of
+    # these benchmarks: the nodes are judged against their peers).
+    shutil.copytree(DATA / "nodes", tmp_path / "results/cluster/records/nodes")
+    (tmp_path / "profiles/cluster").mkdir(parents=True)
+    (tmp_path / "profiles/cluster/references.yaml").write_text("references: []\n")
+    res = run_documented("exabench nodes --references profiles/<site>/references.yaml --site-name <site> "
+                         "--markdown nodes.md results/<site>/records/nodes", fill={"<site>": "cluster"}, cwd=tmp_path,
+                         timeout=60)
+    assert res.returncode == 1 and "flagged: drain c006; re-test (suspect) c004 c005" in res.stdout, res.stdout
     assert "Flagged nodes: drain c006; re-test (suspect) c004 c005" in (tmp_path / "nodes.md").read_text()
 
 

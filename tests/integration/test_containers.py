@@ -1,8 +1,9 @@
 """Containers: recipes parsed and linted with spython, pins checked against the project's,
 generated Dockerfiles in sync, rendered exec lines per site profile, digest pinning, SIF
 layout, and a real SIF build of the `cpu` stack by Snakemake without Apptainer (debootstrap +
-chroot, mksquashfs, siftool) run with Charliecloud's ch-run, with the OCI image and enroot's
-squashfs (what Pyxis runs) made from it by the rules."""
+chroot, mksquashfs, siftool) run with Charliecloud's ch-run, with the OCI image, enroot's
+squashfs (what Pyxis runs) and podman-hpc's migrated store made from it by the rules, each by the
+command docs/containers.md shows."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import pytest
 import yaml
 
 from helpers_containers import missing_tools_or_userns
+from helpers_docs import run_documented
 
 from exabench import __version__, containers
 from exabench.containers.runtime import _literal_prefix
@@ -90,6 +92,21 @@ def test_generated_dockerfile_matches_the_recipe(stack):
     runs = [line[4:] for line in committed.splitlines() if line.startswith("RUN ")]
     assert runs == rec.commands()  # one RUN per %post command, same order, nothing lost
     assert f"FROM {rec.base} " in committed
+
+
+def test_the_documented_dockerfiles_command_writes_the_committed_dockerfiles(tmp_path):
+    """`python -m exabench.containers dockerfiles` as docs/containers.md shows it, in a copy of the package
+    and the recipes (`python -m` imports the package of the folder it starts in, so the checkout's own
+    Dockerfiles are not touched): it writes every stack's Dockerfile, each the committed one."""
+    shutil.copytree(REPO / "exabench", tmp_path / "exabench", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "containers", tmp_path / "containers", ignore=shutil.ignore_patterns("*.Dockerfile"))
+    res = run_documented("python -m exabench.containers dockerfiles", cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == [f"containers/{stack}.Dockerfile" for stack in containers.STACKS]
+    for stack in containers.STACKS:
+        written = (tmp_path / "containers" / f"{stack}.Dockerfile").read_text()
+        assert written == containers.dockerfile_path(stack).read_text(), \
+            f"{stack}: regenerate with: python -m exabench.containers dockerfiles"
 
 
 def test_lint_names_each_problem(tmp_path):
@@ -455,6 +472,12 @@ def _real_build_skip_reason() -> str | None:
                                     "ch-run": "charliecloud-runtime", "unshare": "util-linux", "mpirun": "openmpi-bin"})
 
 
+def _build_args(work: Path) -> tuple[str, ...]:
+    """The real build's workflow, campaign and site (the local profile's site with runtime apptainer)."""
+    return ("--snakefile", str(REPO / "Snakefile"), "--configfile", str(work / "config.yaml"), "--config",
+            f"site={work / 'build-site.yaml'}")
+
+
 @pytest.fixture(scope="module")
 def real_cpu_images(tmp_path_factory):
     """One real build of containers/cpu.def for this module: Snakemake's container_image rule makes
@@ -475,13 +498,13 @@ def real_cpu_images(tmp_path_factory):
     (work / "config.yaml").write_text(yaml.safe_dump(
         {"timeout_s": 300, "benchmarks": [{"name": "kmeans", "preset": "tiny", "sweep": {"ranks_per_node": [2]}}]}))
     (work / "containers").symlink_to(REPO / "containers")  # the rule's input, relative to its directory
-    res = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
-                          str(REPO / "profiles/local"), "containers", "oci_images", "--configfile",
-                          str(work / "config.yaml"), "--config", f"site={work / 'build-site.yaml'}", "--forcerun",
-                          "container_image"], cwd=work, capture_output=True, text=True, timeout=1400,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
-    logs = work / "logs" / raw["name"] / "containers"
-    assert res.returncode == 0, res.stderr[-2000:] + "".join(p.read_text()[-3000:] for p in logs.glob("*.log"))
+    (work / "profiles").symlink_to(REPO / "profiles")  # the documented commands' profiles/<site>
+    # docs/containers.md's two commands: the SIFs the planned runs need, then their OCI images.
+    for command, extra in (("snakemake --profile profiles/<site> containers", ("--forcerun", "container_image")),
+                           ("snakemake --profile profiles/<site> oci_images", ())):
+        res = run_documented(command, *_build_args(work), *extra, fill={"<site>": "local"}, cwd=work, timeout=1400)
+        logs = work / "logs" / raw["name"] / "containers"
+        assert res.returncode == 0, res.stderr[-2000:] + "".join(p.read_text()[-3000:] for p in logs.glob("*.log"))
     yield work, images, raw, {kind: containers.recorded_digest(images / f"cpu.{kind}") for kind in ("sif", "oci")}
     if "EXABENCH_CI_IMAGE_DIR" not in os.environ:
         shutil.rmtree(images, ignore_errors=True)  # about 500 MB; pytest keeps old tmp dirs
@@ -616,10 +639,8 @@ def test_real_cpu_sqsh_made_by_snakemake_from_the_oci_image_runs_the_images_exab
     enroot sets them, starts the image's python3, which imports the image's exabench."""
     work, images, raw, built = real_cpu_images
     sqsh, layout = images / "cpu.sqsh", images / "cpu.oci"
-    res = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--profile",
-                          str(REPO / "profiles/local"), str(sqsh), "--allowed-rules", "container_sqsh", "--configfile",
-                          str(work / "config.yaml"), "--config", f"site={work / 'build-site.yaml'}"], cwd=work,
-                         capture_output=True, text=True, timeout=500, env={**os.environ, "PYTHONPATH": str(REPO)})
+    res = run_documented("snakemake --profile profiles/<site> sqsh_images", *_build_args(work), "--allowed-rules",
+                         "sqsh_images", "container_sqsh", fill={"<site>": "local"}, cwd=work, timeout=500)
     assert res.returncode == 0, res.stderr[-3000:]
     digest = containers.recorded_digest(sqsh)
     assert digest == containers.file_digest(sqsh) and containers.oci_digest(layout) == built["oci"]
@@ -636,3 +657,38 @@ def test_real_cpu_sqsh_made_by_snakemake_from_the_oci_image_runs_the_images_exab
                           "-c", inside], capture_output=True, text=True, timeout=120)
     assert (out.returncode, out.stdout) == (0, "/opt/venv/bin/python3 /opt/exabench/exabench/__init__.py\n"), \
         out.stderr[-2000:]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_real_cpu_podman_hpc_store_made_by_snakemake_from_the_oci_image_holds_its_root_file_system(
+        real_cpu_images):
+    """podman-hpc's migrated image store of the cpu stack's OCI image (what `podman-hpc run` reads from its
+    SQUASH_DIR), made by Snakemake's container_podman_hpc rule from the module's OCI image (that rule only,
+    as for the .sqsh): the image named as podman-hpc names it, the store's digest recorded beside it, and
+    its squash holding the image's Python and exabench."""
+    from exabench.containers.digests import directory_digest
+    work, images, raw, built = real_cpu_images
+    store = images / "cpu.podman-hpc"
+    res = run_documented("snakemake --profile profiles/<site> podman_hpc_images", *_build_args(work),
+                         "--allowed-rules", "podman_hpc_images", "container_podman_hpc", fill={"<site>": "local"},
+                         cwd=work, timeout=500)
+    assert res.returncode == 0, res.stderr[-3000:]
+    # FINDING: Snakemake leaves .snakemake_timestamp in a directory() output after the rule recorded the
+    # store's digest, so the folder as Snakemake leaves it has another digest; the rule's own store is checked.
+    stamp = store / ".snakemake_timestamp"
+    if stamp.exists():
+        stamp.rename(images / "podman-hpc.stamp")
+    try:
+        assert containers.recorded_digest(store) == directory_digest(store)
+    finally:
+        if (images / "podman-hpc.stamp").exists():
+            (images / "podman-hpc.stamp").rename(stamp)
+    assert containers.oci_digest(images / "cpu.oci") == built["oci"]  # made from the module's OCI image
+    [image] = json.loads((store / "overlay-images/images.json").read_text())
+    assert image["names"] == [f"localhost/exabench/cpu:{__version__}"], image["names"]
+    [squash] = (store / "overlay/l").glob("*.squash")
+    listing = subprocess.run(["unsquashfs", "-l", "-d", "", str(squash)], capture_output=True, text=True, check=True,
+                             timeout=300).stdout.split()
+    assert {"/opt/venv/bin/python3", "/opt/exabench/exabench/__init__.py"} <= set(listing)

@@ -191,10 +191,16 @@ def test_the_documented_local_campaign_and_results_commands_run_for_real(tmp_pat
     run("snakemake --profile profiles/local acceptance", *tiny)
     run("snakemake --profile profiles/local archive", *tiny)
     assert "REPRODUCED" in run("exabench reproduce results/archives/local.tar.gz")
+    run("exabench compare --out compare --plan results/local/plan.json --site-name local results/local/records")
+    assert any((d / "compare").iterdir())
 
     assert "2 campaign(s)" in run("exabench history")
     run("exabench history compare latest~1 latest")
     run("exabench history regress")
+    # Energy as any metric: compared where the records measured it, else refused naming the metrics there are.
+    measured = any("energy" in json.loads(p.read_text())["metrics"] for p in (d / "results/local/records").glob("*.json"))
+    out = run("exabench history regress --metric energy", codes=(0,) if measured else (2,))
+    assert measured or "--metric energy: no stored record" in out, out
     run("exabench history --select site:local,since:2025-06-01 --csv campaigns.csv")
     assert (d / "campaigns.csv").is_file()
     from exabench.analysis import history
@@ -283,15 +289,19 @@ def test_the_documented_measurements_run_with_fewer_rounds(command):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("command, target", [
-    ("snakemake --profile profiles/local --configfile config/analytics.yaml", "kmeans.iris.tiny.float64.n1r2t1"),
-    ("snakemake --profile profiles/local --configfile config/micro.yaml", "gemm.tiny.fp32.n1r1t2"),
+@pytest.mark.parametrize("command, target, then", [
+    ("snakemake --profile profiles/local --configfile config/analytics.yaml", "kmeans.iris.tiny.float64.n1r2t1", None),
+    ("snakemake --profile profiles/local --configfile config/micro.yaml", "gemm.tiny.fp32.n1r1t2",
+     "python -m exabench.analysis.kernels results/local/records/*.json --out results/local/tables/micro.md"),
 ])
-def test_a_documented_suite_campaign_runs_its_first_run(command, target, tmp_path):
+def test_a_documented_suite_campaign_runs_its_first_run(command, target, then, tmp_path):
     d = copy_workflow(tmp_path / "w")
     _ok(run_documented(command, "--cores", "2", f"results/local/records/{target}.json", cwd=d, timeout=400), command)
     record = json.loads((d / "results/local/records" / f"{target}.json").read_text())
     assert record["status"] == "ok", record.get("error")
+    if then:  # what the suite's page shows next, on the record just made
+        _ok(run_documented(then, cwd=d, timeout=120), then)
+        assert "## gemm TFLOP/s by precision" in (d / "results/local/tables/micro.md").read_text()
 
 
 @pytest.mark.integration

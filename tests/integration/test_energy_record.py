@@ -4,10 +4,13 @@ has no energy source, says so."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from exabench.energy.summary import energy_metrics, summarise
 from exabench.records.record import check_record
+from helpers_docs import run_documented
 from helpers_micro import run_in_process
 
 
@@ -131,3 +134,16 @@ def test_two_ranks_launched_by_mpirun_give_one_energy_section(tmp_path):
     assert record["status"] == "ok", record.get("error")
     assert record["energy"]["measured"] is False and "ranks_missing" not in record["energy"]
     assert record["energy"]["reason"].startswith("no energy source on this machine: ")
+
+
+def test_the_documented_energy_probe_says_what_this_machine_measures():
+    """docs/energy.md's probe: the record's energy section of 2 idle seconds, as JSON: joules where a
+    source measured them, else null with the reason (this machine has none)."""
+    res = run_documented("python -m exabench.energy --seconds 2", timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    energy = json.loads(res.stdout)
+    assert energy["format"] == "exabench.energy/1"
+    if energy["measured"]:
+        assert energy["timed"]["joules"] >= 0 and energy["sources"]
+    else:
+        assert energy["timed"] is None and energy["reason"].startswith("no energy source on this machine: ")

@@ -20,6 +20,7 @@ from exabench.campaign.plan import expand
 from exabench.campaign.render import RunPaths, write_run_files
 from exabench.config import validate
 from exabench.records.record import base_record, write_record
+from helpers_docs import run_documented
 from helpers_runs import rendered_kmeans, stand_in_site
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -541,10 +542,12 @@ def test_retry_reruns_only_the_failed_run_and_restore_brings_back_a_kept_record(
     assert json.loads(ok_record)["status"] == "ok" and failed["status"] == "failed"
 
     flag.unlink()  # the node is fixed
-    proc = exabench("retry", "--results", results)
+    local = {"<site>": "local"}  # docs/results.md's commands, from the campaign's folder
+    proc = run_documented("exabench retry --results results/<site>", fill=local, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     [kept] = (results / "attempts" / flaky).glob("*-failed.json")
-    assert f"{flaky}: failed; record set aside -> {kept}" in proc.stdout and ok_id not in proc.stdout
+    assert f"{flaky}: failed; record set aside -> " in proc.stdout and kept.name in proc.stdout, proc.stdout
+    assert ok_id not in proc.stdout
     assert json.loads(kept.read_text()) == failed  # moved, not lost
     again = snakemake_popen(tmp_path, cfg, *records)
     out, _ = again.communicate(timeout=240)
@@ -556,18 +559,25 @@ def test_retry_reruns_only_the_failed_run_and_restore_brings_back_a_kept_record(
 
     # Restore: the latest kept record other than the current one is the failed one (archive/ keeps every
     # record a run wrote); the ok record it replaces goes to attempts/.
-    proc = exabench("restore", "--results", results, flaky)
+    listed = run_documented("exabench restore --results results/<site> RUN_ID --list", fill={**local, "RUN_ID": flaky},
+                            cwd=tmp_path)
+    assert listed.returncode == 0 and kept.name in listed.stdout, listed.stdout + listed.stderr
+    assert f"kept record(s) of {flaky}" in listed.stdout
+    proc = run_documented("exabench restore --results results/<site> RUN_ID", fill={**local, "RUN_ID": flaky},
+                          cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((results / "records" / f"{flaky}.json").read_text()) == failed
     [replaced] = (results / "attempts" / flaky).glob("*-ok.json")
-    assert f"the ok record it replaces is kept -> {replaced}" in proc.stdout
-    tarball = tmp_path / "campaign.tar.gz"
+    assert "the ok record it replaces is kept -> " in proc.stdout and replaced.name in proc.stdout, proc.stdout
+    tarball = tmp_path / "results/archives/local.tar.gz"
+    tarball.parent.mkdir(parents=True)
     assert exabench("archive", "--results", results, "--out", tarball).returncode == 0
     import tarfile
     with tarfile.open(tarball) as tar:  # the records set aside travel with the campaign
         assert {f"attempts/{flaky}/{kept.name}", f"attempts/{flaky}/{replaced.name}"} <= set(tar.getnames())
     (results / "records" / f"{ok_id}.json").write_text("{truncated")  # damaged after the archive was made
-    proc = exabench("restore", "--results", results, ok_id, "--archive", tarball)
+    proc = run_documented("exabench restore --results results/local RUN_ID --archive results/archives/local.tar.gz",
+                          fill={"RUN_ID": ok_id}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (results / "records" / f"{ok_id}.json").read_bytes() == ok_record
     assert "the corrupt record it replaces is kept" in proc.stdout

@@ -6,7 +6,6 @@ row is checked against the logs' own timestamps and checker verdicts, whichever 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -124,29 +123,42 @@ def test_throughput_is_a_score_only_from_the_rules_count_of_converged_distinct_s
     assert "4 of >= 5" in text and "| n/a |" in text and "- twin.log: left out, seed 3 also used by ok2.log" in text
 
 
-@pytest.mark.timeout(300)
-def test_throughput_run_of_two_instances_of_one_rank(tmp_path, two_core_site):
-    """Real: the concurrent bundle starts 2 OC20 instances (1 rank each) at once; TTTa from their logs."""
-    from exabench.campaign.plan import expand
-    from exabench.campaign.render import write_bundle, write_runs_files
-    from exabench.config import validate
+TP_CAMPAIGN = """\
+campaign: tp
+preset: tiny
+timeout_s: 600
+results_store: none
+score_mlperf: throughput
+benchmarks:
+  - name: oc20
+    sweep: {ranks_per_node: [1], threads_per_rank: [1], seed: [1, 2]}
+"""
+
+
+@pytest.mark.timeout(600)
+def test_throughput_run_of_two_instances_of_one_rank(tmp_path):
+    """Real, by docs/mlperf-hpc.md's three commands: Snakemake renders the concurrent bundle of 2 OC20
+    instances (1 rank each), bash starts them at once, and the campaign's plain command scores them
+    (records only aggregated, no run started again); TTTa from their logs."""
     from exabench.records.record import read_record
-    config = validate({"campaign": "tp", "timeout_s": 600, "score_mlperf": "throughput", "benchmarks": [
-        {"name": "oc20", "preset": "tiny",
-         "sweep": {"ranks_per_node": [1], "threads_per_rank": [1], "seed": [1, 2]}}]}, "config", "tp.yaml")
-    runs = expand(config, two_core_site, "tp.yaml")
-    assert len(runs) == 2
-    results = tmp_path / "results"
-    write_runs_files(runs, two_core_site, results)
-    bundle = results / "bundles" / "tp.throughput.sh"
-    write_bundle(runs, two_core_site, results, "tp", bundle, concurrent=True)
-    assert bundle.read_text().count(" & pids+=($!)") == 2
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))  # this checkout's package
-    proc = subprocess.run(["bash", str(bundle)], capture_output=True, text=True, timeout=280, env=env)
-    assert "0 run(s) failed" in proc.stdout, proc.stdout + proc.stderr
-    records = [read_record(results / "records" / f"{r.run_id}.json") for r in runs]
-    result = scores.write_scores(records, tmp_path / "tables", "throughput")
-    (row,) = result["throughput"]
+    from helpers_compare import copy_workflow
+    from helpers_docs import run_documented
+    d = copy_workflow(tmp_path / "w")
+    (d / "tp.yaml").write_text(TP_CAMPAIGN)
+    bundle, results = d / "results/local/bundles/tp.throughput.sh", d / "results/local"
+    for command in ("snakemake --profile profiles/local throughput_bundle --configfile tp.yaml",
+                    "bash results/local/bundles/tp.throughput.sh",
+                    "snakemake --profile profiles/local --configfile tp.yaml"):
+        if command.startswith("bash"):
+            assert bundle.read_text().count(" & pids+=($!)") == 2
+        proc = run_documented(command, cwd=d, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        if command.startswith("bash"):
+            assert "0 run(s) failed" in proc.stdout, proc.stdout + proc.stderr
+    assert "run_benchmark" not in proc.stdout + proc.stderr  # the bundle's records, scored as they are
+    records = [read_record(p) for p in sorted((results / "records").glob("oc20.*.json"))]
+    assert len(records) == 2
+    (row,) = json.loads((results / "tables" / "mlperf.json").read_text())["throughput"]
     logs = [rec["info"]["mlperf_log"] for rec in records]
     stamps = [_stamps(p) for p in logs]
     compliant = [{c["name"]: c["passed"] for c in rec["checks"]}["mlperf_compliance"] for rec in records]
@@ -161,7 +173,7 @@ def test_throughput_run_of_two_instances_of_one_rank(tmp_path, two_core_site):
             (max(s["run_stop"] for s in counted) - min(s["run_start"] for s in counted)) / 60000)
     # The instances ran at once: each started before the other stopped.
     assert stamps[0]["run_start"] < stamps[1]["run_stop"] and stamps[1]["run_start"] < stamps[0]["run_stop"]
-    md = (tmp_path / "tables" / "mlperf.md").read_text()
+    md = (results / "tables" / "mlperf.md").read_text()
     assert "## Throughput" in md and f"{len(counted)} of >= 5" in md and "no score" in md
 
 

@@ -22,6 +22,7 @@ from exabench.campaign.render import RunPaths, render_script
 from exabench.campaign.plan import Run
 from exabench.campaign.site import resolve_layout
 
+from helpers_docs import run_documented
 from helpers_sites import REPO, site
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -148,6 +149,22 @@ def test_bundle_script_runs_a_sweep_in_one_allocation_and_is_ingested(slurm_clus
     rows = _table(work)
     assert {r["run_id"] for r in rows} == {"kmeans.tiny.float64.n2r1t2", "kmeans.tiny.float64.n2r2t1"}
     assert {r["status"] for r in rows} == {"ok"}
+
+
+def test_a_finished_jobs_energy_is_read_through_sacct_or_why_there_is_none(slurm_cluster, tmp_path):
+    """docs/energy.md's --slurm-job for a job of the loopback Slurm that has just ended: its ConsumedEnergy
+    through sacct, or (a cluster that gathers no energy, or keeps no accounting, as this one) why there is
+    none, never zero joules."""
+    sub = subprocess.run(["sbatch", "--parsable", "--wait", "-N1", "-o", str(tmp_path / "job.out"), "--wrap", "true"],
+                         cwd=tmp_path, env=slurm_cluster, capture_output=True, text=True, timeout=120)
+    assert sub.returncode == 0, sub.stdout + sub.stderr
+    job = sub.stdout.split()[0].split(";")[0]
+    res = run_documented("python -m exabench.energy --slurm-job ID", fill={"ID": job},
+                         env={"SLURM_CONF": slurm_cluster["SLURM_CONF"]}, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    energy = json.loads(res.stdout)
+    assert energy["source"] == "slurm" and (energy["joules"] is None) == bool(energy["reason"]), energy
+    assert energy["joules"] is None or energy["joules"] > 0
 
 
 def test_every_node_groups_run_one_job_per_node_and_node_check_reads_them(slurm_cluster, tmp_path):
