@@ -30,14 +30,20 @@ def file_digest(path: str | Path) -> str:
     return "sha256:" + sha256_file(path)
 
 
+SNAKEMAKE_MARKER = ".snakemake_timestamp"  # in every directory() output, written after its job
+
+
 def directory_digest(path: str | Path) -> str:
     """A directory image's digest: sha256 over a canonical listing (path, type, mode, link target
     or content digest), in sorted order; owners and times are left out, so an unpacked copy of
-    the same tree has the same digest."""
+    the same tree has the same digest. Snakemake's marker of a directory() output is left out too:
+    Snakemake writes it after the rule that built the image recorded the digest."""
     root = Path(path)
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
+        if Path(dirpath) == root:
+            filenames = [f for f in filenames if f != SNAKEMAKE_MARKER]
         for name in sorted(dirnames + filenames):
             p = Path(dirpath) / name
             st = p.lstat()
