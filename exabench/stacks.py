@@ -52,12 +52,16 @@ def mark_stops(errors: Path, rank: int) -> Path:
     it before the signal's default action ends the process: the interpreter's fault handler writes
     from the C signal handler, so even a rank blocked inside a collective leaves the mark. A launch
     that stops its ranks (SIGTERM, then SIGKILL) marks each one it stopped; a rank killed outright
-    (out of memory: SIGKILL) leaves its file empty (exabench.execute.collect_node_world)."""
+    (out of memory: SIGKILL) leaves its file empty (exabench.execute.collect_node_world).
+    Every thread is written: the kernel hands a signal sent to the process to any thread that does
+    not block it, often one of MPI's, OpenMP's or the BLAS's own, and on a thread with no Python
+    state a handler asked for the current thread only writes nothing, so the mark would read as
+    a rank killed outright."""
     import signal
     errors.mkdir(parents=True, exist_ok=True)
     path = errors / STOP_MARK.format(rank=rank)
     out = open(path, "w")  # noqa: SIM115 - kept open for the process's life, as arm's file
-    faulthandler.register(signal.SIGTERM, file=out, all_threads=False, chain=True)
+    faulthandler.register(signal.SIGTERM, file=out, all_threads=True, chain=True)
     return path
 
 

@@ -81,3 +81,21 @@ def test_a_stop_mark_is_written_by_sigterm_even_inside_a_blocking_call_and_stays
     time.sleep(0.1)
     assert "most recent call first" in (tmp_path / "stopped-rank0.txt").read_text()
     assert (tmp_path / "stopped-rank1.txt").read_text() == ""
+
+
+def test_a_stop_mark_is_written_when_sigterm_lands_on_a_thread_with_no_python_state(tmp_path):
+    # A launcher signals the process; the kernel hands the signal to any thread that does not block
+    # it: in a rank, often one of MPI's, OpenMP's or the BLAS's own threads, which have no Python
+    # thread state. Here the main thread blocks SIGTERM and a plain C thread (libc's sleep, started
+    # with pthread_create) is the only one left to take it: the mark must still be written.
+    import signal
+    code = ("import ctypes, os, signal, sys; from pathlib import Path; from exabench import stacks; "
+            "stacks.mark_stops(Path(sys.argv[1]), 0); libc = ctypes.CDLL(None); tid = ctypes.c_ulong(); "
+            "assert libc.pthread_create(ctypes.byref(tid), None, libc.sleep, ctypes.c_void_p(60)) == 0; "
+            "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); print('armed', flush=True); "
+            "r, w = os.pipe(); os.read(r, 1)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "armed"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    assert "most recent call first" in (tmp_path / "stopped-rank0.txt").read_text()
