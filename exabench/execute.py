@@ -538,16 +538,20 @@ def collect_node_world(run_spec: str | Path, nodes: list[str], exit_code: int,
     errors = {n: _error_from(Path(s["paths"]["run_dir"]), exit_code, "")
               if any(error_dir(Path(s["paths"]["run_dir"])).glob("rank*.txt")) else None for n, s in found.items()}
     marks = {n: _stop_marks(error_dir(Path(s["paths"]["run_dir"]))) for n, s in found.items()}
-    # Where the launch stopped ranks with SIGTERM (some rank's mark written), a node one of whose ranks
-    # left its mark empty, with no record and no error, lost that rank without a word: killed
-    # outright (out of memory, a signal), the likeliest end of the launch. Where no mark is written
-    # (the others had finished, or a launcher kills with SIGKILL only), the one node of a failed launch
-    # left without a record is that node; of several, none can be told apart.
+    # Where no node's ranks wrote an error, the launch ended because a rank died without a word:
+    # killed outright (out of memory, a signal). Where the launch stopped ranks with SIGTERM (some
+    # rank's mark written), it is a node one of whose ranks left its mark empty; where no mark is
+    # written (the others had finished, or a launcher kills with SIGKILL only), the one node of a
+    # failed launch left without a record; of several, none can be told apart. Where a node's ranks
+    # did write an error, that error ended the launch, and an empty mark elsewhere is no sign of a
+    # kill of its own: a launcher may send SIGKILL before a rank on a busy node ran its SIGTERM
+    # handler (Open MPI 4.1's mpirun sent it 6 ms after SIGTERM here, to 4 ranks on 2 cores).
     signalled = any(written for _, written in marks.values())
     unrecorded = [n for n, s in found.items() if peek_record(Path(s["paths"]["record"])) is None]
     alone = exit_code != 0 and len(unrecorded) == 1
+    explained = any(errors.values())
     for n, (ranks, written) in marks.items():
-        if n in unrecorded and not errors[n] and written < ranks and (signalled or alone):
+        if n in unrecorded and not explained and written < ranks and (signalled or alone):
             errors[n] = (f"{ranks - written} of its {ranks} rank(s) ended with no record, no error and no stop signal "
                          f"from the launch (exit {exit_code}): killed outright (out of memory, or a signal)")
     failed = [n for n, e in errors.items() if e]

@@ -8,8 +8,8 @@ without a record the record its launch earned (exabench.execute.collect_node_wor
 One MPI launch is one job step: where a rank fails, the launcher stops every node's ranks (the
 runner's failing rank exits at once; a launcher ends the launch of a rank that exits abnormally, and
 MPI_Abort ends every process of its communicator's group). So a node whose own ranks failed is
-recorded failed, with its ranks' error, or, where a rank was killed outright and wrote nothing,
-found by its empty stop mark (exabench.stacks.mark_stops); a node stopped only because another
+recorded failed, with its ranks' error, or, where a rank was killed outright and no node's ranks
+wrote an error, found by its empty stop mark (exabench.stacks.mark_stops); a node stopped only because another
 failed is recorded `not run` (NOT_RUN_STOPPED: not judged on that run, not flagged), naming the
 node that stopped it. A step past the run's time limit is stopped by `timeout` on the batch node: the
 nodes without a record are recorded `timeout`. The batch node holds the script, `timeout`, the

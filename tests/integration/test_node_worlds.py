@@ -101,8 +101,9 @@ def test_each_nodes_allreduce_runs_over_its_own_ranks_with_every_backend(backend
 @pytest.mark.integration
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
 def test_a_node_that_fails_stops_the_launch_and_only_it_is_recorded_failed(tmp_path):
-    # n02's ranks fail at once (a k the data cannot have: the benchmark raises); mpirun stops n01's
-    # ranks with them. node-collect: n02 failed with its own error, n01 "not run: stopped ...".
+    # n02's ranks fail at once (a parameter the benchmark does not take: it raises); mpirun stops n01's
+    # ranks with them. node-collect: n02 failed with its own error, n01 "not run: stopped ..." whether
+    # or not n01's ranks ran their SIGTERM handler before mpirun's SIGKILL.
     spec = _kmeans_spec(tmp_path)
     node_spec = spec.parent.parent.parent / "nodes" / "kmeans.tiny.n1r2t1" / "n02" / "spec.json"
     broken = json.loads(node_spec.read_text())
@@ -185,6 +186,25 @@ def test_node_collect_finds_the_node_whose_rank_was_killed_outright_among_those_
                                "(exit 137): killed outright (out of memory, or a signal)")
     assert stopped["error"] == ("not run: stopped with the launch across every node (exit 137) before this node's run "
                                 "recorded: node(s) n02 failed")
+
+
+def test_an_empty_stop_mark_beside_another_nodes_own_error_is_a_stop_not_a_kill(tmp_path):
+    # n02's ranks wrote their error (they ended the launch); one of n01's ranks left its mark empty:
+    # the launcher's SIGKILL reached it before its SIGTERM handler ran (mpirun sends it milliseconds
+    # after SIGTERM), so n01 is stopped with the launch, not killed outright.
+    from exabench.execute import collect_node_world as collect
+    spec = _kmeans_spec(tmp_path)
+    for node, marks in (("n01", ["stacks", ""]), ("n02", ["", ""])):
+        errors = tmp_path / "nodes" / "kmeans.tiny.n1r2t1" / node / "errors"
+        errors.mkdir(parents=True)
+        for rank, text in enumerate(marks):
+            (errors / f"stopped-rank{rank}.txt").write_text(text)
+    (errors / "rank0.txt").write_text("rank 0 on n02: TypeError: run() got an unexpected keyword argument 'k2'\n")
+    assert collect(spec, NODES, 1, 3.0) == {"n01": "failed", "n02": "failed"}
+    assert "TypeError" in _node_record(tmp_path, spec, "n02")["error"]
+    assert _node_record(tmp_path, spec, "n01")["error"] == (
+        "not run: stopped with the launch across every node (exit 1) before this node's run recorded: node(s) n02 "
+        "failed")
 
 
 def test_node_collect_names_the_one_node_left_without_a_record_by_a_failed_launch(tmp_path):
