@@ -175,7 +175,8 @@ def _describe_valid(error) -> str:
                   and {"integer", "number"} & set(wanted))
         return (f"type {' or '.join(wanted)}" + (f": {shape}" if shape else "")
                 + (f"; write the number without quotes: {error.instance.strip()}, not {error.instance!r}"
-                   if quoted else _number_read_as_text(error.instance, wanted)))
+                   if quoted else _number_read_as_text(error.instance, wanted))
+                + _boolean_read_as_text(error.instance, wanted, key_path(error.path)))
     if v == "oneOf":
         return " or ".join(_describe_branch(b) for b in error.validator_value)
     if v in ("minLength", "maxLength"):
@@ -198,6 +199,16 @@ def _number_read_as_text(value, wanted: list) -> str:
         return ""
     plain = int(number) if number.is_integer() and abs(number) < 1e16 else number
     return f"; YAML reads {value!r} as text: write {plain!r} (or with a dot and a signed exponent: {number:.1e})"
+
+
+def _boolean_read_as_text(value, wanted: list, key: str) -> str:
+    """A hint for a boolean given as text: Snakemake's --config reads only True and False as booleans
+    (true, yes and on stay text), a YAML file true and false as well."""
+    if "boolean" not in wanted or not isinstance(value, str) or value.strip().lower() not in ("true", "false", "yes",
+                                                                                            "no", "on", "off"):
+        return ""
+    word = "True" if value.strip().lower() in ("true", "yes", "on") else "False"
+    return f" (true or false in a YAML file; on the command line, --config {key}={word}, capitalised)"
 
 
 def _describe_branch(branch: dict) -> str:

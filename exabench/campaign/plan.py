@@ -39,12 +39,15 @@ class Run:
     campaign: str = "campaign"
     timeout_s: int = 1800
     workload: dict = field(default_factory=dict)  # the benchmark's facts (Benchmark.workload)
+    resized: dict = field(default_factory=dict)  # key -> the campaign's own value, where preset_sizes replaced it
 
     def to_dict(self) -> dict:
         """dataclasses.asdict(self) with the layout's own to_dict, in the same key order, built
         directly (asdict's generic walk was a third of a 10,000-run render)."""
         d = {f.name: plain(getattr(self, f.name)) for f in _RUN_FIELDS}
         d["layout"] = self.layout.to_dict()
+        if not d["resized"]:  # only a rehearsal's runs say it (preset_sizes)
+            del d["resized"]
         return d
 
     @classmethod
@@ -250,7 +253,13 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
             except LayoutError as exc:
                 raise ConfigError(config_file, f"{where}.sweep", lay_req, exc.limit,
                                   f"does not fit site '{site.name}' ({exc.field} = {exc.value})") from None
-            params = cls.resolve_params(preset, {**fixed, **point}, config_file, f"{where}.params")
+            own = {**fixed, **point}
+            resized = {}
+            if config.get("preset_sizes"):  # a rehearsal: the preset's sizes over the campaign's
+                sizes = cls.presets.get(preset, {})
+                resized = {k: v for k, v in own.items() if k in sizes and v != sizes[k]}
+                own.update(sizes)
+            params = cls.resolve_params(preset, own, config_file, f"{where}.params")
             id_values = {k: getattr(params, k) for k in cls.id_params}
             swept = {k: v for k, v in point.items() if len(sweep[k]) > 1}
             for rep in range(1, config["repeats"] + 1):
@@ -271,7 +280,7 @@ def expand(config: dict, site: Site, config_file: str = "config/config.yaml") ->
                 runs.append(Run(run_id=run_id, benchmark=cls.name, suite=cls.suite, framework=cls.framework,
                                 preset=preset, params=plain(params), layout=layout, swept=swept, repeat=rep,
                                 campaign=config["campaign"], timeout_s=config["timeout_s"],
-                                workload=cls.workload(params)))
+                                workload=cls.workload(params), resized=resized))
     return runs
 
 

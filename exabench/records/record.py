@@ -322,7 +322,8 @@ def base_record(spec: dict) -> dict:
     return {"schema": SCHEMA, "run_id": spec["run_id"], "benchmark": spec["benchmark"], "suite": spec["suite"],
             "framework": spec["framework"], "campaign": spec["campaign"], "preset": spec["preset"],
             "repeat": spec["repeat"], "params": spec["params"], "swept": spec["swept"], "site": spec["site"],
-            "layout": {**spec["layout"], "launch_line": spec["launch_line"]}, "workload": spec.get("workload", {})}
+            "layout": {**spec["layout"], "launch_line": spec["launch_line"]}, "workload": spec.get("workload", {}),
+            **({"resized": spec["resized"]} if spec.get("resized") else {})}
 
 
 def failed_record(spec: dict, status: str, error: str, start_time: str, end_time: str) -> dict:

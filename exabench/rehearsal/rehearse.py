@@ -38,7 +38,9 @@ from exabench.rehearsal.standins import environment, write_bin
 
 WORKFLOW = ("Snakefile", "workflow", "profiles", "config", "requirements.txt", "requirements.lock")
 # node_hours_budget=0: a rehearsal charges nothing; the report gives what the real campaign would ask.
-DEFAULTS = ("scale=rack", "preset=tiny", "node_hours_budget=0")
+# preset_sizes: each run at the preset's sizes (a site campaign's batch 256 or 64GB a node would take
+# this machine hours, or its memory), the campaign's own values kept in each record and the report.
+DEFAULTS = ("scale=rack", "preset=tiny", "node_hours_budget=0", "preset_sizes=True")
 EVERY_NODE_NODES = 1  # the every-node job's allocation here: this one host
 SPEC = re.compile(r"--spec (\S+)/spec\.json")
 
@@ -237,6 +239,7 @@ class Summary:
     records: dict          # run id -> status of its record
     node_hours: float      # what the accepted submissions would ask of the real machine
     ok: bool = False       # rehearsed: see rehearsed()
+    resized: dict = field(default_factory=dict)   # run id -> {parameter: (the campaign's value, the value here)}
 
     @property
     def refused(self) -> list:
@@ -257,19 +260,23 @@ def summarize(r: Rehearsal) -> Summary:
     path = r.work / "state" / "decisions.jsonl"
     decisions = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     planned = sorted({Path(m).name for script, _ in r.submitted for m in SPEC.findall(script.read_text())})
-    records = {}
+    records, resized = {}, {}
     for rec in sorted((r.results / "records").glob("*.json")):
         try:
-            records[rec.stem] = json.loads(rec.read_text()).get("status", "?")
+            data = json.loads(rec.read_text())
         except ValueError:
             records[rec.stem] = "corrupt"
+            continue
+        records[rec.stem] = data.get("status", "?")
+        if data.get("resized"):
+            resized[rec.stem] = {k: (v, data.get("params", {}).get(k)) for k, v in data["resized"].items()}
     queues = {q.name: q for q in r.site.queues}
     hours = 0.0
     for d in decisions:   # the nodes a queue charges (Theta's default: 128 at least) x the walltime asked
         if d["tool"] in ("bsub", "qsub", "sbatch") and d["verdict"] == "accepted":
             q = queues.get(d["queue"])
             hours += (q.charged_nodes(d["nodes"]) if q else d["nodes"]) * d["minutes"] / 60
-    summary = Summary(decisions, planned, records, hours)
+    summary = Summary(decisions, planned, records, hours, resized=resized)
     summary.ok = summary.rehearsed(r)
     return summary
 

@@ -77,7 +77,12 @@ def render(r, s) -> str:
         out += ["", "## Mapped to the loopback cluster", ""]
         out += table(["tool", "change (why)"], [[tool, _cell(change)] for tool, change in mapped])
     out += ["", "## Runs and their records", ""]
-    out += table(["run", "record"], [[run, records.get(run, "**no record**")] for run in planned])
+    out += ["Each run at the preset's sizes (preset_sizes): where the campaign asks more, its own value is given "
+            "beside the one run here (the record keeps both: params and resized).", ""]
+    out += table(["run", "record", "sizes: the campaign's -> here"],
+                 [[run, records.get(run, "**no record**"),
+                   _cell(", ".join(f"{k} {own} -> {here}" for k, (own, here) in s.resized.get(run, {}).items()))]
+                  for run in planned])
     out += ["", "## Verdicts", "",
             "What these verdicts cover: this machine's figures (at the rehearsal's preset, tiny unless set), "
             f"judged against {r.site.name}'s references by the site's own acceptance and node check. They show "

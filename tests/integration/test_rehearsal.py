@@ -41,6 +41,7 @@ repeats: 1
 timeout_s: 600
 benchmarks:
   - name: gemm
+    params: {samples: 50}
     sweep:
       nodes: [1, 2]
       ranks_per_node: [1]
@@ -68,6 +69,9 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
     assert [p.stem for p in records] == ["gemm.tiny.fp32.n1r1t42g1" if name == "summit" else "gemm.tiny.fp32.n1r1t32g1",
                                          "gemm.tiny.fp32.n2r1t42g1" if name == "summit" else "gemm.tiny.fp32.n2r1t32g1"]
     assert all(json.loads(p.read_text())["status"] == "ok" for p in records)
+    # at preset tiny's sizes (preset_sizes): the campaign's 50 samples kept beside the 5 run here
+    assert all((json.loads(p.read_text())["params"]["samples"], json.loads(p.read_text())["resized"]) ==
+               (5, {"samples": 50}) for p in records)
     decisions = [json.loads(line) for line in (work / "state" / "decisions.jsonl").read_text().splitlines()]
     submits = [d for d in decisions if d["tool"] == submit]
     launches = [d for d in decisions if d["tool"] == launcher]
@@ -88,7 +92,7 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
     assert rec["status"] == "ok" and rec["provenance"]["node_world"]["launch_nodes"] == 1, rec.get("error")
     report = (work / "rehearsal.md").read_text()
     for part in ("Verdict: **rehearsed**", f"`{'bsub <' if submit == 'bsub' else submit} results/{name}/bundles/rehearsal-small-01-of-02.sh`",
-                 "## Runs and their records", "node-hours the real campaign would request", "## Verdicts",
+                 "## Runs and their records", "samples 50 -> 5", "node-hours the real campaign would request", "## Verdicts",
                  f"What these verdicts cover: this machine's figures (at the rehearsal's preset, tiny unless set), "
                  f"judged against {name}'s references"):
         assert part in report, part
@@ -144,7 +148,7 @@ def test_every_real_sites_default_campaign_passes_the_stand_ins_checks(name, tmp
     # bundle script, run script and launch line checked as the stand-ins check them, nothing run.
     s = site(name)
     raw = yaml.safe_load((REPO / "profiles" / name / "campaign.yaml").read_text())
-    config = validate({**raw, "scale": "rack", "preset": "tiny"}, "config", f"profiles/{name}/campaign.yaml")
+    config = validate({**raw, "scale": "rack", "preset": "tiny", "preset_sizes": True}, "config", f"profiles/{name}/campaign.yaml")
     runs = expand(config, s, f"profiles/{name}/campaign.yaml")
     results = tmp_path / name
     bundles = write_bundles(plan_bundles(runs, s, config["campaign"], "campaign.yaml"), s, results)

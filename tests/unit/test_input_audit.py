@@ -164,6 +164,17 @@ def test_a_key_of_two_types_names_both_in_words():
     assert str(err.value) == "--config: key 'node_hours_budget' = 'abc' is not valid; valid: type number or null"
 
 
+@pytest.mark.parametrize("given,word", [("true", "True"), ("false", "False"), ("yes", "True")])
+def test_a_boolean_given_as_text_on_the_command_line_is_refused_saying_how_to_write_it(given, word):
+    # Snakemake's --config reads only True and False as booleans: `preset_sizes=true` arrives as text
+    from exabench.config import validate
+
+    with pytest.raises(ConfigError) as err:
+        validate({"benchmarks": [{"name": "kmeans"}], "preset_sizes": given}, "config", "--config")
+    assert str(err.value) == (f"--config: key 'preset_sizes' = '{given}' is not valid; valid: type boolean (true or "
+                              f"false in a YAML file; on the command line, --config preset_sizes={word}, capitalised)")
+
+
 # --- command-line options: numbers out of range or not finite, output files of the wrong kind -------
 
 def _main(capsys, *argv) -> tuple[int, str]:

@@ -42,6 +42,21 @@ def test_preset_and_fixed_params(two_core_site):
     assert run.run_id == "resnet50.full.fp32.n1r1t2"
 
 
+def test_preset_sizes_give_every_key_the_preset_sets_its_value_and_keep_the_campaigns_in_resized(two_core_site):
+    # A rehearsal of a site's campaign (64GB a node, batch 256) on a laptop: the same run ids and
+    # layouts, each run at preset tiny's sizes, the campaign's own values kept beside them.
+    bench = [{"name": "kmeans", "sweep": {"size_per_node": ["8GB", "64GB"]}},
+             {"name": "resnet50", "params": {"batch_size": 256, "channels_last": True}}]
+    own, fitted = plan(two_core_site, bench), plan(two_core_site, bench, preset_sizes=True)
+    assert [r.run_id for r in fitted] == [r.run_id for r in own] and [r.layout for r in fitted] == [r.layout for r in own]
+    assert [r.params["size_per_node"] for r in own[:2]] == ["8GB", "64GB"]
+    assert [(r.params["size_per_node"], r.resized) for r in fitted[:2]] == [
+        ("20000rows", {"size_per_node": "8GB"}), ("20000rows", {"size_per_node": "64GB"})]
+    assert fitted[2].params["batch_size"] == 4 and fitted[2].params["channels_last"] is True  # not a preset key
+    assert fitted[2].resized == {"batch_size": 256} and all(r.resized == {} for r in own)
+    assert "resized" not in own[0].to_dict() and fitted[0].to_dict()["resized"] == {"size_per_node": "8GB"}
+
+
 def test_duplicate_runs_need_a_label(two_core_site):
     with pytest.raises(ConfigError, match="plans run 'kmeans.tiny.float64.n1r1t2' twice.*label"):
         plan(two_core_site, [{"name": "kmeans"}, {"name": "kmeans"}])
