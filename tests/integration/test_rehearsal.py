@@ -148,7 +148,8 @@ def test_every_real_sites_default_campaign_passes_the_stand_ins_checks(name, tmp
     # bundle script, run script and launch line checked as the stand-ins check them, nothing run.
     s = site(name)
     raw = yaml.safe_load((REPO / "profiles" / name / "campaign.yaml").read_text())
-    config = validate({**raw, "scale": "rack", "preset": "tiny", "preset_sizes": True}, "config", f"profiles/{name}/campaign.yaml")
+    config = validate({**raw, "scale": "rack", "preset": "tiny", "preset_sizes": True}, "config",
+                      f"profiles/{name}/campaign.yaml")
     runs = expand(config, s, f"profiles/{name}/campaign.yaml")
     results = tmp_path / name
     bundles = write_bundles(plan_bundles(runs, s, config["campaign"], "campaign.yaml"), s, results)

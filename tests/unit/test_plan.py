@@ -48,7 +48,7 @@ def test_preset_sizes_give_every_key_the_preset_sets_its_value_and_keep_the_camp
     bench = [{"name": "kmeans", "sweep": {"size_per_node": ["8GB", "64GB"]}},
              {"name": "resnet50", "params": {"batch_size": 256, "channels_last": True}}]
     own, fitted = plan(two_core_site, bench), plan(two_core_site, bench, preset_sizes=True)
-    assert [r.run_id for r in fitted] == [r.run_id for r in own] and [r.layout for r in fitted] == [r.layout for r in own]
+    assert [(r.run_id, r.layout) for r in fitted] == [(r.run_id, r.layout) for r in own]
     assert [r.params["size_per_node"] for r in own[:2]] == ["8GB", "64GB"]
     assert [(r.params["size_per_node"], r.resized) for r in fitted[:2]] == [
         ("20000rows", {"size_per_node": "8GB"}), ("20000rows", {"size_per_node": "64GB"})]
