@@ -254,6 +254,15 @@ def test_a_node_pair_group_script_passes_sbatch_test_only(slurm_cluster, tmp_pat
     assert res.returncode == 0 and "to start at" in res.stderr, res.stderr
 
 
+def _job_script(proc: Path, job: str) -> bool:
+    """Whether /proc/<pid> is job `job`'s batch script; False for a process that ended meanwhile."""
+    try:
+        return b"slurm_script" in (proc / "cmdline").read_bytes() and \
+            f"SLURM_JOB_ID={job}\0".encode() in (proc / "environ").read_bytes()
+    except OSError:
+        return False
+
+
 def _descendants(root: int) -> list[int]:
     """Every live process below `root` (from /proc: pid -> parent)."""
     parent = {}
@@ -292,9 +301,7 @@ def test_every_node_job_is_one_step_per_run_and_holds_few_processes_on_the_batch
     job = out.stdout.strip().split(";")[0]
     most, state = 0, ""
     for _ in range(1200):
-        batch = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline")
-                 if p.exists() and b"slurm_script" in p.read_bytes()
-                 and f"SLURM_JOB_ID={job}\0".encode() in (p.parent / "environ").read_bytes()]
+        batch = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline") if _job_script(p.parent, job)]
         for pid in batch:  # the batch script and what it started: the tasks are slurmstepd's, not its
             most = max(most, 1 + len(_descendants(pid)))
         state = re.search(r"JobState=(\w+)", subprocess.run(["scontrol", "show", "job", job], env=slurm_cluster,
