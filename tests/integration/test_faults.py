@@ -174,8 +174,12 @@ def test_ranks_that_leave_no_valid_record_give_a_failed_record_naming_why(tmp_pa
 
 @pytest.fixture
 def sleeping_run(tmp_path, two_core_site):
-    """One rendered run whose job script sleeps (it writes no record: the run ends `failed`)."""
-    script = "#!/usr/bin/env bash\necho started > \"$(dirname \"$0\")/started\"\nsleep 4\nexit 3\n"
+    """One rendered run whose job script sleeps (it writes no record: the run ends `failed`): 4 s, or
+    while a file `hold` in its run folder exists (a test that must act while it runs)."""
+    script = ("#!/usr/bin/env bash\necho started > \"$(dirname \"$0\")/started\"\n"
+              "if [ -e \"$(dirname \"$0\")/hold\" ]; then\n"
+              "  for _ in $(seq 1200); do [ -e \"$(dirname \"$0\")/hold\" ] || break; sleep 0.1; done\n"
+              "else\n  sleep 4\nfi\nexit 3\n")
     run, paths = rendered_kmeans(tmp_path, two_core_site, script, timeout_s=60)
     return paths, run.run_id
 
@@ -209,6 +213,8 @@ def wait_for_log(cwd: Path, text: str, timeout: float, proc: subprocess.Popen) -
 
 def test_a_second_execution_of_a_running_run_is_refused(sleeping_run):
     paths, run_id = sleeping_run
+    hold = paths.run_dir / "hold"  # the first execution's job runs until the second one was refused
+    hold.touch()
     first = start_execute(paths.spec)
     wait_for(paths.run_dir / "started")
     lock = json.loads((paths.run_dir / "run.lock").read_text())
@@ -223,6 +229,7 @@ def test_a_second_execution_of_a_running_run_is_refused(sleeping_run):
     assert second.returncode == 2
     assert f"run {run_id} is already being executed by PID {first.pid} on host " in second.stderr
     assert "Traceback" not in second.stderr and "wait for it to finish" in second.stderr
+    hold.unlink()
     out, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     # the first execution's result stands, and its lock is gone
