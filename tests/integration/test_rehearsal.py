@@ -1,7 +1,8 @@
 """`exabench rehearse --profile profiles/<site>` runs a site's documented path here, end to end. A bundle site:
 `snakemake --profile ... bundle`, each bundle script through the stand-in submit command (bsub on
 Summit's LSF, qsub on Polaris' PBS Pro, Titan's Torque and Theta's Cobalt), the ranks through the
-stand-in launcher (jsrun, PALS mpiexec, aprun) and mpirun, then the aggregate and acceptance. Every planned run comes back with a record.
+stand-in launcher (jsrun, PALS mpiexec, aprun) and mpirun, then the aggregate and acceptance. Every
+planned run comes back with a record.
 Then `every_node_script`, its job submitted the same way: one jsrun (mpiexec) across the job's nodes
 per run, checked by the stand-in, its ranks here in node worlds (exabench.campaign.node_worlds).
 
@@ -9,9 +10,10 @@ The campaign is a small subset of the sites' own (two GEMM runs, on 1 and 2 node
 two submissions), not the rack-scale default campaign (132 runs on Summit): a tiny ResNet-50 run
 takes a minute on this shared machine, and the suite cannot spend hours per site.
 
-A Slurm site (Perlmutter here, and Stampede2 with TACC's ibrun) goes through the real loopback Slurm (the session's slurm_cluster): its
-bundle scripts' #SBATCH headers checked against the Slurm rule book and the site file, mapped to the
-loopback cluster, submitted with the real sbatch; its srun lines checked, then run by the real srun.
+A Slurm site (Perlmutter here, and Stampede2 with TACC's ibrun) goes through the real loopback Slurm
+(the session's slurm_cluster): its bundle scripts' #SBATCH headers checked against the Slurm rule
+book and the site file, mapped to the loopback cluster, submitted with the real sbatch; its srun
+(ibrun) lines checked, then run by the real srun.
 Every real site's default campaign (rack scale, tiny preset) is rendered and checked as the stand-ins
 check it, nothing run."""
 
