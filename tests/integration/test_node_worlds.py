@@ -169,17 +169,25 @@ def test_real_sites_every_node_jobs_are_one_launch_per_run_across_every_node(sit
     assert sorted(seen) == sorted(single)
 
 
+def _write_marks(tmp_path: Path, marks: dict[str, list[str]]) -> dict[str, Path]:
+    """Each node's ranks' stop marks as the launch left them ("" for a mark no SIGTERM wrote); node ->
+    its errors folder."""
+    folders = {}
+    for node, texts in marks.items():
+        folders[node] = errors = tmp_path / "nodes" / "kmeans.tiny.n1r2t1" / node / "errors"
+        errors.mkdir(parents=True)
+        for rank, text in enumerate(texts):
+            (errors / f"stopped-rank{rank}.txt").write_text(text)
+    return folders
+
+
 def test_node_collect_finds_the_node_whose_rank_was_killed_outright_among_those_the_launch_stopped(tmp_path):
     # Exit 137 after 20 s of a 120 s limit: not the limit (timeout's exit 137 needs the whole limit) but a
     # rank killed, as mpirun exits when the kernel's OOM killer ended one. n01's two ranks were stopped by
     # the launch's SIGTERM (their marks written); n02's rank 1 left its mark empty: killed outright.
     from exabench.execute import collect_node_world as collect
     spec = _kmeans_spec(tmp_path)
-    for node, marks in (("n01", ["stacks", "stacks"]), ("n02", ["stacks", ""])):
-        errors = tmp_path / "nodes" / "kmeans.tiny.n1r2t1" / node / "errors"
-        errors.mkdir(parents=True)
-        for rank, text in enumerate(marks):
-            (errors / f"stopped-rank{rank}.txt").write_text(text)
+    _write_marks(tmp_path, {"n01": ["stacks", "stacks"], "n02": ["stacks", ""]})
     assert collect(spec, NODES, 137, 20.0) == {"n01": "failed", "n02": "failed"}
     killed, stopped = _node_record(tmp_path, spec, "n02"), _node_record(tmp_path, spec, "n01")
     assert killed["error"] == ("1 of its 2 rank(s) ended with no record, no error and no stop signal from the launch "
@@ -194,11 +202,7 @@ def test_an_empty_stop_mark_beside_another_nodes_own_error_is_a_stop_not_a_kill(
     # after SIGTERM), so n01 is stopped with the launch, not killed outright.
     from exabench.execute import collect_node_world as collect
     spec = _kmeans_spec(tmp_path)
-    for node, marks in (("n01", ["stacks", ""]), ("n02", ["", ""])):
-        errors = tmp_path / "nodes" / "kmeans.tiny.n1r2t1" / node / "errors"
-        errors.mkdir(parents=True)
-        for rank, text in enumerate(marks):
-            (errors / f"stopped-rank{rank}.txt").write_text(text)
+    errors = _write_marks(tmp_path, {"n01": ["stacks", ""], "n02": ["", ""]})["n02"]
     (errors / "rank0.txt").write_text("rank 0 on n02: TypeError: run() got an unexpected keyword argument 'k2'\n")
     assert collect(spec, NODES, 1, 3.0) == {"n01": "failed", "n02": "failed"}
     assert "TypeError" in _node_record(tmp_path, spec, "n02")["error"]

@@ -23,6 +23,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +52,20 @@ benchmarks:
 """
 
 
+def _rehearse_small(name: str, tmp_path: Path, slurm_cluster: dict | None = None):
+    """`exabench rehearse --profile profiles/<name>` of the small campaign (on a Slurm site through the
+    loopback Slurm); (its work folder, the finished process), which exited 0."""
+    campaign = tmp_path / "small.yaml"
+    campaign.write_text(SMALL_CAMPAIGN)
+    work = tmp_path / "rehearsal"
+    slurm = {"SLURM_CONF": slurm_cluster["SLURM_CONF"]} if slurm_cluster else {}
+    res = subprocess.run([sys.executable, "-m", "exabench", "rehearse", "--profile", f"profiles/{name}",
+                          "--configfile", str(campaign), "--work", str(work)],
+                         cwd=REPO, env={**env(), **slurm}, capture_output=True, text=True, timeout=880)
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    return work, res
+
+
 def _small_run_ids(name: str) -> list[str]:
     """The run ids the small campaign plans on site `name` (its threads and GPUs a rank are the site's)."""
     config = validate(yaml.safe_load(SMALL_CAMPAIGN), "config", "small.yaml")
@@ -63,13 +78,7 @@ def _small_run_ids(name: str) -> list[str]:
                                                     ("titan", "qsub", "aprun"), ("theta", "qsub", "aprun")])
 def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_planned_run(tmp_path, name, submit,
                                                                                          launcher):
-    campaign = tmp_path / "small.yaml"
-    campaign.write_text(SMALL_CAMPAIGN)
-    work = tmp_path / "rehearsal"
-    res = subprocess.run([sys.executable, "-m", "exabench", "rehearse", "--profile", f"profiles/{name}",
-                          "--configfile", str(campaign), "--work", str(work)],
-                         cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    work, res = _rehearse_small(name, tmp_path)
     # the two bundles and the every-node job
     assert f"exabench rehearse {name}: rehearsed: 3 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
     # each step said as it starts and ends, on stderr: the bundle render first
@@ -120,14 +129,7 @@ def test_a_bundle_sites_documented_path_is_rehearsed_with_a_record_for_every_pla
 
 @pytest.mark.timeout(900)
 def test_a_slurm_sites_documented_path_is_rehearsed_through_the_loopback_slurm(slurm_cluster, tmp_path):
-    campaign = tmp_path / "small.yaml"
-    campaign.write_text(SMALL_CAMPAIGN)
-    work = tmp_path / "rehearsal"
-    res = subprocess.run([sys.executable, "-m", "exabench", "rehearse", "--profile", "profiles/perlmutter",
-                          "--configfile", str(campaign), "--work", str(work)],
-                         cwd=REPO, env={**env(), "SLURM_CONF": slurm_cluster["SLURM_CONF"]}, capture_output=True,
-                         text=True, timeout=880)
-    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    work, res = _rehearse_small("perlmutter", tmp_path, slurm_cluster)
     assert "exabench rehearse perlmutter: rehearsed: 2 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
     records = {p.stem: json.loads(p.read_text()) for p in (work / "results/perlmutter/records").glob("*.json")}
     assert sorted(records) == ["gemm.tiny.fp32.n1r1t64g1", "gemm.tiny.fp32.n2r1t64g1"]
@@ -160,14 +162,7 @@ def test_a_slurm_sites_documented_path_is_rehearsed_through_the_loopback_slurm(s
 def test_stampede2s_ibrun_path_is_rehearsed_through_the_loopback_slurm(slurm_cluster, tmp_path):
     # TACC's launcher under Slurm: each ibrun line checked against the job's tasks by the ibrun stand-in,
     # its ranks started as a step of the real Slurm job; the #SBATCH lines under TACC's rules.
-    campaign = tmp_path / "small.yaml"
-    campaign.write_text(SMALL_CAMPAIGN)
-    work = tmp_path / "rehearsal"
-    res = subprocess.run([sys.executable, "-m", "exabench", "rehearse", "--profile", "profiles/stampede2",
-                          "--configfile", str(campaign), "--work", str(work)],
-                         cwd=REPO, env={**env(), "SLURM_CONF": slurm_cluster["SLURM_CONF"]}, capture_output=True,
-                         text=True, timeout=880)
-    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    work, res = _rehearse_small("stampede2", tmp_path, slurm_cluster)
     assert "exabench rehearse stampede2: rehearsed: 2 script(s) submitted, 0 refused, 2 of 2 planned" in res.stdout
     records = {p.stem: json.loads(p.read_text()) for p in (work / "results/stampede2/records").glob("*.json")}
     assert sorted(records) == _small_run_ids("stampede2")
