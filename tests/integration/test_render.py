@@ -15,7 +15,7 @@ import pytest
 from exabench.config import validate
 from exabench.errors import ExabenchError, LayoutError
 from exabench.campaign.render import RunPaths, render_script, write_run_files, write_runs_files
-from exabench.campaign.plan import expand
+from exabench.campaign.plan import Run, expand
 
 
 @pytest.fixture
@@ -116,8 +116,12 @@ def test_a_helper_killed_mid_render_is_named_and_leaves_no_temp_file(tmp_path, t
 def test_run_to_dict_is_asdict_with_the_layouts_own_dict(two_core_site, kmeans_run):
     expected = dataclasses.asdict(kmeans_run)
     expected["layout"] = kmeans_run.layout.to_dict()
+    # `resized` only where preset_sizes replaced a size: a plain run's spec (and its digest) is as before
+    assert expected.pop("resized") == {}
     assert json.dumps(kmeans_run.to_dict()) == json.dumps(expected)  # same keys, values and order
     assert kmeans_run.to_dict()["params"] is not kmeans_run.params  # a copy, as asdict makes
+    resized = replace(kmeans_run, resized={"size_per_node": "64GB"})
+    assert resized.to_dict()["resized"] == {"size_per_node": "64GB"} and Run.from_dict(resized.to_dict()) == resized
 
 
 def test_rendering_is_deterministic(tmp_path, two_core_site, kmeans_run):
