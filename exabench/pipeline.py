@@ -283,6 +283,25 @@ def plain_run_on_bundle_site(site: Site, argv: list[str] | None) -> bool:
     return targets is not None and (not targets or "all" in targets)
 
 
+ACCEPTANCE_TARGETS = ("acceptance", "acceptance_verdicts")
+
+
+def acceptance_without_references(references: str, given: bool, site: Site, argv: list[str] | None) -> str:
+    """The line to stop with when the user asks for the acceptance target and its references file is
+    not there ("" otherwise): Snakemake would say only that an input file is missing, and for which
+    rule, not which key names it. `given`: the file came from --config references=FILE."""
+    if argv is None or Path(references).is_file() or not set(_targets_of(argv) or ()) & set(ACCEPTANCE_TARGETS):
+        return ""
+    what = "is not a file" if Path(references).exists() else "does not exist"
+    named = (f"--config references={references} {what}" if given else
+             f"site {site.name} has none ({references} {what}: no published figures to judge against)")
+    with_refs = ", ".join(sorted(p.parent.name for p in Path("profiles").glob("*/references.yaml")))
+    return (f"the `acceptance` target judges each run against a references file: {named}; valid: "
+            "--config references=FILE, a file in workflow/schemas/references.schema.yaml's form (`exabench "
+            "references --from-history` derives one from this site's own history: docs/results.md)"
+            + (f", or a site that has one ({with_refs})" if with_refs else ""))
+
+
 def profile_hint(argv: list[str] | None) -> str:
     """`--profile <dir>` as this run was started with, for the commands a message suggests."""
     profile = _profile_of(argv)

@@ -266,6 +266,27 @@ def test_snakemake_acceptance_passes_with_derived_references(tmp_path_factory, t
     assert "2 pass" in verdicts and verdicts.rstrip().endswith("ACCEPTED: 2 of 2 runs judged, none fails.")
 
 
+@pytest.mark.integration
+def test_the_acceptance_target_without_references_stops_naming_the_file_and_what_is_valid(tmp_path):
+    # Titan and Theta publish no figures: `acceptance` there (or a --config references= that is not
+    # there) said only Snakemake's MissingInputException for rule acceptance_verdicts.
+    from helpers_compare import copy_workflow, env
+
+    work = copy_workflow(tmp_path / "w")
+    cases = [("titan", [], "site titan has none (profiles/titan/references.yaml does not exist: no published figures"),
+             ("summit", ["references=nope.yaml"], "--config references=nope.yaml does not exist;")]
+    for site, extra, named in cases:
+        res = subprocess.run([sys.executable, "-m", "snakemake", "--profile", f"profiles/{site}", "acceptance",
+                              "--config", "scale=rack", "node_hours_budget=0", *extra],
+                             cwd=work, env=env(), capture_output=True, text=True, timeout=300)
+        out = res.stdout + res.stderr
+        assert res.returncode == 1, out[-3000:]
+        assert "exabench: the `acceptance` target judges each run against a references file: " + named in out, out
+        assert "valid: --config references=FILE" in out and "summit" in out.split("valid:")[1], out
+        assert "MissingInputException" not in out and "Traceback" not in out, out
+        assert not (work / "results" / site).exists()   # stopped before any job
+
+
 # -- the every-node job ------------------------------------------------------------------------------
 
 def test_pin_to_node_per_launcher():

@@ -4,6 +4,9 @@
 # failing runs, when any run fails (so CI sees a non-zero exit and keeps the JUnit file).
 # REFERENCES (the site's references.yaml unless the config names one): common.smk.
 ACCEPTANCE = f"{RESULTS}/acceptance"
+NO_REFERENCES = pipeline.acceptance_without_references(REFERENCES, bool(config.get("references")), SITE, USER_ARGV)
+if NO_REFERENCES:
+    pipeline.stop(NO_REFERENCES)
 
 
 localrules:
