@@ -43,8 +43,9 @@ def scaling(r) -> str:
     h = r.here
     images = f" (placeholder files: {', '.join(p.name for p in r.images)})" if r.images else ""
     return (f"Scaled to this machine: each batch script went to the real Slurm here (partition {h.partition}: "
-            f"{h.nodes} node(s) of {h.cpus} CPUs and {h.memory_mb} MB, {h.minutes} min at most) through `sbatch "
-            "--wait`, one after another, after its #SBATCH lines were checked as the site asked for them; the "
+            f"{h.nodes} node(s) of {h.cpus} CPUs and {h.memory_mb} MB, {h.minutes} min at most) through `sbatch`, "
+            "one after another (each job's end awaited, asked every second), after its #SBATCH lines were checked "
+            "as the site asked for them; the "
             "table gives each job as asked (nodes, tasks) and as rehearsed (nodes_here, tasks_here), at most "
             f"{r.ranks} task(s) a job, and each srun or ibrun line its ranks and threads as asked and as started "
             "(the CPUs here shared among the ranks of a node). What the "

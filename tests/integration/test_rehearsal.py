@@ -175,6 +175,29 @@ def test_stampede2s_ibrun_path_is_rehearsed_through_the_loopback_slurm(slurm_clu
     assert "Verdict: **rehearsed**" in (work / "rehearsal.md").read_text()
 
 
+@pytest.mark.timeout(300)
+def test_the_sbatch_stand_in_waits_for_a_jobs_end_and_gives_its_exit_code(slurm_cluster, monkeypatch):
+    # The stand-in asks the real controller every second (sbatch --wait held each job up to 32 s past
+    # its end): a job's own exit code comes back, a job killed by a signal or cancelled is no success.
+    import os
+    from exabench.rehearsal.slurm import wait_for_job
+
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster["SLURM_CONF"])
+
+    def submitted(*options: str) -> str:
+        out = subprocess.run(["sbatch", "--parsable", "--time=2", "--nodes=1", *options], capture_output=True,
+                             text=True, env={**os.environ}, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().split(";")[0]
+
+    assert wait_for_job(submitted("--wrap", "exit 3")) == 3
+    assert wait_for_job(submitted("--wrap", "kill -KILL $$")) == 1
+    assert wait_for_job(submitted("--wrap", "sleep 3")) == 0
+    held = submitted("--hold", "--wrap", "true")
+    subprocess.run(["scancel", held], check=True, timeout=60)
+    assert wait_for_job(held) == 1
+
+
 @pytest.mark.parametrize("name", REAL_SITES)
 def test_every_real_sites_default_campaign_passes_the_stand_ins_checks(name, tmp_path):
     # Rendered as `exabench rehearse` plans it (the site's campaign.yaml at scale=rack, preset=tiny): every
