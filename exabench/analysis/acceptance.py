@@ -568,21 +568,42 @@ def node_sweep_verdict(records: list[dict], refs: list[Reference] | None = None,
     if confirm is not None:
         verdict = confirm(verdict)
     verdict["references"] = {}  # run id -> [(within, "reference: ...")]
+    verdict["judged_by_references"] = []  # run ids a reference could have failed as slow
     by_node: dict[str, list] = {}
     for r in records:
-        checks = [judge(r, ref) for ref in applicable(refs or [], r).values()] if r["status"] == "ok" else []
+        own = list(applicable(refs or [], r).values()) if r["status"] == "ok" else []
+        checks = [judge(r, ref) for ref in own]
         verdict["references"][r["run_id"]] = [(v not in FAILING, f"reference: {detail}") for v, _, detail in checks]
         by_node.setdefault(node_of(r), []).extend(verdict["references"][r["run_id"]])
+        if any(bounds_slowness(ref, r) for ref in own):
+            verdict["judged_by_references"].append(r["run_id"])
     for node, checks in by_node.items():
         failing = [text for within, text in checks if not within]
         if failing:
             verdict["bad_nodes"][node] = verdict["bad_nodes"].get(node, []) + failing
             verdict["suspects"].pop(node, None)
             verdict["status"][node] = "drain"
-        elif checks and verdict["status"][node] == "inconclusive" and not any(
-                r["verdict"] == "in-doubt" for r in verdict["rows"] if r["nodes"] == [node]):
-            verdict["status"][node] = "pass"  # too few peers, but judged against the site's references
+        elif verdict["status"][node] == "inconclusive" and _judged_by_references_alone(node, verdict):
+            # too few peers, but every test of the node judged against the site's references; one test
+            # left unjudged, failed (a skipped NCCL run included) or in doubt keeps it inconclusive
+            verdict["status"][node] = "pass"
     return verdict
+
+
+def _judged_by_references_alone(node: str, verdict: dict) -> bool:
+    """Whether each test of the node ran and a reference that bounds slowness judged it."""
+    mine = [r for r in verdict["rows"] if r["nodes"] == [node]]
+    return bool(mine) and all(r["status"] == "ok" and r["verdict"] == "not-judged"
+                              and r["run_id"] in verdict["judged_by_references"] for r in mine)
+
+
+def bounds_slowness(ref: Reference, rec: dict) -> bool:
+    """Whether the reference's band could fail a slow figure of this run: a floor above zero where
+    higher is better, a finite ceiling where lower is. A sanity band such as 0 .. 1 of peak fails no
+    slow node, so it judges none (a node passed on it alone was a check that cannot fail)."""
+    lo, hi = ref.band
+    higher = bool(((rec.get("metrics") or {}).get(ref.metric) or {}).get("higher_is_better", True))
+    return lo > 0 if higher else math.isfinite(hi)
 
 
 def node_rows(verdict: dict) -> list[dict]:
@@ -603,7 +624,8 @@ def node_rows(verdict: dict) -> list[dict]:
                      "configuration": r["configuration"], "metric": r["metric"], "value": r["value"],
                      "median": r["median"], "mad": r["mad"], "z": r["z"],
                      "flagged": bool(r["slow"] or r["failed"] or not all(within for within, _ in checks)),
-                     "judged": r["verdict"] != "not-judged" or bool(checks), "status": verdict["status"][node],
+                     "judged": r["verdict"] != "not-judged" or r["run_id"] in verdict["judged_by_references"],
+                     "status": verdict["status"][node],
                      "reason": "; ".join(reasons)})
     return sorted(rows, key=lambda x: (x["configuration"], x["node"]))
 

@@ -204,6 +204,25 @@ def test_node_outside_reference_is_flagged(tmp_path):
     assert not by["c001"]["flagged"]
 
 
+def test_a_node_without_peers_passes_on_references_only_when_each_of_its_tests_is_bounded_by_one(tmp_path):
+    # Summit's default campaign rehearsed on one node passed node_check on two GEMM figures within 0 .. 1
+    # of peak (a band no slow node fails), its 28 other tests not judged and its NCCL run skipped.
+    one = load_records(sorted((DATA / "nodes").glob("*.node-c001.json")))   # kmeans and resnet50, c001 alone
+
+    def judged(refs_text: str):
+        refs = tmp_path / "r.yaml"
+        refs.write_text("references:\n" + refs_text)
+        rows = acc.node_outliers(one, acc.load_references(refs))
+        return {r["status"] for r in rows}, [(r["benchmark"], r["judged"]) for r in rows]
+
+    resnet = "  - {benchmark: resnet50, metric: throughput, value: 100, lower: 0.2, upper: 1.0, unit: images/s}\n"
+    kmeans = "  - {benchmark: kmeans, metric: time, value: 0.1, lower: 1.0, upper: 0.5, unit: s}\n"  # a ceiling
+    assert judged(resnet + kmeans) == ({"pass"}, [("kmeans", True), ("resnet50", True)])
+    sanity = resnet.replace("lower: 0.2", "lower: 1.0")   # throughput from 0: fails no slow node
+    assert judged(sanity + kmeans) == ({"inconclusive"}, [("kmeans", True), ("resnet50", False)])
+    assert judged(resnet) == ({"inconclusive"}, [("kmeans", False), ("resnet50", True)])   # kmeans unjudged
+
+
 def test_cli_nodes_exit_and_names(tmp_path):
     # docs/results.md's command, in the layout it names: the nodes' records, the site's references (none of
     # these benchmarks: the nodes are judged against their peers).
