@@ -48,6 +48,7 @@ test: export EXABENCH_SUITE_START = $(SUITE_START)
 test: export EXABENCH_SUITE_TIMES = $(CURDIR)/$(SUITE_TIMES)
 test:
 	rm -f $(SUITE_TIMES)
+	bash scripts/tree_check.sh before
 	bash scripts/setup.sh
 	$(VENV)/bin/python -m pytest -ra tests/unit $(PYTEST_ARGS)
 	bash scripts/setup.sh --test
@@ -56,6 +57,7 @@ test:
 	$(VENV)/bin/python -m pytest -ra -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests/integration $(PYTEST_ARGS) \
 	  || [ $$? = 5 ]  # 5: PYTEST_ARGS left no test in this pass
 	$(VENV)/bin/python -m pytest -ra $$(python3 tests/alone.py) $(PYTEST_ARGS) || [ $$? = 5 ]
+	bash scripts/tree_check.sh after
 
 # `make test` and the tiny runs it leaves out (docs/studies.md, "What study=all costs").
 test-full:

@@ -176,7 +176,7 @@ def test_stampede2s_ibrun_path_is_rehearsed_through_the_loopback_slurm(slurm_clu
 
 
 @pytest.mark.timeout(300)
-def test_the_sbatch_stand_in_waits_for_a_jobs_end_and_gives_its_exit_code(slurm_cluster, monkeypatch):
+def test_the_sbatch_stand_in_waits_for_a_jobs_end_and_gives_its_exit_code(slurm_cluster, monkeypatch, tmp_path):
     # The stand-in asks the real controller every second (sbatch --wait held each job up to 32 s past
     # its end): a job's own exit code comes back, a job killed by a signal or cancelled is no success.
     import os
@@ -185,8 +185,9 @@ def test_the_sbatch_stand_in_waits_for_a_jobs_end_and_gives_its_exit_code(slurm_
     monkeypatch.setenv("SLURM_CONF", slurm_cluster["SLURM_CONF"])
 
     def submitted(*options: str) -> str:
-        out = subprocess.run(["sbatch", "--parsable", "--time=2", "--nodes=1", *options], capture_output=True,
-                             text=True, env={**os.environ}, timeout=60)
+        # --output: a job's slurm-<id>.out goes to the test's folder, not the directory pytest runs in
+        out = subprocess.run(["sbatch", "--parsable", "--time=2", "--nodes=1", f"--output={tmp_path}/slurm-%j.out",
+                              *options], capture_output=True, text=True, env={**os.environ}, timeout=60)
         assert out.returncode == 0, out.stderr
         return out.stdout.strip().split(";")[0]
 
