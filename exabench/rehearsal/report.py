@@ -79,7 +79,9 @@ def render(r, s) -> str:
         out += table(["tool", "change (why)"], [[tool, _cell(change)] for tool, change in mapped])
     out += ["", "## Runs and their records", ""]
     out += ["Each run at the preset's sizes (preset_sizes): where the campaign asks more, its own value is given "
-            "beside the one run here (the record keeps both: params and resized).", ""]
+            "beside the one run here (the record keeps both: params and resized). A weak-scaling analytics run "
+            "holds its size per node for the nodes its ranks here fill, not for the nodes asked (its record's "
+            "rows say how many).", ""]
     out += table(["run", "record", "sizes: the campaign's -> here"],
                  [[run, records.get(run, "**no record**"),
                    _cell(", ".join(f"{k} {own} -> {here}" for k, (own, here) in s.resized.get(run, {}).items()))]

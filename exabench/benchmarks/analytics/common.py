@@ -323,6 +323,18 @@ class Block:
         return float(self.total_rows) * self.x.shape[1] * self.x.itemsize
 
 
+def nodes_started(layout: dict, world_size: int) -> int:
+    """Weak scaling's node count: the nodes that the ranks which started fill at the layout's ranks per node.
+
+    Wherever the launch started the ranks planned this is the layout's node count. Where fewer started
+    (a rehearsal runs a 128-node run's launch line on the ranks of one machine) the problem shrinks
+    with them, so each rank holds what it would hold on the machine rather than 64 times more.
+    """
+    planned = int(layout.get("nodes", 1))
+    per_node = max(1, int(layout.get("ranks_per_node", 1)))
+    return max(1, min(planned, math.ceil(world_size / per_node)))
+
+
 def load_block(p: AnalyticsParams, ctx, shift_of_rows=None, label_of_rows=None) -> Block:
     """This rank's block: iris rows (validation) or generated rows (untimed)."""
     dtype = np.dtype(p.dtype)
@@ -331,7 +343,7 @@ def load_block(p: AnalyticsParams, ctx, shift_of_rows=None, label_of_rows=None) 
         start, _ = split_rows(150, world.size, world.rank)
         x, species = load_iris_block(world.rank, world.size, dtype)
         return Block(x, species, 150, start)
-    nodes = int(ctx.layout.get("nodes", 1)) if p.scaling == "weak" else 1
+    nodes = nodes_started(ctx.layout, world.size) if p.scaling == "weak" else 1
     total, start, stop = local_block(p.size_per_node, p.cols, dtype, world, nodes)
     x = generate_rows(start, stop, p.cols, p.seed, dtype, shift_of_rows)
     labels = label_of_rows(np.arange(start, stop)) if label_of_rows is not None else None
