@@ -354,27 +354,30 @@ def group_files(runs: list[Run], site: Site, root: Path, groups: list[NodeGroup]
                 submit: str = "submit.sh", side_by_side: bool = False) -> list[tuple[Path, str, int]]:
     """(path, text, mode): results/<site>/nodes/groups/<group>.sh per group, and `submit` (a
     confirmation round's has its own name), which submits them all (one job per group; all at once
-    with `side_by_side`, where the scheduler would run them one after another)."""
+    with `side_by_side`, where the scheduler would run them one after another; a pair's there waits for
+    the jobs before it and runs alone, as node_jobs.confirmation_round does)."""
     if not groups:
         raise ConfigError("config", KEY, None, "every_node: {nodes: ..., group: 1|2|...|rack} in the campaign's "
                           "config", "is not set")
     out = Path(root) / "nodes" / "groups"
     folders = real_folders(root)
     spec_args = _spec_args(runs, folders)
-    files, requests, queued = [], {}, []
+    files, requests, queued, alone = [], {}, [], set()
     for g, modes in group_jobs(runs, site, groups):
+        if side_by_side and len(g.nodes) > 1:
+            alone.update(path.name for path in node_sweep_paths(out / f"{g.name}.sh", len(modes)))
         for path, job in zip(node_sweep_paths(out / f"{g.name}.sh", len(modes)), modes):
             files.append((path, group_script(job, site, root, g, campaign, path.stem, folders, spec_args, requests),
                           0o755))
             minutes = requests[(len(g.nodes), tuple(r.run_id for r in job))][0]
             queued.append((path, check_walltime(site, minutes, len(g.nodes))))
     real_out = out.resolve()  # once: the scripts are written into it, none is a link of its own
-    files.append((out / submit, submit_script(site, campaign, queued, real_out, side_by_side), 0o755))
+    files.append((out / submit, submit_script(site, campaign, queued, real_out, side_by_side, alone), 0o755))
     return files
 
 
-def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: Path, side_by_side: bool = False
-                  ) -> str:
+def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: Path, side_by_side: bool = False,
+                  alone: set = frozenset()) -> str:
     """submit.sh: every group job (path, its queue), each sent only while the user's jobs in its queue
     are fewer than the queue's declared per-user limit (queues[].max_queued_per_user: Stampede2's
     development queue takes one), waiting for room otherwise; a refused submission is tried again while
@@ -396,19 +399,22 @@ def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: 
              'valid: seconds >= 0 between looks at the queue, e.g. 60 (unset: 60)" >&2; exit 2; }',
              f"mine() {{ {count} | wc -l; }}  # your jobs in queue $1",
              f"send() {{ {sched.FACTS.submit} \"$1\"; }}" if not (side_by_side and sched.FACTS.runs_in_foreground)
-             # the jobs run here, measured side by side: each in the background, waited for at the end
-             else f"send() {{ {sched.FACTS.submit} \"$1\" & }}",
-             "submit() {  # queue, its per-user limit (0: none declared), script",
+             # the jobs run here, measured side by side: each in the background, waited for at the end; a
+             # pair (its 2nd argument set) after the jobs before it, alone: pairs beside pairs share the cores
+             else f"send() {{ if [[ -n ${{2:-}} ]]; then wait; {sched.FACTS.submit} \"$1\"; "
+                  f"else {sched.FACTS.submit} \"$1\" & fi; }}",
+             "submit() {  # queue, its per-user limit (0: none declared), script[, alone]",
              '  while [[ -n $1 && $2 -gt 0 && $(mine "$1") -ge $2 ]]; do sleep "$wait_s"; done',
-             '  until send "$3"; do',
+             '  until send "$3" "${4:-}"; do',
              '    if [[ -z $1 || $(mine "$1") -eq 0 ]]; then unsent+=("$3"); return 0; fi',
              '    echo "exabench: $(basename "$3") refused while you have jobs in queue $1; trying again in ${wait_s} s"',
              '    sleep "$wait_s"',
              "  done",
              "  sent=$((sent + 1))",
              "}"]
+    foreground = side_by_side and sched.FACTS.runs_in_foreground
     lines += [f"submit {shlex.quote(queue or '')} {limits.get(queue, 0)} {shlex.quote(str(out / path.name))}"
-              for path, queue in jobs]
+              + (" alone" if foreground and path.name in alone else "") for path, queue in jobs]
     if side_by_side and sched.FACTS.runs_in_foreground:
         lines.append("wait  # the jobs started side by side")
     lines += ['if (( ${#unsent[@]} )); then echo "exabench: $sent job(s) sent; not sent: ${unsent[*]}" >&2; exit 1; fi',

@@ -494,3 +494,22 @@ def test_node_acceptance_polls_all_its_active_jobs_in_one_squeue_call(tmp_path):
                         {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(queue)}, lambda text: None, poll_s=0.01)
     assert (queue / "squeue-calls").read_text().split() == ["1,2,3"]  # one poll, one call, every job
     assert {j["state"] for j in result["jobs"].values()} == {"COMPLETED"}
+
+
+def test_a_confirmation_rounds_pairs_run_one_at_a_time_after_the_node_tests(tmp_path):
+    # A control pair never runs beside a pair holding a control: a suspect's pair measured beside another
+    # pair (sharing the fabric; on the 8-node cluster, the cores) read 0.61x the control pair and was
+    # "confirmed". The node tests go side by side (c1 with c2); each pair alone, after them (c3, c4).
+    from exabench.campaign.node_jobs import run_groups
+    bin_dir, queue = tmp_path / "bin", tmp_path / "queue"
+    bin_dir.mkdir(), queue.mkdir()
+    sbatch = ('#!/usr/bin/env bash\necho "$(basename "$2") $([[ -e "$QUEUE/job" ]] && echo beside || echo alone)" '
+              '>> "$QUEUE/sent"; n=$(wc -l < "$QUEUE/sent"); echo "$n" > "$QUEUE/job"; echo "$n"\n')
+    stand_in_slurm(bin_dir, sbatch)
+    names = ("c1", "c2", "c3", "c4")
+    planned = [{"group": g, "nodes": [g], "record": str(tmp_path / f"{g}.json")} for g in names]
+    result = run_groups(planned, {g: tmp_path / f"{g}.sh" for g in names},
+                        {"PATH": f"{bin_dir}:/usr/bin:/bin", "QUEUE": str(queue)}, lambda text: None, poll_s=0.01,
+                        max_wait_s=60, alone=frozenset({"c3", "c4"}))
+    assert (queue / "sent").read_text().splitlines() == ["c1.sh alone", "c2.sh beside", "c3.sh alone", "c4.sh alone"]
+    assert {j["state"] for j in result["jobs"].values()} == {"COMPLETED"}

@@ -243,6 +243,28 @@ def test_a_reference_measured_nowhere_says_what_at_nodes_takes():
                               "or a range {min: N, max: M}")
 
 
+def test_a_confirmation_rounds_submit_sh_without_a_scheduler_runs_pairs_alone_after_the_node_tests(tmp_path):
+    # the laptop profile's round runs here: node tests side by side (their load shared with the
+    # controls'), then each pair alone (a pair beside another would share the cores the control pair
+    # had to itself)
+    import subprocess
+
+    from exabench.campaign.node_groups import submit_script
+
+    site = load_site(REPO / "profiles" / "local" / "site.yaml")
+    log = tmp_path / "log"
+    for name in ("n1", "c1", "n1..c1", "c1..c2"):
+        (tmp_path / f"{name}.sh").write_text(f"echo 'start {name}' >> {log}; sleep 0.3; echo 'end {name}' >> {log}\n")
+    jobs = [(tmp_path / f"{name}.sh", "") for name in ("n1", "c1", "n1..c1", "c1..c2")]
+    script = tmp_path / "submit.sh"
+    script.write_text(submit_script(site, "c", jobs, tmp_path, side_by_side=True, alone={"n1..c1.sh", "c1..c2.sh"}))
+    res = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = log.read_text().splitlines()
+    assert sorted(lines[:2]) == ["start c1", "start n1"] and sorted(lines[2:4]) == ["end c1", "end n1"], lines
+    assert lines[4:] == ["start n1..c1", "end n1..c1", "start c1..c2", "end c1..c2"]
+
+
 # --- every-node submit.sh: its wait between looks at the queue ----------------------------------------
 
 @pytest.mark.parametrize("wait,says", [("abc", "abc"), ("-5", "-5"), ("", None), ("0.5", None)])
