@@ -60,7 +60,7 @@ def test_a_flagged_node_gets_a_round_to_submit_and_nothing_is_drained_before_it(
     submit = (groups / "confirm-1-submit.sh").read_text()
     assert all(f"{n}.confirm-1.sh" in submit for n in ["n03", *doc["controls"]])
     # no scheduler: the jobs run here, started together so that their load is shared (side by side)
-    assert 'send() { bash "$1" & }' in submit and "\nwait  #" in submit
+    assert 'else bash "$1" & fi; }' in submit and "\nwait  #" in submit
     assert os.access(groups / "n03.confirm-1.sh", os.X_OK)
     v = rounds.judged(first, doc, CRIT)
     assert v["status"]["n03"] == "suspect" and nv.drain_lines(v) == [] and nv.exit_code(v) == 2
