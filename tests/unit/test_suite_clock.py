@@ -39,3 +39,25 @@ def test_runs_share_their_durations_and_a_suite_past_its_limit_fails_naming_the_
     assert re.search(r"FAILED: the suite took 0\.\d min, past its limit of 0 min", res.stdout), res.stdout
     saved = json.loads(times.read_text())
     assert {"test_a.py::test_slow", "test_b.py::test_quick"} <= set(saved) and saved[SESSIONS_KEY] >= 1.5
+
+
+def test_the_limit_scales_with_the_machines_calibration_up_to_its_cap(tmp_path):
+    # A fixed limit failed CI on a machine 1.9x slower than the one it was set on, well inside CI's 90 min:
+    # the limit is scaled by the machine's calibration (at most MAX_FACTOR), never past CI_CAP_S.
+    from suite_clock import MAX_FACTOR, REFERENCE_S, calibrate
+    (tmp_path / "test_a.py").write_text("import time\ndef test_slow():\n    time.sleep(1.5)\n")
+    times, machine = tmp_path / "times.json", tmp_path / "exabench-suite-machine.json"
+    assert _pytest(tmp_path, 0.02, times).returncode == 1  # 1.5 s past 1.2 s on the reference machine
+    for slowness, code, shown in ((2.0, 0, "2.00"), (1e6, 0, f"{MAX_FACTOR:.2f}"), (0.5, 1, "1.00")):
+        times.unlink()
+        machine.write_text(json.dumps({"seconds": REFERENCE_S * slowness}))
+        res = _pytest(tmp_path, 0.02, times)
+        assert res.returncode == code and f"EXABENCH_SUITE_LIMIT_MIN x {shown}" in res.stdout, (slowness, res.stdout)
+    # the cap: 85 minutes with the set-up, whatever the machine (a make test that started 84.99 min ago)
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "EXABENCH_SUITE_TIMES": str(times), "EXABENCH_SUITE_LIMIT_MIN": "40",
+           "EXABENCH_SUITE_START": str(int(time.time() - 85 * 60 + 1))}
+    times.unlink()
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "suite_clock", "-p", "no:cacheprovider",
+                          str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and re.search(r"past its limit of -?0 min", res.stdout), res.stdout
+    assert 0 < calibrate(repeats=1) < 600  # the work itself runs (its figure is the machine's, not asserted)
