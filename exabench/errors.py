@@ -22,6 +22,12 @@ class ConfigError(ExabenchError):
         super().__init__(f"{file}: key '{key}' = {shown} {problem}; valid: {valid}")
 
 
+class NotRunnableHere(RuntimeError):
+    """A run that asks for what this hardware lacks (tf32 without an Ampere GPU): recorded `skipped` with
+    this message, like an NCCL allreduce without a GPU, and not retried, since a retry cannot help. An
+    acceptance still judges a skipped run a failure: a GPU site whose node cannot run it fails the node."""
+
+
 class LayoutError(ExabenchError):
     """A resource request that cannot fit the site (names site, field, value and limit)."""
 

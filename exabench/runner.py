@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from exabench import benchmarks, energy, stacks
-from exabench.benchmarks.base import Metric
+from exabench.benchmarks.base import Metric, Outcome
 from exabench.energy.summary import energy_metrics, summarise
-from exabench.errors import ExabenchError
+from exabench.errors import ExabenchError, NotRunnableHere
 from exabench.training.distributed import Collectives, World, detect_world, set_run_timeout
 from exabench.records.record import base_record, error_dir, headline_metric, now_iso, provenance, write_record
 
@@ -100,6 +100,8 @@ def run(spec: dict, world: World | None = None) -> dict | None:
     meter.begin("run")
     try:
         outcome = cls().run(params, ctx)
+    except NotRunnableHere as exc:  # every rank checks its own device and stops here alike
+        outcome = Outcome(metrics={}, skipped=str(exc))
     finally:
         meter.end("run")
         energy.deactivate()

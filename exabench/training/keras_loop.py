@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 from tensorflow import keras
 
+from exabench.errors import NotRunnableHere
 from exabench.training import distributed_tf
 
 
@@ -34,8 +35,8 @@ def precision_for(name: str, gpu: bool) -> Precision:
         capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0)) \
             if gpus else None
         if not gpu or not capability or capability[0] < 8:
-            raise RuntimeError("precision tf32 needs an NVIDIA GPU of compute capability >= 8.0 (Ampere or "
-                               f"later); this run has {f'a GPU of capability {capability}' if gpu else 'no GPU'}")
+            raise NotRunnableHere("precision tf32 needs an NVIDIA GPU of compute capability >= 8.0 (Ampere or "
+                                  f"later); this run has {f'a GPU of capability {capability}' if gpu else 'no GPU'}")
         prec = Precision(name, "float32", False, "fp32 storage, TF32 tensor-core matmul and convolution")
     elif name == "fp16":
         note = ("mixed_float16 policy, dynamic loss scaling (LossScaleOptimizer)" if gpu else

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from exabench.errors import NotRunnableHere
 from exabench.training.lr_rules import scaled_lr, warmup_factor  # noqa: F401 - re-exported: the torch workloads' names
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -105,8 +106,8 @@ def precision_for(name: str, device: torch.device) -> Precision:
         torch.backends.cudnn.allow_tf32 = tf32
     if tf32:
         if not cuda or torch.cuda.get_device_capability(device)[0] < 8:
-            raise RuntimeError("precision tf32 needs an NVIDIA GPU of compute capability >= 8.0 (Ampere or later); "
-                               f"this run has {device}")
+            raise NotRunnableHere("precision tf32 needs an NVIDIA GPU of compute capability >= 8.0 "
+                                  f"(Ampere or later); this run has {device}")
         return Precision(name, None, False, "fp32 storage, TF32 tensor-core matmul and convolution")
     if name == "fp16":
         if cuda:

@@ -73,6 +73,15 @@ def test_precision_names_what_it_does_on_cpu():
         precision_for("tf32", cpu)
 
 
+@pytest.mark.timeout(300)
+def test_tf32_on_two_cpu_ranks_is_skipped_by_each_rank_alike(tmp_path):
+    """Not `failed`: a retry cannot give a CPU tensor cores (an NCCL allreduce without a GPU is skipped the same
+    way); both ranks stop at the same check, so the launch ends and rank 0's record says why."""
+    rec = run_benchmark(tmp_path, "convnet_cifar10", {"data": "synthetic", "steps": 2, "precision": "tf32"}, ranks=2)
+    assert rec["status"] == "skipped", rec["error"]
+    assert "tf32 needs an NVIDIA GPU of compute capability >= 8.0" in rec["error"] and rec["metrics"] == {}
+
+
 def test_cifar10_binary_round_trip(tmp_path):
     from exabench.data.images import CIFAR_RECORD, CIFAR10Binary, learnable_images, write_cifar10_binary
     path = write_cifar10_binary(tmp_path / "data_batch_1.bin", 20, seed=3)
