@@ -382,9 +382,13 @@ def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: 
     are fewer than the queue's declared per-user limit (queues[].max_queued_per_user: Stampede2's
     development queue takes one), waiting for room otherwise; a refused submission is tried again while
     the user still has jobs in that queue (room may come). No `set -e`: a job that cannot be sent at
-    all is reported at the end, after every other one was sent, never leaving half the groups unsent."""
+    all is reported at the end, after every other one was sent, never leaving half the groups unsent.
+    With `side_by_side`, a job in `alone` (a confirmation round's pair) runs after every job sent before it
+    has ended (_send)."""
     limits = {q.name: q.max_queued_per_user for q in site.queues}
     sched = schedulers.of(site)  # its submit command and its count of the user's jobs in one queue
+    foreground = side_by_side and sched.FACTS.runs_in_foreground
+    held = side_by_side and bool(alone) and bool(sched.FACTS.after) and not foreground
     option = getattr(sched, "queue_option", lambda site: "")(site)
     count = sched.FACTS.queued_by_user.format(queue_option=option) or "true"  # "": none counted, none waited for
     lines = ["#!/usr/bin/env bash",
@@ -398,11 +402,7 @@ def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: 
              '[[ $wait_s =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "exabench: EXABENCH_SUBMIT_WAIT_S=$wait_s: not valid; '
              'valid: seconds >= 0 between looks at the queue, e.g. 60 (unset: 60)" >&2; exit 2; }',
              f"mine() {{ {count} | wc -l; }}  # your jobs in queue $1",
-             f"send() {{ {sched.FACTS.submit} \"$1\"; }}" if not (side_by_side and sched.FACTS.runs_in_foreground)
-             # the jobs run here, measured side by side: each in the background, waited for at the end; a
-             # pair (its 2nd argument set) after the jobs before it, alone: pairs beside pairs share the cores
-             else f"send() {{ if [[ -n ${{2:-}} ]]; then wait; {sched.FACTS.submit} \"$1\"; "
-                  f"else {sched.FACTS.submit} \"$1\" & fi; }}",
+             *_send(sched.FACTS, foreground, held),
              "submit() {  # queue, its per-user limit (0: none declared), script[, alone]",
              '  while [[ -n $1 && $2 -gt 0 && $(mine "$1") -ge $2 ]]; do sleep "$wait_s"; done',
              '  until send "$3" "${4:-}"; do',
@@ -412,14 +412,44 @@ def submit_script(site: Site, campaign: str, jobs: list[tuple[Path, str]], out: 
              "  done",
              "  sent=$((sent + 1))",
              "}"]
-    foreground = side_by_side and sched.FACTS.runs_in_foreground
     lines += [f"submit {shlex.quote(queue or '')} {limits.get(queue, 0)} {shlex.quote(str(out / path.name))}"
-              + (" alone" if foreground and path.name in alone else "") for path, queue in jobs]
-    if side_by_side and sched.FACTS.runs_in_foreground:
+              + (" alone" if (foreground or held) and path.name in alone else "") for path, queue in jobs]
+    if foreground:
         lines.append("wait  # the jobs started side by side")
     lines += ['if (( ${#unsent[@]} )); then echo "exabench: $sent job(s) sent; not sent: ${unsent[*]}" >&2; exit 1; fi',
               f'echo "exabench: all {len(jobs)} every-node group job(s) sent"']
     return "\n".join(lines) + "\n"
+
+
+def _send(facts, foreground: bool, held: bool) -> list[str]:
+    """submit.sh's send(): script[, alone]. Where the jobs run here (foreground), each in the background,
+    waited for at the end, and a pair after the jobs before it, alone: pairs beside pairs share the cores.
+    Where `held`, a pair is submitted held by the scheduler (facts.after) until every job this script sent
+    and the listing still shows unfinished has ended: a pair beside another pair shares the fabric, and a
+    suspect's pair is judged against the control pair's figure."""
+    if foreground:
+        return [f"send() {{ if [[ -n ${{2:-}} ]]; then wait; {facts.submit} \"$1\"; "
+                f"else {facts.submit} \"$1\" & fi; }}"]
+    if not held:
+        return [f"send() {{ {facts.submit} \"$1\"; }}"]
+    option, item, joiner = facts.after
+    held_submit = " ".join(w for w in (facts.submit_tool, option, facts.submit[len(facts.submit_tool):].strip()) if w)
+    return ["sent_ids=()  # the jobs this script sent, by the id their submission printed",
+            f"unfinished() {{ {facts.unfinished_by_user}; }}  # your unfinished jobs' ids, every queue",
+            "held_by() {  # the ids sent here that are unfinished (all of them where the listing fails)",
+            "  (( ${#sent_ids[@]} )) || return 0",
+            '  local listed id; listed=$(unfinished 2>/dev/null) || { printf "%s\\n" "${sent_ids[@]}"; return 0; }',
+            '  for id in "${sent_ids[@]}"; do if grep -qxF "$id" <<<"$listed"; then echo "$id"; fi; done',
+            "}",
+            "send() {  # script[, alone]: a pair is held until every job sent before it has ended",
+            '  local out id cond="" waits=()',
+            '  if [[ -n ${2:-} ]]; then mapfile -t waits < <(held_by); fi',
+            f"  if (( ${{#waits[@]}} )); then cond=$(printf '{joiner}{item}' \"${{waits[@]}}\"); "
+            f"cond=${{cond#\"{joiner}\"}}; fi",
+            f'  if [[ -n $cond ]]; then out=$({held_submit} "$1"); else out=$({facts.submit} "$1"); fi '
+            '|| { echo "$out"; return 1; }',
+            '  echo "$out"; id=$(grep -oE "[0-9]+" <<<"$out" | head -n 1); if [[ -n $id ]]; then sent_ids+=("$id"); fi',
+            "}"]
 
 
 def group_jobs(runs: list[Run], site: Site, groups: list[NodeGroup]) -> list[tuple[NodeGroup, list[list[Run]]]]:

@@ -235,6 +235,37 @@ def test_every_node_groups_run_one_job_per_node_and_node_check_reads_them(slurm_
     assert {r["flagged"] for r in rows} == {"False"}
 
 
+def test_a_confirmation_rounds_pairs_start_after_every_job_sent_before_them_has_ended(slurm_cluster, tmp_path):
+    """A hand-submitted round's submit.sh on real Slurm: the node tests go in together, each pair held
+    (--dependency=afterany on the ids sbatch printed and squeue still lists) until the jobs before it end:
+    a pair beside another shares the fabric, and a suspect's pair is judged against the control pair."""
+    from exabench.campaign.node_groups import submit_script
+
+    log, names = tmp_path / "log", ("n1", "n2", "n1..n2", "n2..n1")
+    for name in names:
+        (tmp_path / f"{name}.sh").write_text(f"#!/bin/bash\n#SBATCH -N 1 -p debug -t 2 -o {tmp_path}/%j.out\n"
+                                             f"echo \"start {name} $(date +%s.%N)\" >> {log}; sleep 2\n"
+                                             f"echo \"end {name} $(date +%s.%N)\" >> {log}\n")
+    script = tmp_path / "confirm-1-submit.sh"
+    script.write_text(submit_script(site("slurm-local"), "c", [(tmp_path / f"{n}.sh", "") for n in names], tmp_path,
+                                    side_by_side=True, alone={"n1..n2.sh", "n2..n1.sh"}))
+    out = subprocess.run(["bash", str(script)], cwd=tmp_path, env=slurm_cluster, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    ids = re.findall(r"Submitted batch job (\d+)", out.stdout)
+    assert len(ids) == 4, out.stdout
+    for _ in range(120):
+        listed = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm_cluster, capture_output=True, text=True).stdout
+        if not set(ids) & set(listed.split()):
+            break
+        time.sleep(1)
+    stamps = {tuple(line.split()[:2]): float(line.split()[2]) for line in log.read_text().splitlines()}
+    assert len(stamps) == 8, stamps
+    ended = lambda *jobs: max(stamps[("end", j)] for j in jobs)  # noqa: E731
+    assert stamps[("start", "n1..n2")] >= ended("n1", "n2"), stamps
+    assert stamps[("start", "n2..n1")] >= ended("n1", "n2", "n1..n2"), stamps
+
+
 def test_a_node_pair_group_script_passes_sbatch_test_only(slurm_cluster, tmp_path):
     from exabench.campaign.node_groups import group_files, node_groups
     from exabench.campaign.plan import expand

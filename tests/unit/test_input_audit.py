@@ -265,6 +265,52 @@ def test_a_confirmation_rounds_submit_sh_without_a_scheduler_runs_pairs_alone_af
     assert lines[4:] == ["start n1..c1", "end n1..c1", "start c1..c2", "end c1..c2"]
 
 
+def _held_round(tmp_path, profile: str, submit_tool: str, listing: str, lister: str) -> list[str]:
+    """A confirmation round's submit.sh sent through stand-ins: `submit_tool` numbers each job from 1 and
+    prints its id as the scheduler does; `lister` prints `listing` (the user's unfinished jobs), or fails
+    where `listing` is None. Returns what each submission was given, one line each."""
+    import subprocess
+
+    from exabench.campaign.node_groups import submit_script
+
+    site = load_site(REPO / "profiles" / profile / "site.yaml")
+    names = ("n1", "c1", "n1..c1", "c1..c2")
+    for name in names:
+        (tmp_path / f"{name}.sh").write_text("#!/bin/bash\n")
+    script = tmp_path / "submit.sh"
+    script.write_text(submit_script(site, "c", [(tmp_path / f"{n}.sh", "") for n in names], tmp_path,
+                                    side_by_side=True, alone={"n1..c1.sh", "c1..c2.sh"}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    said = {"sbatch": 'echo "Submitted batch job $n"', "bsub": 'echo "Job <$n> is submitted to queue <batch>."'}
+    (bin_dir / submit_tool).write_text(f"#!/bin/bash\nn=$(( $(cat {tmp_path}/count 2>/dev/null || echo 0) + 1 ))\n"
+                                       f"echo $n > {tmp_path}/count\necho \"$*\" >> {tmp_path}/sent\n"
+                                       f"{said[submit_tool]}\n")
+    (bin_dir / lister).write_text("#!/bin/sh\n" + ("exit 1\n" if listing is None else f"printf '{listing}'\n"))
+    for tool in (submit_tool, lister):
+        (bin_dir / tool).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "USER": "me"}
+    res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "exabench: all 4 every-node group job(s) sent" in res.stdout
+    return (tmp_path / "sent").read_text().splitlines()
+
+
+def test_a_confirmation_rounds_pairs_on_slurm_are_held_until_every_job_sent_before_has_ended(tmp_path):
+    # Node tests go in together (side by side); each pair is held (afterany) on the jobs sent before it
+    # that squeue still lists: job 1 has ended, so its id is left out (Slurm refuses a dependency on a
+    # job it has purged)
+    sent = _held_round(tmp_path, "slurm-cluster", "sbatch", "2\\n3\\n4\\n", "squeue")
+    assert sent == [f"{tmp_path}/n1.sh", f"{tmp_path}/c1.sh", f"--dependency=afterany:2 {tmp_path}/n1..c1.sh",
+                    f"--dependency=afterany:2:3 {tmp_path}/c1..c2.sh"]
+
+
+def test_a_confirmation_rounds_pairs_on_lsf_are_held_on_every_earlier_job_when_bjobs_fails(tmp_path):
+    sent = _held_round(tmp_path, "summit", "bsub", None, "bjobs")
+    # bsub reads the script on its standard input: only the options are its arguments
+    assert sent == ["", "", "-w ended(1) && ended(2)", "-w ended(1) && ended(2) && ended(3)"]
+
+
 # --- every-node submit.sh: its wait between looks at the queue ----------------------------------------
 
 @pytest.mark.parametrize("wait,says", [("abc", "abc"), ("-5", "-5"), ("", None), ("0.5", None)])

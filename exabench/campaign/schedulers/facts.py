@@ -40,6 +40,13 @@ class SchedulerFacts:
     # Its submit command runs the job to its end where it is started (bash): jobs meant to run side by
     # side (a confirmation round's suspects and controls) are then started in the background together.
     runs_in_foreground: bool = False
+    # How a submitted job is held until others have ended, for a hand-submitted confirmation round's pairs:
+    # (the submit command's option, "$cond" standing for the condition; one job's condition, printf's %s its
+    # id; the joiner of several), and the user's unfinished jobs in any queue, one id per line (the jobs
+    # that have ended are left out of the condition: a scheduler may refuse a dependency on a purged job).
+    # (): pairs are sent with the rest.
+    after: tuple = ()
+    unfinished_by_user: str = ""
 
     @property
     def submit_tool(self) -> str:

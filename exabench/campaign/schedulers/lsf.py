@@ -17,7 +17,11 @@
 - Node list: the job's host file names each host once per slot, the host running the job script
   first (Summit's batch node, SummitDev's login node), which is no compute node and is jsrun's ERF
   host 0: `awk '!seen[$0]++' "$LSB_DJOB_HOSTFILE" | tail -n +2`.
-- The user's jobs in a queue: `bjobs -noheader -o jobid -u USER -q Q` (bjobs reference).
+- The user's jobs in a queue: `bjobs -noheader -o jobid -u USER -q Q` (bjobs reference); without -q,
+  the user's unfinished jobs in every queue.
+- Held until others end: `bsub -w 'ended(ID) && ended(ID)'` (ended: "The job state is EXIT or DONE"; "If
+  you specify a dependency on a job that LSF cannot find ..., your job submission fails":
+  https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.w.1.html).
 - Allocation-wide settings: `-alloc_flags` sets the nodes' SMT mode for the whole job (OLCF Summit
   User Guide, "Hardware Threads"), `gpumps` starts NVIDIA MPS on every node for ranks sharing GPUs,
   `nvme` the node-local NVMe; `-core_isolation N`.
@@ -32,6 +36,7 @@ FACTS = SchedulerFacts(
     name="lsf", submit="bsub <", directive="#BSUB", queue="-q Q",
     node_list="awk '!seen[$0]++' \"$LSB_DJOB_HOSTFILE\" | tail -n +2",
     queued_by_user='bjobs -noheader -o jobid -u "$me" -q "$1" 2>/dev/null',
+    after=('-w "$cond"', "ended(%s)", " && "), unfinished_by_user='bjobs -noheader -o jobid -u "$me"',
     pin="CSM expert mode: -csm y -R with the hosts' names, no -nnodes "
         "(https://www.ibm.com/docs/en/SSWRJV_10.1.0/lsf_command_ref/bsub.csm.1.html)",
     renders=frozenset({"core_spec", "alloc_flags"}), executor="lsf", rehearsal_book="lsf-olcf")

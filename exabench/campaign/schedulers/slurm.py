@@ -8,7 +8,10 @@ slurm-cluster.
   hosts"; https://slurm.schedmd.com/sbatch.html#OPT_nodelist).
 - Node list: `scontrol show hostnames "$SLURM_JOB_NODELIST"`, one name per line in the allocation's
   order (scontrol(1), "show hostnames"; sbatch(1) OUTPUT ENVIRONMENT VARIABLES).
-- The user's jobs in a queue: `squeue -h -u USER -p Q` (or `-q Q` for a QOS), one line per job (squeue(1)).
+- The user's jobs in a queue: `squeue -h -u USER -p Q` (or `-q Q` for a QOS), one line per job (squeue(1));
+  without -p, the user's pending and running jobs in every partition (squeue's default states).
+- Held until others end: `sbatch --dependency=afterany:ID:ID` ("This job can begin execution after the
+  specified jobs have terminated"; https://slurm.schedmd.com/sbatch.html#OPT_afterany).
 - Allocation-wide settings: `--threads-per-core` where a run asks more hardware threads than Slurm
   gives by default (launchers.srun.threads_per_core), `--gpus-per-node` where the site makes GPUs a
   requested resource (scheduler_options.request_gpus: Perlmutter), `-C nvme` for NVMe staging
@@ -29,6 +32,7 @@ FACTS = SchedulerFacts(
     node_list='scontrol show hostnames "$SLURM_JOB_NODELIST"',
     queued_by_user='squeue -h -u "$me" {queue_option} "$1" -o %i 2>/dev/null',
     pin="--nodelist=a,b (https://slurm.schedmd.com/sbatch.html#OPT_nodelist)",
+    after=('--dependency=afterany:"$cond"', "%s", ":"), unfinished_by_user='squeue -h -u "$me" -o %i',
     renders=frozenset({"core_spec", "cpu_freq", "exclusive", "request_gpus", "request_memory", "queue_directive",
                        "slot_license"}), asks_memory=True, executor="slurm")
 
