@@ -938,11 +938,12 @@ def write_projection(*args, **kwargs) -> None:
 
 
 def archive_campaign(results: str, out: str, site: Site, logs: str, configs: list[str], references: str | None,
-                     baseline: str, baseline_records: list[str], log_path: str, studies: dict | None = None) -> None:
+                     baseline: str, baseline_records: list[str], log_path: str, studies: dict | None = None,
+                     rule_logs: list[str] = ()) -> None:
     with logged(log_path) as log:
         _say(log, archive.archive_campaign(results, out, site.name, logs, configs, site.path, references,
                                            baseline=baseline or None, baseline_records=baseline_records,
-                                           studies=studies or None))
+                                           studies=studies or None, rule_logs=list(rule_logs)))
 
 
 def ingest_campaign(records: list[str], store: str, receipt: str, log_path: str) -> None:

@@ -68,8 +68,10 @@ def of_campaign(part: str, relative: str, ids: set[str] | None) -> bool:
 
 
 def collect(results: Path, logs: Path | None, configs: list[Path], site: Path | None, references: Path | None,
-            locks: list[Path], baseline_records: list[Path]) -> dict[str, Path]:
-    """Archive name -> file on disk: the campaign of the folder's plan.json only."""
+            locks: list[Path], baseline_records: list[Path], rule_logs: list[Path] | None = None) -> dict[str, Path]:
+    """Archive name -> file on disk: the campaign of the folder's plan.json only. `rule_logs`: the logs
+    (under `logs`) of the rules that made what is packed; None (a folder packed by hand after its
+    campaign): every log in it."""
     files: dict[str, Path] = {}
     ids = planned_ids(results)
     for part, pattern in RESULT_PARTS.items():
@@ -81,7 +83,10 @@ def collect(results: Path, logs: Path | None, configs: list[Path], site: Path | 
         if (results / name).is_file():
             files[name] = results / name
     if logs and logs.is_dir():
-        for p in sorted(logs.rglob("*")):
+        # Named, not listed, in a Snakemake run: the jobs running beside the archive job (the ingestion,
+        # the report's pages) are not what it packs, and Snakemake deletes each one's log as it starts.
+        found = logs.rglob("*") if rule_logs is None else [*logs.glob("runs/*"), *rule_logs]
+        for p in sorted(found):
             relative = p.relative_to(logs).as_posix()
             # A run's log (logs/<site>/runs/<run_id>.log) only for the campaign's runs.
             is_run_log = relative.startswith("runs/") and relative.count("/") == 1
@@ -358,10 +363,11 @@ def check_report(check: Check, archive: str) -> str:
 def archive_campaign(results: str, out: str, site_name: str | None = None, logs: str | None = None,
                      configs: list[str] = (), site: str | None = None, references: str | None = None,
                      locks: list[str] = ("requirements.lock", "requirements.txt"), baseline: str | None = None,
-                     baseline_records: list[str] = (), studies: dict | None = None) -> str:
+                     baseline_records: list[str] = (), studies: dict | None = None,
+                     rule_logs: list[str] | None = None) -> str:
     """Pack a finished campaign with its inputs into one archive; returns a one-line summary.
     `studies`: {name: (Study, variant, runs)} of a study campaign (exabench.pipeline.study_plans): each
-    study's file and runs go in, so reproduce rebuilds its table."""
+    study's file and runs go in, so reproduce rebuilds its table. `rule_logs`: as for `collect`."""
     from exabench import __version__
     from exabench.records.record import record_paths
 
@@ -369,7 +375,8 @@ def archive_campaign(results: str, out: str, site_name: str | None = None, logs:
     refs = Path(references) if references else None
     files = collect(results_dir, Path(logs) if logs else None, [Path(c) for c in configs],
                     Path(site) if site else None, refs, [Path(x) for x in locks],
-                    [Path(p) for p in record_paths(baseline_records)])
+                    [Path(p) for p in record_paths(baseline_records)],
+                    None if rule_logs is None else [Path(p) for p in rule_logs])
     meta = {"site": site_name or results_dir.name, "baseline": baseline or "", "exabench_version": __version__,
             "references_name": refs.name if refs else ""}
     studies_json = None

@@ -2,6 +2,16 @@ localrules:
     archive,
 
 
+def get_archived_rule_logs(wildcards=None):
+    # The logs of the jobs that made what the archive packs, all of them above it (so ended before
+    # it starts). Not the logs of jobs that may run beside it (the ingestion, the history, the
+    # report's pages, the archive itself), which hold nothing packed and which Snakemake deletes as
+    # each such job starts: packing them raced those jobs and packed an earlier campaign's.
+    made = [rules.plan, rules.plan_json, rules.aggregate, rules.compare, rules.plots]
+    made += [rules.acceptance_verdicts] if Path(REFERENCES).exists() else []
+    return [*(log for rule in made for log in rule.log), *(f"{LOGS}/study-{name}.log" for name in STUDIES)]
+
+
 # A named target, not part of `all`: pack the finished campaign into one archive (the campaign of the
 # results folder's plan.json only, with its studies' tables when --config study=... is given).
 #   snakemake --profile profiles/<site> archive      then: exabench reproduce results/archives/<site>.tar.gz
@@ -10,6 +20,7 @@ rule archive:
         get_final_outputs,
         get_compare_outputs,
         get_plot_outputs,
+        plan=f"{RESULTS}/plan.json",  # packed, and which runs are the campaign's
         baseline=get_baseline_records,
         studies=lambda wildcards: pipeline.study_outputs(RESULTS, STUDIES),
         # Brought up to date for this campaign (a `study` run does not write them): never another's.
@@ -25,6 +36,7 @@ rule archive:
     params:
         references=REFERENCES if Path(REFERENCES).exists() else None,
         configs=list(map(str, workflow.configfiles)),
+        rule_logs=get_archived_rule_logs,
     run:
         pipeline.archive_campaign(
             RESULTS,
@@ -37,4 +49,5 @@ rule archive:
             input.baseline,
             log[0],
             STUDIES,
+            params.rule_logs,
         )
