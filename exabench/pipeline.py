@@ -327,8 +327,7 @@ def write_study_table(study, variant: str, records: list[str], site: Site, markd
 
     with logged(log_path) as log:
         _say(log, study_tables.write_study_table(study, records, site.name, variant, markdown, csv), echo=True)
-        with _DRAWING:
-            _say(log, write_study_picture(csv, picture))
+        _say(log, write_study_picture(csv, picture))
 
 
 def write_plan(runs: list[Run], path: str, log_path: str) -> None:
@@ -837,7 +836,7 @@ def node_verdict(jobs_json: str, out_dir: str, site: Site, every_node: dict, ver
     """The cluster verdict (exabench.analysis.node_verdict): report, verdict.json, tests table, plots, JUnit,
     drain list."""
     from exabench.analysis.node_verdict_files import write_verdict
-    with logged(log_path) as log, _DRAWING:  # it draws its plots
+    with logged(log_path) as log:
         # verdict_json (the rule's output) is out_dir/verdict.json: named so that Snakemake knows it
         v = write_verdict(jobs_json, out_dir, site.name, node_criteria(every_node), campaign, confirm_json)
         cleared, unsure = ([n for n, st in v["status"].items() if st == want] for want in ("suspect-cleared",
@@ -904,14 +903,8 @@ def write_html_pages(markdown_pages: list[str], html_pages: list[str], log_path:
             _say(log, f"{md} -> {page}")
 
 
-# The rules that draw (plots, history_report, perf_projection, node_verdict) one at a time: `run:` jobs run in
-# threads of Snakemake's process (profiles/local, and every cluster executor's local rules), and
-# pyplot's figures are shared by its threads.
-_DRAWING = threading.Lock()
-
-
 def write_plots(records: list[str], nodes: list[str], plan: str, site: Site, out_dir: str, log_path: str) -> None:
-    with logged(log_path) as log, _DRAWING:
+    with logged(log_path) as log:
         _say(log, plots.write_plots(records, nodes, plan, site.name, out_dir))
 
 
@@ -929,12 +922,6 @@ def write_campaign_page(site: Site, summary: str, indexes: list[str], tables: li
 
     with logged(log_path) as log:
         _say(log, write(site.name, summary, indexes, tables, verdicts, out))
-
-
-def write_projection(*args, **kwargs) -> None:
-    """exabench.perf.projection.write_projection, drawing alone (_DRAWING)."""
-    with _DRAWING:
-        projection.write_projection(*args, **kwargs)
 
 
 def archive_campaign(results: str, out: str, site: Site, logs: str, configs: list[str], references: str | None,
@@ -965,7 +952,7 @@ def history_report(store: str, receipt: str, site: Site, csv: str, markdown: str
     the history trend picture of each benchmark where the store has data for it
     (exabench.analysis.history_pictures), their index (`plot`, JSON) saying which or why not, for
     the campaign page."""
-    with logged(log_path) as log, _DRAWING:
+    with logged(log_path) as log:
         done = json.loads(Path(receipt).read_text())
         if done.get("not_ingested"):
             _no_history(f"The campaign was not ingested: {done['not_ingested']}", csv, markdown, plot)

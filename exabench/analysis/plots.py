@@ -13,7 +13,7 @@ import math
 import re
 from pathlib import Path
 
-from exabench.analysis.figures import NothingToDraw, finish, grid, pyplot
+from exabench.analysis.figures import NothingToDraw, figure, finish, grid
 from exabench.analysis.runs import PRECISION_PARAMS, cells
 from exabench.lazy import lazy_import
 
@@ -21,7 +21,7 @@ pd = lazy_import("pandas")
 
 BUSBW = re.compile(r"^busbw\.(\d+)B$")
 HOLE_STATUSES = ("failed", "timeout", "skipped", "missing", "corrupt")
-_pyplot, _finish, _grid = pyplot, finish, grid
+_figure, _finish, _grid = figure, finish, grid
 
 
 def plot_scaling(scaling: pd.DataFrame, path) -> Path:
@@ -134,7 +134,8 @@ def plot_allreduce(records: list[dict], path) -> Path:
     pts = allreduce_points(records)
     if pts.empty:
         raise NothingToDraw("no allreduce run with per-size bus bandwidth (metrics busbw.<bytes>B)")
-    fig, ax = _pyplot().subplots(figsize=(7, 4))
+    fig = _figure((7, 4))
+    ax = fig.subplots()
     for run_id, g in pts.groupby("run_id", sort=True):
         g = g.sort_values("bytes")
         ax.plot(g["bytes"], g["busbw"], "o-", label=run_id, markersize=3)
@@ -276,9 +277,9 @@ def write_plots(records: list[str], nodes: list[str], plan: str | None, site: st
 def node_test_bars(rows: list[dict], path: str | Path) -> Path:
     """One test of a cluster acceptance (exabench.analysis.node_verdict's rows): a bar per node or
     pair, the peers' median as a line; slow or failed bars red, those of a down node grey."""
-    plt = _pyplot()
     r0 = rows[0]
-    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(rows)), 3.2))
+    fig = _figure((max(6, 0.35 * len(rows)), 3.2))
+    ax = fig.subplots()
     values = [0 if math.isnan(r["value"]) else r["value"] for r in rows]
     colours = ["tab:red" if r["slow"] or r["failed"] else ("lightgray" if r["value"] != r["value"] else "tab:blue")
                for r in rows]
@@ -328,6 +329,7 @@ def plot_node_heat_map(verdict: dict, path) -> Path:
     worse than the peers, clipped at +-HEAT_Z_CLIP; drained nodes' names in red, suspects' in orange,
     down nodes' rows hatched, bad links and slow pairs no node explains named below."""
     import numpy as np
+    from matplotlib import colormaps
     from matplotlib.colors import Normalize
     from matplotlib.patches import Rectangle
 
@@ -335,9 +337,9 @@ def plot_node_heat_map(verdict: dict, path) -> Path:
     z = np.array(m["z"], dtype=float).reshape(len(m["nodes"]), len(m["tests"]))
     if not m["node_tests"] or np.isnan(z[:, :m["node_tests"]]).all():
         raise NothingToDraw("no node test was judged (no node figure, or fewer than 3 nodes with one per test)")
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(2.5 + 1.3 * len(m["tests"]), 1.8 + 0.3 * len(m["nodes"])))
-    cmap = plt.get_cmap("RdBu").with_extremes(bad="lightgrey")
+    fig = _figure((2.5 + 1.3 * len(m["tests"]), 1.8 + 0.3 * len(m["nodes"])))
+    ax = fig.subplots()
+    cmap = colormaps["RdBu"].with_extremes(bad="lightgrey")
     image = ax.imshow(np.ma.masked_invalid(z), cmap=cmap, norm=Normalize(-HEAT_Z_CLIP, HEAT_Z_CLIP), aspect="auto")
     fig.colorbar(image, ax=ax, extend="both", label="robust z (negative: worse than its peers)")
     if m["node_tests"] < len(m["tests"]):

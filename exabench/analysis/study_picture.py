@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from exabench.analysis import studies
-from exabench.analysis.figures import NothingToDraw, finish, pyplot
+from exabench.analysis.figures import NothingToDraw, figure, finish
 from exabench.lazy import lazy_import
 
 pd = lazy_import("pandas")
@@ -55,8 +55,8 @@ def plot_study(df: pd.DataFrame, path) -> Path:
     points = study_points(df)
     if not points:
         raise NothingToDraw(why_not(df))
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8.0, 1.4 + 0.45 * len(points)))
+    fig = figure((8.0, 1.4 + 0.45 * len(points)))
+    ax = fig.subplots()
     ys = list(range(len(points)))[::-1]  # the table's first figure on top
     for y, p in zip(ys, points):
         if p["band"]:

@@ -53,10 +53,9 @@ def projection_markdown(table: pd.DataFrame, notes: dict[str, list[str]]) -> str
 
 
 def projection_plot(table: pd.DataFrame, path: str | Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    from exabench.analysis.figures import figure, save
+    fig = figure((12, 4.8))
+    axes = fig.subplots(1, 2)
     for (wl, mach, mode), g in table[table["feasible"]].groupby(["workload", "machine", "mode"], sort=False):
         label = f"{wl} / {mach} / {mode}"
         style = "-" if mode == "weak" else "--"
@@ -70,10 +69,7 @@ def projection_plot(table: pd.DataFrame, path: str | Path) -> None:
                 ha="center", va="center", rotation=20)
     axes[1].legend(fontsize=7, loc="lower left")
     fig.suptitle(f"Whole-machine projection (Summit 4,608 / Frontier 9,472 nodes): {PROJECTED_BANNER}", fontsize=10)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120, layout=True)
 
 
 def write_projection(reference: str | Path, csv: str | Path, markdown: str | Path, plot: str | Path,

@@ -42,7 +42,7 @@ rule perf_projection:
     log:
         "logs/perf/projection.log",
     run:
-        pipeline.write_projection(input[0], output.csv, output.markdown, output.plot, log[0])
+        pipeline.projection.write_projection(input[0], output.csv, output.markdown, output.plot, log[0])
 
 
 rule perf_allreduce_sweep:
