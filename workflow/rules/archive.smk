@@ -2,16 +2,6 @@ localrules:
     archive,
 
 
-def get_archived_rule_logs(wildcards=None):
-    # The logs of the jobs that made what the archive packs, all of them above it (so ended before
-    # it starts). Not the logs of jobs that may run beside it (the ingestion, the history, the
-    # report's pages, the archive itself), which hold nothing packed and which Snakemake deletes as
-    # each such job starts: packing them raced those jobs and packed an earlier campaign's.
-    made = [rules.plan, rules.plan_json, rules.aggregate, rules.compare, rules.plots]
-    made += [rules.acceptance_verdicts] if Path(REFERENCES).exists() else []
-    return [*(log for rule in made for log in rule.log), *(f"{LOGS}/study-{name}.log" for name in STUDIES)]
-
-
 # A named target, not part of `all`: pack the finished campaign into one archive (the campaign of the
 # results folder's plan.json only, with its studies' tables when --config study=... is given).
 #   snakemake --profile profiles/<site> archive      then: exabench reproduce results/archives/<site>.tar.gz

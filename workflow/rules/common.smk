@@ -163,6 +163,16 @@ def get_node_acceptance_pictures(wildcards=None):
     return [index] if Path(index).exists() else []
 
 
+def get_archived_rule_logs(wildcards=None):
+    # archive.smk: the logs of the jobs that made what the archive packs, all of them above it (so ended before
+    # it starts). Not the logs of jobs that may run beside it (the ingestion, the history, the
+    # report's pages, the archive itself), which hold nothing packed and which Snakemake deletes as
+    # each such job starts: packing them raced those jobs and packed an earlier campaign's.
+    made = [rules.plan, rules.plan_json, rules.aggregate, rules.compare, rules.plots]
+    made += [rules.acceptance_verdicts] if Path(REFERENCES).exists() else []
+    return [*(log for rule in made for log in rule.log), *(f"{LOGS}/study-{name}.log" for name in STUDIES)]
+
+
 def get_compare_outputs(wildcards=None):
     return [f"{RESULTS}/tables/{name}.{ext}" for name in COMPARE_TABLES for ext in ("csv", "parquet", "md")]
 
