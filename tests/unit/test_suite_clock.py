@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 from suite_clock import SESSIONS_KEY  # noqa: E402
@@ -61,3 +63,19 @@ def test_the_limit_scales_with_the_machines_calibration_up_to_its_cap(tmp_path):
                           str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 1 and re.search(r"past its limit of -?0 min", res.stdout), res.stdout
     assert 0 < calibrate(repeats=1) < 600  # the work itself runs (its figure is the machine's, not asserted)
+
+
+def test_the_limit_scales_by_the_mean_of_every_calibration_of_the_suite(tmp_path, monkeypatch):
+    # One calibration at the start missed the machine slowing within the hour (1.29, then 1.06): make test
+    # calibrates before each pass and `calibrate` adds its figure to those before it.
+    from suite_clock import REFERENCE_S
+    (tmp_path / "test_a.py").write_text("def test_quick():\n    pass\n")
+    times, machine = tmp_path / "times.json", tmp_path / "exabench-suite-machine.json"
+    machine.write_text(json.dumps({"samples": [REFERENCE_S * 1.2, REFERENCE_S * 2.0, REFERENCE_S * 1.6]}))
+    res = _pytest(tmp_path, 1, times)
+    assert res.returncode == 0 and "EXABENCH_SUITE_LIMIT_MIN x 1.60" in res.stdout, res.stdout
+    assert "by 3 calibrations" in res.stdout, res.stdout
+    monkeypatch.setenv("EXABENCH_SUITE_TIMES", str(times))  # where add_calibration keeps the figures
+    from suite_clock import _factor, add_calibration
+    assert add_calibration(REFERENCE_S * 3.0) == [REFERENCE_S * x for x in (1.2, 2.0, 1.6, 3.0)]
+    assert _factor() == pytest.approx(1.95)
