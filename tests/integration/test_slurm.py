@@ -21,6 +21,7 @@ import pytest
 from exabench.campaign.render import RunPaths, render_script
 from exabench.campaign.plan import Run
 from exabench.campaign.site import resolve_layout
+from exabench.rehearsal.slurm import ENDED
 
 from helpers_docs import run_documented
 from helpers_sites import REPO, site
@@ -114,6 +115,25 @@ def test_campaign_through_the_slurm_executor_plugin_spans_both_nodes(slurm_clust
     assert {row["status"] for row in _table(work)} == {"ok"}
 
 
+def _submit_and_wait(script: Path, cwd: Path, env: dict, limit_s: float = 240) -> tuple[str, str]:
+    """The job's end state and exit code, asked of the controller every second: `sbatch --wait` asks after
+    2 s, 8 s more, then every 32 s, and held this test's 15-second job until 42 s."""
+    sub = subprocess.run(["sbatch", "--parsable", str(script)], cwd=cwd, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert sub.returncode == 0, sub.stdout + sub.stderr
+    job = sub.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True, text=True,
+                               timeout=30)
+        fields = dict(w.split("=", 1) for w in shown.stdout.split() if "=" in w)
+        state = fields.get("JobState", "").split("+")[0]
+        if state in ENDED:
+            return state, fields.get("ExitCode", "")
+        time.sleep(1)
+    pytest.fail(f"job {job} of {script.name} still not ended after {limit_s:.0f} s")
+
+
 def test_bundle_script_runs_a_sweep_in_one_allocation_and_is_ingested(slurm_cluster, tmp_path):
     # A bundle site (submit: bundles): the loopback site's file with that one key changed.
     work = _workdir(tmp_path)
@@ -136,9 +156,8 @@ def test_bundle_script_runs_a_sweep_in_one_allocation_and_is_ingested(slurm_clus
     assert not list((work / "results/slurm-local/records").glob("*.json"))
     queue = subprocess.run(["squeue", "-h", "-o", "%j"], env=slurm_cluster, capture_output=True, text=True, timeout=30)
     assert "run_benchmark" not in queue.stdout and "bundle-test" not in queue.stdout
-    sub = subprocess.run(["sbatch", "--wait", str(bundle)], cwd=work, env=slurm_cluster, capture_output=True,
-                         text=True, timeout=240)
-    assert sub.returncode == 0, sub.stdout + sub.stderr
+    state, exit_code = _submit_and_wait(bundle, work, slurm_cluster)
+    assert (state, exit_code) == ("COMPLETED", "0:0"), (state, exit_code)
     records = sorted((work / "results/slurm-local/records").glob("*.json"))
     assert [p.name for p in records] == ["kmeans.tiny.float64.n2r1t2.json", "kmeans.tiny.float64.n2r2t1.json"]
     # Ingest: the records exist, so Snakemake only aggregates (nothing is submitted again).
