@@ -148,7 +148,7 @@ class MirroredWorkers:
             grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads, options)
             return tf.reduce_mean(per_example), _apply(opt, model, grads, loss_scaling)
 
-        @tf.function
+        @tf.function(autograph=False)  # no tensor-dependent Python control flow: tracing without conversion is faster
         def step(images, labels):
             loss, grad_sum = strategy.run(replica, args=(images, labels))
             return strategy.experimental_local_results(loss)[0], strategy.experimental_local_results(grad_sum)[0]
@@ -176,7 +176,7 @@ class HorovodTF:
     def train_step(self, model, opt, loss_scaling: bool, global_batch: int):
         hvd, compression = self.hvd, self.compression
 
-        @tf.function
+        @tf.function(autograph=False)  # no tensor-dependent Python control flow: tracing without conversion is faster
         def step(images, labels):
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(_loss(model, images, labels))
