@@ -3,8 +3,12 @@ file, and each run ends with the ten slowest tests so far and the time since `ma
 Past the limit the run fails, naming the slowest tests: CI stops at 90 minutes, and a suite that
 creeps towards it should fail loudly long before.
 
-The limit is EXABENCH_SUITE_LIMIT_MIN (45) minutes of the suite's pytest runs on the machine it was
-set on, scaled by how much slower this one is: `make test` first times a fixed piece of the suite's
+The budget is EXABENCH_SUITE_BUDGET_MIN (45) minutes of the suite's pytest runs on the machine it was
+set on, and the limit EXABENCH_SUITE_LIMIT_MIN (the budget and CALIBRATION_SPREAD above it, 52), both
+scaled by how much slower this one is; past the budget the summary warns, past the limit the run fails.
+Why two: on one machine within a day the suite came to 48.1 minutes a calibrated unit, and with about
+3.5 minutes of tests made cheaper, to 36.3: so a limit at the budget passed or failed a suite near it by
+chance (CI failed one at 56.7 min against 54, every test passed). Scaled: `make test` first times a fixed piece of the suite's
 kind of work (`python tests/suite_clock.py calibrate`: a Python start importing torch and pandas, a
 2-thread convnet's training steps, best of 3) against that machine's figure (REFERENCE_S), and again
 before each integration pass; the limit scales by their mean. One calibration at the start was not
@@ -39,6 +43,10 @@ _session_start = time.time()
 # the most a slower machine scales the limit by (a calibration disturbed by a busy neighbour).
 REFERENCE_S = 4.2  # measured: 4.30, 4.21, 4.23 s (three calibrations of 3, load 0.6)
 MAX_FACTOR = 3.0
+# How far the suite's minutes a calibrated unit spread with the suite all but unchanged: 48.1 here and 47.3 on
+# CI's machine, then 36.3 here (about 40 less the 3.5 cut meanwhile) on 2026-12-03: the limit sits above
+# the budget by that much, so that a suite within its budget does not fail by chance.
+CALIBRATION_SPREAD = 0.15
 CI_CAP_S = 85 * 60  # set-up and pytest runs together: 5 minutes before CI stops at 90
 
 
@@ -66,9 +74,16 @@ def _factor() -> float:
     return min(MAX_FACTOR, max(1.0, sum(samples) / len(samples) / REFERENCE_S))
 
 
+def _budget_min() -> float:
+    return float(os.environ.get("EXABENCH_SUITE_BUDGET_MIN", "45"))
+
+
+def _limit_min() -> float:
+    return float(os.environ.get("EXABENCH_SUITE_LIMIT_MIN", "") or _budget_min() * (1 + CALIBRATION_SPREAD))
+
+
 def _limit_s(set_up_s: float = 0.0) -> float:
-    base = float(os.environ.get("EXABENCH_SUITE_LIMIT_MIN", "45")) * 60
-    return min(base * _factor(), CI_CAP_S - set_up_s)
+    return min(_limit_min() * 60 * _factor(), CI_CAP_S - set_up_s)
 
 
 WORK = """
@@ -166,10 +181,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         write(f"{len(durations)} tests, {tests_s / 60:.1f} min in tests")
         return
     limit = _limit_s(since - suite_s)
-    write(f"suite: {len(durations)} tests, {suite_s / 60:.1f} min in its pytest runs (limit {limit / 60:.0f} min: "
+    budget = min(_budget_min() * 60 * _factor(), limit)
+    write(f"suite: {len(durations)} tests, {suite_s / 60:.1f} min in its pytest runs (budget {budget / 60:.0f} min, "
+          f"limit {limit / 60:.0f} min: "
           f"EXABENCH_SUITE_LIMIT_MIN x {_factor():.2f}, this machine's slowness by {len(_samples())} calibrations, "
           f"capped at CI's 90 less 5 and the "
           f"set-up), {since / 60:.1f} min since `make test` started (set-up and the scale bench included)")
+    if budget < suite_s <= limit:
+        write(f"OVER BUDGET: the suite took {suite_s / 60:.1f} min, past its budget of {budget / 60:.0f} min "
+              f"(EXABENCH_SUITE_BUDGET_MIN x {_factor():.2f}), within its limit of {limit / 60:.0f} min; make the "
+              f"slowest tests above cheaper before it grows further.", yellow=True, bold=True)
     if suite_s > limit:
         write(f"FAILED: the suite took {suite_s / 60:.1f} min, past its limit of {limit / 60:.0f} min "
               f"(EXABENCH_SUITE_LIMIT_MIN x {_factor():.2f}); CI stops at 90. Make the slowest tests above cheaper "
@@ -193,4 +214,4 @@ if __name__ == "__main__":
     samples = add_calibration(seconds)
     print(f"suite clock: this machine's calibration {seconds:.2f} s (mean of {len(samples)}: "
           f"{sum(samples) / len(samples):.2f} s) against {REFERENCE_S:.2f} s where the limit was set: the limit is "
-          f"{float(os.environ.get('EXABENCH_SUITE_LIMIT_MIN', '45')):.0f} min x {_factor():.2f}")
+          f"{_limit_min():.0f} min x {_factor():.2f} (the budget {_budget_min():.0f} min x {_factor():.2f})")

@@ -79,3 +79,22 @@ def test_the_limit_scales_by_the_mean_of_every_calibration_of_the_suite(tmp_path
     from suite_clock import _factor, add_calibration
     assert add_calibration(REFERENCE_S * 3.0) == [REFERENCE_S * x for x in (1.2, 2.0, 1.6, 3.0)]
     assert _factor() == pytest.approx(1.95)
+
+
+def test_a_suite_past_its_budget_and_within_its_limit_passes_saying_so(tmp_path):
+    # The budget warns, the limit (by default the budget and the calibration's spread above it) fails.
+    from suite_clock import CALIBRATION_SPREAD
+    (tmp_path / "test_a.py").write_text("import time\ndef test_slow():\n    time.sleep(1.5)\n")
+    times = tmp_path / "times.json"
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "EXABENCH_SUITE_TIMES": str(times),
+           "EXABENCH_SUITE_BUDGET_MIN": "0.02", "EXABENCH_SUITE_START": str(int(time.time()))}
+    env.pop("EXABENCH_SUITE_LIMIT_MIN", None)
+    run = lambda: subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "suite_clock", "-p", "no:cacheprovider",
+                                  str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    res = run()  # 1.5 s against a 1.2-second budget and its 1.38-second limit: failed
+    assert res.returncode == 1 and "FAILED: the suite took" in res.stdout, res.stdout
+    env["EXABENCH_SUITE_BUDGET_MIN"], env["EXABENCH_SUITE_LIMIT_MIN"] = "0.02", "1"
+    times.unlink()
+    res = run()  # past the budget, within a minute's limit: passes, saying so
+    assert res.returncode == 0 and "OVER BUDGET: the suite took" in res.stdout, res.stdout
+    assert "within its limit of 1 min" in res.stdout and 0 < CALIBRATION_SPREAD < 0.5
